@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/docker/go-units"
+	"github.com/spf13/pflag"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// sandboxFlags are the flags shared by every command that starts a sandbox.
+type sandboxFlags struct {
+	workspace string
+	image     string
+	runtime   string
+	network   string
+	pids      int64
+	memory    string
+	cpus      float64
+	env       []string
+	readOnly  bool
+}
+
+func (f *sandboxFlags) register(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.workspace, "workspace", "w", ".", "the directory the tools work on; mounted read-write at the same path in the sandbox")
+	fs.StringVar(&f.image, "image", sandbox.DefaultImage, "the sandbox's image: any Linux image (build the default with `corral image build`)")
+	fs.StringVar(&f.runtime, "runtime", "", "OCI runtime of the sandbox, e.g. runsc for gVisor (default: the engine's)")
+	fs.StringVar(&f.network, "network", sandbox.DefaultNetwork, "sandbox network: none, or bridge to let commands reach the network")
+	fs.Int64Var(&f.pids, "pids-limit", sandbox.DefaultPidsLimit, "most processes the sandbox may run at once (holds fork bombs)")
+	fs.StringVar(&f.memory, "memory", "2g", "memory limit of the sandbox, without swap (e.g. 512m, 4g)")
+	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the sandbox in cores (default: all of the host's)")
+	fs.StringArrayVarP(&f.env, "env", "e", nil, "NAME=VALUE to set in the sandbox, or NAME to pass the host's value; repeatable (nothing of the host's environment is passed otherwise)")
+	fs.BoolVar(&f.readOnly, "read-only", false, "mount the image's root filesystem read-only (HOME and /tmp stay writable)")
+}
+
+// config turns the flags into a sandbox configuration.
+func (f *sandboxFlags) config() (sandbox.Config, error) {
+	ws, err := workspaceDir(f.workspace)
+	if err != nil {
+		return sandbox.Config{}, err
+	}
+	mem, err := units.RAMInBytes(f.memory)
+	if err != nil || mem <= 0 {
+		return sandbox.Config{}, fmt.Errorf("--memory %q: want a size such as 512m or 2g", f.memory)
+	}
+	if f.network != "none" && f.network != "bridge" {
+		return sandbox.Config{}, fmt.Errorf("--network %q: want none or bridge", f.network)
+	}
+	if f.pids <= 0 {
+		return sandbox.Config{}, fmt.Errorf("--pids-limit %d: want a positive number", f.pids)
+	}
+	if f.cpus < 0 {
+		return sandbox.Config{}, fmt.Errorf("--cpus %v: want a positive number of cores", f.cpus)
+	}
+	var env []string
+	for _, e := range f.env {
+		name, _, hasValue := strings.Cut(e, "=")
+		if name == "" {
+			return sandbox.Config{}, fmt.Errorf("--env %q: want NAME=VALUE or NAME", e)
+		}
+		if !hasValue {
+			v, ok := os.LookupEnv(name)
+			if !ok {
+				return sandbox.Config{}, fmt.Errorf("--env %s: not set in corral's environment; give NAME=VALUE", name)
+			}
+			e = name + "=" + v
+		}
+		env = append(env, e)
+	}
+	return sandbox.Config{
+		Workspace:    ws,
+		Image:        f.image,
+		Runtime:      f.runtime,
+		Network:      f.network,
+		PidsLimit:    f.pids,
+		Memory:       mem,
+		CPUs:         f.cpus,
+		Env:          env,
+		ReadOnlyRoot: f.readOnly,
+	}, nil
+}
+
+// workspaceDir resolves dir to an absolute path without symlinks and checks that it
+// is a directory.
+func workspaceDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("workspace %q: %w", dir, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("workspace %q does not exist: create it or pass --workspace DIR", dir)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("workspace %q: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("workspace %q is not a directory", dir)
+	}
+	return real, nil
+}

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "corral",
+		Short: "Sandboxed read, edit, write and bash tools for AI coding agents",
+		Long: `corral gives an AI coding agent the four tools that change the world — read,
+edit, write and bash — and makes them safe to hand to an untrusted model: every
+shell command runs in an ephemeral, hardened Docker container that sees only the
+workspace; edits are exact and never clobber a change made since the file was
+read; writes are atomic; a policy engine allows, confirms or denies each command.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newRunCmd(),
+		newCheckCmd(),
+		newShellCmd(),
+		newPsCmd(),
+		newGCCmd(),
+		newImageCmd(),
+		newMCPCmd(),
+		newAgentCmd(),
+	)
+	return root
+}

@@ -1,0 +1,46 @@
+// Package sandbox runs shell commands for an agent in an ephemeral, hardened Docker
+// container that sees only the bind-mounted workspace. An agent inside the container
+// (the corral binary itself) runs each command in its own PTY and process group and
+// speaks to the host over the container's attach stream.
+package sandbox
+
+import "log/slog"
+
+// Defaults of Config.
+const (
+	DefaultImage     = "corral/dev:bookworm"
+	DefaultNetwork   = "none"
+	DefaultPidsLimit = 512
+	DefaultMemory    = 2 << 30 // bytes, swap disabled
+)
+
+// Config describes the sandbox of one session. The zero value of every field but
+// Workspace means its default.
+type Config struct {
+	// Workspace is the absolute host directory bind-mounted read-write at the same
+	// path inside the container; commands start there.
+	Workspace string
+	// Image is any Linux image; DefaultImage when empty.
+	Image string
+	// Runtime is the OCI runtime ("runsc" for gVisor); the engine's default when empty.
+	Runtime string
+	// Network is "none" (default) or "bridge".
+	Network string
+	// PidsLimit caps the number of processes (DefaultPidsLimit when zero).
+	PidsLimit int64
+	// Memory caps memory in bytes, swap disabled (DefaultMemory when zero).
+	Memory int64
+	// CPUs caps CPU time in cores (the host's core count when zero).
+	CPUs float64
+	// Env lists KEY=VALUE pairs given to commands; nothing of the host's
+	// environment is passed otherwise.
+	Env []string
+	// ReadOnlyRoot mounts the image's root filesystem read-only (HOME and /tmp
+	// stay writable tmpfs).
+	ReadOnlyRoot bool
+	// ReadOnlyMounts are host directories mounted read-only at the same path, such
+	// as the session's log directory.
+	ReadOnlyMounts []string
+	// Logger receives diagnostics; discarded when nil.
+	Logger *slog.Logger
+}

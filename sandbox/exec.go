@@ -1,0 +1,60 @@
+package sandbox
+
+import (
+	"io"
+	"time"
+)
+
+// ExecRequest is one shell command to run in the sandbox.
+type ExecRequest struct {
+	// Command is run by `bash -c` (or `sh -c` where the image has no bash) in its
+	// own PTY and process group.
+	Command string
+	// Timeout ends the command (SIGTERM to its process group, SIGKILL 2 s later).
+	// Zero means no timeout other than the context's.
+	Timeout time.Duration
+	// Output receives the raw PTY stream (colours and carriage returns intact) as
+	// it arrives. It is called from one goroutine at a time; a slow writer slows
+	// the command, never loses bytes. Nil discards.
+	Output io.Writer
+	// Cols and Rows set the PTY's window size; zero means 200x50.
+	Cols, Rows uint16
+}
+
+// ExecResult says how a command ended. A command that ran and failed is not a Go
+// error: its exit status is here. Errors are for a sandbox that could not run it.
+type ExecResult struct {
+	// ExitCode is the shell's exit status; 128+n when killed by signal n.
+	ExitCode int `json:"exitCode"`
+	// Signal names the signal that ended the command, if any ("SIGKILL").
+	Signal string `json:"signal,omitempty"`
+	// Duration is the wall time from start to the call's return.
+	Duration time.Duration `json:"duration"`
+	// Dir is the directory the command started in.
+	Dir string `json:"dir"`
+	// DirReset is set when the previous command left the working directory
+	// outside the workspace (or it vanished), so this one started at the root.
+	DirReset bool `json:"dirReset,omitempty"`
+	// TimedOut, Canceled and InputWait say why the command was ended early.
+	TimedOut bool `json:"timedOut,omitempty"`
+	Canceled bool `json:"canceled,omitempty"`
+	// InputWait is set when the command was ended because it sat waiting for
+	// terminal input it would never get.
+	InputWait bool `json:"inputWait,omitempty"`
+	// OOMKilled is set when a process of the command was killed for memory.
+	OOMKilled bool `json:"oomKilled,omitempty"`
+	// Restarted is set when the sandbox container had died and a new one was
+	// started for this command: shell state and background processes were lost.
+	Restarted bool `json:"restarted,omitempty"`
+	// RestartReason says why the old container was gone, when known.
+	RestartReason string `json:"restartReason,omitempty"`
+	// Background lists processes the command started that are still running
+	// after its main process exited (`server &`).
+	Background []Process `json:"background,omitempty"`
+}
+
+// Process is a process still running in the sandbox.
+type Process struct {
+	PID     int    `json:"pid"`
+	Command string `json:"command"`
+}

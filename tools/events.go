@@ -1,0 +1,81 @@
+package tools
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+)
+
+// EventType names an event.
+type EventType string
+
+const (
+	// EventCallStart: a tool call began; Args holds its arguments.
+	EventCallStart EventType = "call_start"
+	// EventOutput: a chunk of a bash command's raw output (colours intact).
+	EventOutput EventType = "output"
+	// EventCallEnd: a tool call ended; Result holds what it returned (with the
+	// diff details of edit and write), or Error the infrastructure failure.
+	EventCallEnd EventType = "call_end"
+	// EventFileChanged: a file the session read was changed by someone else (the
+	// user, a formatter, a command).
+	EventFileChanged EventType = "file_changed"
+)
+
+// Event is something a UI may want to show. Events are JSON-serialisable.
+type Event struct {
+	Type     EventType       `json:"type"`
+	Time     time.Time       `json:"time"`
+	CallID   string          `json:"call_id,omitempty"`
+	Tool     string          `json:"tool,omitempty"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Result   *Result         `json:"result,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Duration time.Duration   `json:"duration_ns,omitempty"`
+	// Path is the workspace-relative path of a file_changed event.
+	Path string `json:"path,omitempty"`
+	// Op is what happened to Path: "write", "create", "remove", "rename", "chmod".
+	Op string `json:"op,omitempty"`
+	// Data is an output chunk.
+	Data string `json:"data,omitempty"`
+}
+
+// EventSink receives events. Emit is called from many goroutines and must not
+// block for long.
+type EventSink interface {
+	Emit(Event)
+}
+
+// EventFunc adapts a function to EventSink.
+type EventFunc func(Event)
+
+// Emit calls f.
+func (f EventFunc) Emit(e Event) { f(e) }
+
+// JSONLines returns a sink that writes each event to w as one JSON line. Write
+// errors are dropped: events are for a UI and must not fail a tool call.
+func JSONLines(w io.Writer) EventSink {
+	return &jsonLines{enc: json.NewEncoder(w)}
+}
+
+type jsonLines struct {
+	mu  sync.Mutex // guards enc
+	enc *json.Encoder
+}
+
+func (j *jsonLines) Emit(e Event) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_ = j.enc.Encode(e)
+}
+
+func (s *Session) emit(e Event) {
+	if s.events == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	s.events.Emit(e)
+}

@@ -1,0 +1,272 @@
+// Package tools gives an agent the four tools that change the world — read, edit,
+// write and bash — as a Session bound to one workspace. File tools are confined to
+// the workspace, edits are exact and refused when the file changed since it was
+// read, writes are atomic and queued per real path, and bash runs in a sandbox after
+// the policy engine has decided.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/corralhq/corral/policy"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Result is what a tool call returns: Content is the short text for the model,
+// IsError marks a mistake the model can correct, Details is structured data for a
+// UI (diffs, exit codes, truncation) that the model does not see.
+type Result struct {
+	Content string `json:"content"`
+	IsError bool   `json:"is_error"`
+	Details any    `json:"details,omitempty"`
+}
+
+// errorResult is a correctable error for the model.
+func errorResult(format string, args ...any) Result {
+	return Result{Content: fmt.Sprintf(format, args...), IsError: true}
+}
+
+// Executor runs a command in a sandbox. *sandbox.Container implements it.
+type Executor interface {
+	Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error)
+}
+
+// Classifier decides whether a command may run. *policy.Engine implements it.
+type Classifier interface {
+	Classify(command string) policy.Verdict
+}
+
+// Confirmer asks a human whether a command that policy marked "confirm" may run.
+// It returns true to run it. An error is treated as a refusal and reported.
+type Confirmer interface {
+	Confirm(ctx context.Context, req ConfirmRequest) (bool, error)
+}
+
+// ConfirmRequest is what a Confirmer is asked about.
+type ConfirmRequest struct {
+	Command string         `json:"command"`
+	Verdict policy.Verdict `json:"verdict"`
+}
+
+// ConfirmFunc adapts a function to Confirmer.
+type ConfirmFunc func(ctx context.Context, req ConfirmRequest) (bool, error)
+
+// Confirm calls f.
+func (f ConfirmFunc) Confirm(ctx context.Context, req ConfirmRequest) (bool, error) {
+	return f(ctx, req)
+}
+
+// WritePolicy says when write may overwrite an existing file.
+type WritePolicy string
+
+const (
+	// RequireRead (the default) overwrites only a file this session read and
+	// that is unchanged since.
+	RequireRead WritePolicy = "require-read"
+	// AllowOverwrite overwrites any file in the workspace.
+	AllowOverwrite WritePolicy = "allow"
+)
+
+// Options configure a Session. Only Workspace is required.
+type Options struct {
+	// Workspace is the directory the tools are confined to.
+	Workspace string
+	// Sandbox runs bash commands. Without one, bash answers that it is unavailable.
+	Sandbox Executor
+	// Policy classifies bash commands; policy.Default() when nil.
+	Policy Classifier
+	// Confirmer is asked about commands policy marks "confirm"; when nil they are
+	// refused with a message that approval was required.
+	Confirmer Confirmer
+	// Events receives the session's events; discarded when nil.
+	Events EventSink
+	// Logger receives diagnostics; discarded when nil.
+	Logger *slog.Logger
+	// WritePolicy is RequireRead when empty.
+	WritePolicy WritePolicy
+	// Protected lists workspace paths that edit and write refuse (a trailing "/"
+	// protects a directory's contents). DefaultProtected when nil; an empty,
+	// non-nil slice protects nothing.
+	Protected []string
+	// BashTimeout is the default command timeout (DefaultBashTimeout when zero);
+	// MaxBashTimeout caps what a call may ask for (DefaultMaxBashTimeout when zero).
+	BashTimeout, MaxBashTimeout time.Duration
+	// LogDir holds the full logs of bash commands; a fresh temporary directory,
+	// removed by Close, when empty.
+	LogDir string
+	// MaxLogBytes caps each command's full log (DefaultMaxLogBytes when zero);
+	// past it, bytes are only counted.
+	MaxLogBytes int64
+}
+
+// Defaults of Options.
+const (
+	DefaultBashTimeout    = 120 * time.Second
+	DefaultMaxBashTimeout = 600 * time.Second
+	DefaultMaxLogBytes    = 100 << 20
+)
+
+// DefaultProtected are the paths an agent could use to reach the host through the
+// user's own tools: git runs hooks and reads core.* programs from them.
+var DefaultProtected = []string{".git/hooks/", ".git/config"}
+
+// ErrClosed is returned by calls on a closed Session.
+var ErrClosed = errors.New("session is closed")
+
+// callSeq numbers calls of all sessions, for event ids.
+var callSeq atomic.Uint64
+
+// Tool names.
+const (
+	ToolRead  = "read"
+	ToolEdit  = "edit"
+	ToolWrite = "write"
+	ToolBash  = "bash"
+)
+
+// Call runs the tool name with JSON arguments. Malformed, missing, mistyped or
+// unknown arguments and unknown tools give an IsError result, not a Go error; a Go
+// error means the infrastructure failed (the sandbox could not start, the session
+// is closed).
+func (s *Session) Call(ctx context.Context, name string, args json.RawMessage) (Result, error) {
+	switch name {
+	case ToolRead:
+		return callJSON(ctx, s, name, args, s.Read)
+	case ToolEdit:
+		return callJSON(ctx, s, name, args, s.Edit)
+	case ToolWrite:
+		return callJSON(ctx, s, name, args, s.Write)
+	case ToolBash:
+		return callJSON(ctx, s, name, args, s.Bash)
+	}
+	return errorResult("Unknown tool %q. The tools are read, edit, write and bash.", name), nil
+}
+
+func callJSON[P any](ctx context.Context, s *Session, name string, args json.RawMessage, f func(context.Context, P) (Result, error)) (Result, error) {
+	var p P
+	if msg := decodeArgs(name, args, &p); msg != "" {
+		r := errorResult("%s", msg)
+		s.emitRejected(ctx, name, args, r)
+		return r, nil
+	}
+	return f(ctx, p)
+}
+
+// Read reads a file or lists a directory of the workspace.
+func (s *Session) Read(ctx context.Context, p ReadParams) (Result, error) {
+	return track(ctx, s, ToolRead, p, s.read)
+}
+
+// Edit replaces text in a file the session has read.
+func (s *Session) Edit(ctx context.Context, p EditParams) (Result, error) {
+	return track(ctx, s, ToolEdit, p, s.edit)
+}
+
+// Write creates a file or overwrites one the session has read.
+func (s *Session) Write(ctx context.Context, p WriteParams) (Result, error) {
+	return track(ctx, s, ToolWrite, p, s.write)
+}
+
+// Bash runs a shell command in the session's sandbox, after the policy allows it.
+func (s *Session) Bash(ctx context.Context, p BashParams) (Result, error) {
+	return track(ctx, s, ToolBash, p, s.bash)
+}
+
+// track emits the start and end events of one call around f.
+func track[P any](ctx context.Context, s *Session, name string, p P, f func(context.Context, P) (Result, error)) (Result, error) {
+	if s.closed.Load() {
+		return Result{}, ErrClosed
+	}
+	id := callID(ctx)
+	ctx = withCallID(ctx, id)
+	args, _ := json.Marshal(p)
+	start := time.Now()
+	s.emit(Event{Type: EventCallStart, CallID: id, Tool: name, Args: args})
+	r, err := f(ctx, p)
+	end := Event{Type: EventCallEnd, CallID: id, Tool: name, Duration: time.Since(start)}
+	if err != nil {
+		end.Error = err.Error()
+	} else {
+		end.Result = &r
+	}
+	s.emit(end)
+	return r, err
+}
+
+// emitRejected reports a call whose arguments could not be decoded.
+func (s *Session) emitRejected(ctx context.Context, name string, args json.RawMessage, r Result) {
+	id := callID(ctx)
+	if !json.Valid(args) {
+		args = nil
+	}
+	s.emit(Event{Type: EventCallStart, CallID: id, Tool: name, Args: args})
+	s.emit(Event{Type: EventCallEnd, CallID: id, Tool: name, Result: &r})
+}
+
+type callIDKey struct{}
+
+// WithCallID makes the calls made with ctx use id in their events (the id of a
+// `corral run` line, an MCP request id).
+func WithCallID(ctx context.Context, id string) context.Context {
+	return withCallID(ctx, id)
+}
+
+func withCallID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, callIDKey{}, id)
+}
+
+func callID(ctx context.Context) string {
+	if id, ok := ctx.Value(callIDKey{}).(string); ok && id != "" {
+		return id
+	}
+	return fmt.Sprintf("call-%d", callSeq.Add(1))
+}
+
+// Session is one agent's use of the tools on one workspace. Its methods are safe for
+// concurrent use. Close it to stop its watchers and remove its logs.
+type Session struct {
+	opts   Options
+	log    *slog.Logger
+	events EventSink
+	closed atomic.Bool
+
+	// bash state, owned by bash.go.
+	sh *shell
+}
+
+// NewSession opens a session on opts.Workspace.
+func NewSession(ctx context.Context, opts Options) (*Session, error) {
+	if opts.Workspace == "" {
+		return nil, errors.New("tools: no workspace given")
+	}
+	s := &Session{opts: opts, events: opts.Events, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.opts.WritePolicy == "" {
+		s.opts.WritePolicy = RequireRead
+	}
+	if s.opts.Protected == nil {
+		s.opts.Protected = DefaultProtected
+	}
+	var err error
+	if s.sh, err = newShell(ctx, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases the session's resources. It does not close the sandbox, which
+// belongs to whoever created it.
+func (s *Session) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return s.sh.close()
+}
