@@ -23,7 +23,7 @@ func decodeArgs(tool string, raw json.RawMessage, p any) string {
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return fmt.Sprintf("The arguments of %s must be a JSON object (%v). %s", tool, err, usage)
+		return fmt.Sprintf("The arguments of %s must be a JSON object, got %s. %s", tool, describeJSON(err), usage)
 	}
 	known := map[string]paramField{}
 	for _, f := range fields {
@@ -52,12 +52,7 @@ func decodeArgs(tool string, raw json.RawMessage, p any) string {
 		}
 		dst := reflect.New(f.typ)
 		if err := json.Unmarshal(v, dst.Interface()); err != nil {
-			var te *json.UnmarshalTypeError
-			got := "an invalid value"
-			if errors.As(err, &te) {
-				got = "a JSON " + te.Value
-			}
-			return fmt.Sprintf("Argument %q of %s must be %s, got %s. %s", f.name, tool, kindName(f.typ), got, usage)
+			return fmt.Sprintf("Argument %q of %s must be %s, got %s. %s", f.name, tool, kindName(f.typ), describeJSON(err), usage)
 		}
 		reflect.ValueOf(p).Elem().FieldByIndex(f.index).Set(dst.Elem())
 	}
@@ -129,4 +124,18 @@ func quoteList(names []string) string {
 		q[i] = fmt.Sprintf("%q", n)
 	}
 	return strings.Join(q, ", ")
+}
+
+// describeJSON names what a JSON value that failed to decode is, for a message:
+// "a JSON string", or the syntax error when it is not JSON at all.
+func describeJSON(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return "a JSON " + te.Value
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return "invalid JSON (" + se.Error() + ")"
+	}
+	return "an invalid value (" + err.Error() + ")"
 }
