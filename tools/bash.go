@@ -1,26 +1,334 @@
 package tools
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/corralhq/corral/policy"
+	"github.com/corralhq/corral/sandbox"
 )
 
 // BashParams are the arguments of bash.
 type BashParams struct {
-	Command string `json:"command" jsonschema:"the shell command to run"`
+	Command string `json:"command" jsonschema:"the shell command to run, as you would type it in bash"`
 	Timeout int    `json:"timeout,omitempty" jsonschema:"timeout in seconds (default 120, at most 600)"`
 }
 
 // BashDescription teaches the model how to use bash.
-const BashDescription = `Run a shell command in the sandbox. TODO`
+const BashDescription = `Run a shell command with bash in a sandbox: an isolated Linux container that sees only the workspace, mounted at the same path as on the host, so paths in output match the paths the file tools take.
+
+- Each call runs in a fresh bash process. The working directory persists between calls, as in a shell (a cd stays in effect), but the environment does not: export, aliases and functions are gone on the next call — set variables in the same command, e.g. "FOO=1 make test".
+- The sandbox has no network unless the user enabled it, and limits on memory, processes and CPU.
+- The default timeout is 120 s (at most 600 s, via "timeout"). A command that waits for terminal input is ended after a few seconds: pass answers non-interactively (-y, --yes, --no-edit, GIT_EDITOR=true, input from a file or pipe).
+- Output is stripped of colours and progress bars; long output keeps its first lines and a large tail, and the result names a log file with the full output that you can read with the read tool.
+- Start long-running servers in the background ("server &"); the call returns when the main command ends and lists what is still running.
+- A policy decides which commands run: some need the user's approval and some are refused, with the reason. Do not try to get around a refusal; choose another way or ask the user.
+- Use the read, edit and write tools for files rather than cat, sed or echo redirection.`
 
 // shell is the bash tool's state of one session.
-type shell struct{}
+type shell struct {
+	logDir    string
+	removeDir bool // the log directory was made by the session and goes with it
+	seq       atomic.Int64
+}
 
-func newShell(ctx context.Context, s *Session) (*shell, error) { return &shell{}, nil }
+func newShell(ctx context.Context, s *Session) (*shell, error) {
+	sh := &shell{logDir: s.opts.LogDir}
+	if sh.logDir == "" {
+		dir, err := os.MkdirTemp("", "corral-logs-")
+		if err != nil {
+			return nil, fmt.Errorf("making the bash log directory: %w", err)
+		}
+		sh.logDir, sh.removeDir = dir, true
+	} else if err := os.MkdirAll(sh.logDir, 0o700); err != nil {
+		return nil, fmt.Errorf("making the bash log directory: %w", err)
+	}
+	return sh, nil
+}
 
-func (sh *shell) close() error { return nil }
+func (sh *shell) close() error {
+	if sh.removeDir {
+		return os.RemoveAll(sh.logDir)
+	}
+	return nil
+}
+
+// LogDir is the directory that holds the full output of each bash command. The read
+// tool opens files in it by their absolute path.
+func (s *Session) LogDir() string { return s.sh.logDir }
+
+// BashDetails are the UI's data about a bash call.
+type BashDetails struct {
+	Command string          `json:"command"`
+	Verdict *policy.Verdict `json:"verdict,omitempty"`
+	// Approved is set when a human approved a command the policy wanted confirmed.
+	Approved bool `json:"approved,omitempty"`
+	// Ran is false when the command was refused before it started.
+	Ran     bool          `json:"ran"`
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	sandbox.ExecResult
+	// LogPath is the full, cleaned output; LogDroppedBytes were past its cap.
+	LogPath         string `json:"logPath,omitempty"`
+	LogDroppedBytes int64  `json:"logDroppedBytes,omitempty"`
+	// Truncated is set when the model's view left lines out.
+	Truncated   bool   `json:"truncated,omitempty"`
+	OmitLines   int64  `json:"omitLines,omitempty"`
+	OmitBytes   int64  `json:"omitBytes,omitempty"`
+	TotalLines  int64  `json:"totalLines"`
+	TotalBytes  int64  `json:"totalBytes"`
+	RawBytes    int64  `json:"rawBytes"`
+	TimeoutNote string `json:"timeoutNote,omitempty"`
+}
+
+func (s *Session) classify(command string) policy.Verdict {
+	if s.opts.Policy != nil {
+		return s.opts.Policy.Classify(command)
+	}
+	return policy.Verdict{Decision: policy.Confirm, Reason: "no policy engine is configured", Rule: "session:no-policy"}
+}
 
 func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {
-	return Result{}, errors.New("bash: not implemented")
+	command := p.Command
+	if strings.TrimSpace(command) == "" {
+		return errorResult("The command is empty. Give the shell command to run in \"command\"."), nil
+	}
+	if p.Timeout < 0 {
+		return errorResult("timeout %d is negative. Give the timeout in seconds, at most %d, or leave it out for the default of %d.", p.Timeout, s.maxBashTimeout()/time.Second, s.bashTimeout()/time.Second), nil
+	}
+	timeout, timeoutNote := s.bashTimeout(), ""
+	if p.Timeout > 0 {
+		timeout = time.Duration(p.Timeout) * time.Second
+		if max := s.maxBashTimeout(); timeout > max {
+			timeout = max
+			timeoutNote = fmt.Sprintf("Timeout: %d s asked, %d s is the most allowed.", p.Timeout, max/time.Second)
+		}
+	}
+	det := &BashDetails{Command: command, Timeout: timeout, TimeoutNote: timeoutNote}
+
+	v := s.classify(command)
+	det.Verdict = &v
+	switch v.Decision {
+	case policy.Deny:
+		return Result{IsError: true, Details: det, Content: deniedText(command, v)}, nil
+	case policy.Confirm:
+		if s.opts.Confirmer == nil {
+			return Result{IsError: true, Details: det, Content: fmt.Sprintf(
+				"Not run: %s\nThis command needs the user's approval (%s, rule %s), and this session has no one to ask. Choose another way to reach the goal, or tell the user which command you need run and why.",
+				command, v.Reason, v.Rule)}, nil
+		}
+		ok, err := s.opts.Confirmer.Confirm(ctx, ConfirmRequest{Command: command, Verdict: v})
+		if err != nil {
+			if ctx.Err() != nil {
+				return Result{IsError: true, Details: det, Content: fmt.Sprintf("Not run: %s\nThe call was cancelled while waiting for the user's approval.", command)}, nil
+			}
+			return Result{IsError: true, Details: det, Content: fmt.Sprintf("Not run: %s\nThe user's approval was required (%s) but could not be asked: %v", command, v.Reason, err)}, nil
+		}
+		if !ok {
+			return Result{IsError: true, Details: det, Content: fmt.Sprintf("Not run: %s\nThe user declined this command (%s). Do not retry it; choose another way or ask the user what they want.", command, v.Reason)}, nil
+		}
+		det.Approved = true
+	}
+	if s.opts.Sandbox == nil {
+		return Result{}, errors.New("bash is not available: this session has no sandbox")
+	}
+	return s.runCommand(ctx, command, timeout, det)
+}
+
+func deniedText(command string, v policy.Verdict) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Denied by policy: %s\n", command)
+	if v.Part != "" && v.Part != command {
+		fmt.Fprintf(&b, "Because of: %s\n", v.Part)
+	}
+	fmt.Fprintf(&b, "Reason: %s (rule %s)\n", v.Reason, v.Rule)
+	b.WriteString("The command did not run. Choose another way to reach the goal; do not try to get around the policy.")
+	return b.String()
+}
+
+func (s *Session) bashTimeout() time.Duration {
+	if s.opts.BashTimeout > 0 {
+		return s.opts.BashTimeout
+	}
+	return DefaultBashTimeout
+}
+
+func (s *Session) maxBashTimeout() time.Duration {
+	if s.opts.MaxBashTimeout > 0 {
+		return s.opts.MaxBashTimeout
+	}
+	return DefaultMaxBashTimeout
+}
+
+func (s *Session) maxLogBytes() int64 {
+	if s.opts.MaxLogBytes > 0 {
+		return s.opts.MaxLogBytes
+	}
+	return DefaultMaxLogBytes
+}
+
+// runCommand runs an allowed command and shapes its output.
+func (s *Session) runCommand(ctx context.Context, command string, timeout time.Duration, det *BashDetails) (Result, error) {
+	det.LogPath = filepath.Join(s.sh.logDir, fmt.Sprintf("bash-%d.log", s.sh.seq.Add(1)))
+	logFile, err := os.OpenFile(det.LogPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return Result{}, fmt.Errorf("opening the command's log: %w", err)
+	}
+	defer logFile.Close()
+	tr := &transcript{log: bufio.NewWriterSize(logFile, 64<<10), logMax: s.maxLogBytes()}
+	term := newTerminal(tr.addLine)
+	out := &rawSink{term: term, s: s, callID: callID(ctx)}
+
+	res, err := s.opts.Sandbox.Exec(ctx, sandbox.ExecRequest{Command: command, Timeout: timeout, Output: out})
+	out.finish()
+	term.Close()
+	if ferr := tr.log.Flush(); ferr != nil {
+		s.log.Warn("writing bash log", "path", det.LogPath, "err", ferr)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			det.Canceled = true
+			return Result{IsError: true, Details: det, Content: fmt.Sprintf("Command: %s\nCancelled: the call was cancelled before the command finished.", command)}, nil
+		}
+		return Result{}, err
+	}
+	det.Ran = true
+	det.ExecResult = res
+	det.RawBytes = out.n
+	det.TotalLines, det.TotalBytes = tr.totalLines, tr.totalBytes
+	det.LogDroppedBytes = tr.logDropped
+	body := tr.text(det.LogPath)
+	det.Truncated, det.OmitLines, det.OmitBytes = tr.omitLines > 0, tr.omitLines, tr.omitBytes
+
+	var h strings.Builder
+	fmt.Fprintf(&h, "Command: %s\n", command)
+	fmt.Fprintf(&h, "Exit code: %d", res.ExitCode)
+	if res.Signal != "" {
+		fmt.Fprintf(&h, " (killed by %s)", res.Signal)
+	}
+	fmt.Fprintf(&h, "\nDuration: %s\n", roundDuration(res.Duration))
+	if res.Dir != "" && res.Dir != s.opts.Workspace {
+		fmt.Fprintf(&h, "Directory: %s\n", res.Dir)
+	}
+	if det.TimeoutNote != "" {
+		fmt.Fprintf(&h, "%s\n", det.TimeoutNote)
+	}
+	if res.Restarted {
+		reason := res.RestartReason
+		if reason == "" {
+			reason = "it had stopped"
+		}
+		fmt.Fprintf(&h, "Sandbox restarted: the previous sandbox was gone (%s); shell state and background processes were lost.\n", reason)
+	}
+	if res.DirReset {
+		fmt.Fprintf(&h, "Directory reset: the previous command left the working directory outside the workspace (or it was removed), so this one started at the workspace root %s.\n", s.opts.Workspace)
+	}
+	if det.Truncated {
+		fmt.Fprintf(&h, "Output was truncated: %d of %d lines (%s) were left out between the first and the last lines; the full output is in %s (open it with the read tool, using offset and limit).\n",
+			det.OmitLines, det.TotalLines, byteSize(det.OmitBytes), det.LogPath)
+		if det.LogDroppedBytes > 0 {
+			fmt.Fprintf(&h, "The log itself stops after %s; %s more were not kept.\n", byteSize(tr.logBytes), byteSize(det.LogDroppedBytes))
+		}
+	}
+	switch {
+	case res.TimedOut:
+		fmt.Fprintf(&h, "Timed out after %s: the command was stopped (SIGTERM, then SIGKILL). Give a longer timeout (at most %d s), make the command faster, or run it in the background.\n", roundDuration(timeout), s.maxBashTimeout()/time.Second)
+	case res.Canceled:
+		h.WriteString("Cancelled: the call was cancelled and the command was stopped.\n")
+	case res.InputWait:
+		fmt.Fprintf(&h, "Waiting for input: the command was stopped because it waited for terminal input it would never get (last line: %q). Run it non-interactively: pass -y/--yes or --no-edit, set GIT_EDITOR=true, or pipe the answers in.\n", lastLine(body))
+	}
+	if res.OOMKilled {
+		h.WriteString("Killed for memory: a process of the command went over the sandbox's memory limit.\n")
+	}
+	if len(res.Background) > 0 {
+		h.WriteString("Still running in the background:")
+		for _, p := range res.Background {
+			fmt.Fprintf(&h, "\n  pid %d: %s", p.PID, p.Command)
+		}
+		h.WriteString("\n")
+	}
+	h.WriteString("\n")
+	if body == "" {
+		body = "(no output)"
+	}
+	h.WriteString(body)
+	return Result{
+		Content: h.String(),
+		IsError: res.TimedOut || res.Canceled || res.InputWait,
+		Details: det,
+	}, nil
+}
+
+func lastLine(text string) string {
+	text = strings.TrimRight(text, "\n ")
+	if i := strings.LastIndexByte(text, '\n'); i >= 0 {
+		return text[i+1:]
+	}
+	return text
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(time.Second)
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// rawSink receives the raw PTY stream: it feeds the model's terminal view and
+// sends the raw bytes, colours intact, to the UI as output events cut at UTF-8
+// boundaries.
+type rawSink struct {
+	mu      sync.Mutex // guards everything below; the sandbox writes from one goroutine, but be safe
+	term    *terminal
+	s       *Session
+	callID  string
+	n       int64
+	pending []byte // an incomplete UTF-8 sequence held back from the last event
+}
+
+func (r *rawSink) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n += int64(len(p))
+	r.term.Write(p)
+	if r.s.events != nil {
+		chunk := append(r.pending, p...)
+		cut := len(chunk)
+		// Hold back an incomplete rune at the end.
+		for i := 1; i <= 3 && i <= len(chunk); i++ {
+			c := chunk[len(chunk)-i]
+			if utf8.RuneStart(c) {
+				if !utf8.FullRune(chunk[len(chunk)-i:]) {
+					cut = len(chunk) - i
+				}
+				break
+			}
+		}
+		if cut > 0 {
+			r.s.emit(Event{Type: EventOutput, CallID: r.callID, Tool: ToolBash, Data: string(chunk[:cut])})
+		}
+		r.pending = append([]byte(nil), chunk[cut:]...)
+	}
+	return len(p), nil
+}
+
+func (r *rawSink) finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.pending) > 0 {
+		r.s.emit(Event{Type: EventOutput, CallID: r.callID, Tool: ToolBash, Data: string(r.pending)})
+		r.pending = nil
+	}
 }
