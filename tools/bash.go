@@ -121,11 +121,12 @@ func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {
 		return Result{IsError: true, Details: det, Content: deniedText(command, v)}, nil
 	case policy.Confirm:
 		if s.opts.Confirmer == nil {
-			return Result{IsError: true, Details: det, Content: fmt.Sprintf(
-				"Not run: %s\nThis command needs the user's approval (%s, rule %s), and this session has no one to ask. Choose another way to reach the goal, or tell the user which command you need run and why.",
-				command, v.Reason, v.Rule)}, nil
+			return Result{IsError: true, Details: det, Content: needsApproval(command, v)}, nil
 		}
 		ok, err := s.opts.Confirmer.Confirm(ctx, ConfirmRequest{Command: command, Verdict: v})
+		if errors.Is(err, ErrNoApprover) {
+			return Result{IsError: true, Details: det, Content: needsApproval(command, v)}, nil
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return Result{IsError: true, Details: det, Content: fmt.Sprintf("Not run: %s\nThe call was cancelled while waiting for the user's approval.", command)}, nil
@@ -141,6 +142,15 @@ func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {
 		return Result{}, errors.New("bash is not available: this session has no sandbox")
 	}
 	return s.runCommand(ctx, command, timeout, det)
+}
+
+// ErrNoApprover is returned by a Confirmer that has no one to ask: the command is
+// refused with a message that approval was required.
+var ErrNoApprover = errors.New("no one to ask for approval")
+
+func needsApproval(command string, v policy.Verdict) string {
+	return fmt.Sprintf("Not run: %s\nThis command needs the user's approval (%s, rule %s), and this session has no one to ask. Choose another way to reach the goal, or tell the user which command you need run and why.",
+		command, v.Reason, v.Rule)
 }
 
 func deniedText(command string, v policy.Verdict) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -343,4 +344,17 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%.1f MB", float64(n)/1000_000)
 	}
 	return fmt.Sprintf("%.1f GB", float64(n)/1000_000_000)
+}
+
+// PlainText renders raw terminal output as a person would see it: escape
+// sequences removed, carriage-return overwrites collapsed.
+func PlainText(raw string) string {
+	var b bytes.Buffer
+	t := newTerminal(func(line []byte) {
+		b.Write(line)
+		b.WriteByte('\n')
+	})
+	t.Write([]byte(raw))
+	t.Close()
+	return strings.TrimSuffix(b.String(), "\n")
 }

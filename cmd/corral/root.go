@@ -13,6 +13,7 @@ edit, write and bash — and makes them safe to hand to an untrusted model: ever
 shell command runs in an ephemeral, hardened Docker container that sees only the
 workspace; edits are exact and never clobber a change made since the file was
 read; writes are atomic; a policy engine allows, confirms or denies each command.`,
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

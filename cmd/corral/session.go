@@ -87,7 +87,8 @@ func (f *sessionFlags) options() (tools.Options, error) {
 
 // openSession opens a tools session from the flags. close releases everything it
 // opened: the session, the sandbox container and the events file.
-func (f *sessionFlags) openSession(ctx context.Context) (s *tools.Session, close func() error, err error) {
+// Each of adjust may change the options before the session opens.
+func (f *sessionFlags) openSession(ctx context.Context, adjust ...func(*tools.Options)) (s *tools.Session, close func() error, err error) {
 	opts, err := f.options()
 	if err != nil {
 		return nil, nil, err
@@ -114,6 +115,9 @@ func (f *sessionFlags) openSession(ctx context.Context) (s *tools.Session, close
 		bw := bufio.NewWriter(ef)
 		undo = append(undo, bw.Flush)
 		opts.Events = tools.JSONLines(&lockedFlusher{w: bw})
+	}
+	for _, a := range adjust {
+		a(&opts)
 	}
 	s, err = tools.NewSession(ctx, opts)
 	if err != nil {
