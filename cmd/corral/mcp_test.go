@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpClient starts `corral mcp` with args as a subprocess and connects the SDK's
+// own client to it over stdio.
+func mcpClient(t *testing.T, opts *mcp.ClientOptions, args ...string) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.Command("corral", append([]string{"mcp"}, args...)...)
+	cmd.Stderr = &testWriter{t: t, prefix: "corral mcp: "}
+	c := mcp.NewClient(&mcp.Implementation{Name: "corral-test", Version: "v0"}, opts)
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connecting to corral mcp: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// testWriter logs what a subprocess writes, for failing tests.
+type testWriter struct {
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.t.Logf("%s%s", w.prefix, strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	return res
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestMCPListTools(t *testing.T) {
+	ws := t.TempDir()
+	cs := mcpClient(t, nil, "--workspace", ws)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"read":  {"path"},
+		"edit":  {"path", "oldText", "newText"},
+		"write": {"path", "content"},
+		"bash":  {"command"},
+	}
+	if len(res.Tools) != len(want) {
+		t.Errorf("%d tools, want %d", len(res.Tools), len(want))
+	}
+	for _, tool := range res.Tools {
+		req, ok := want[tool.Name]
+		if !ok {
+			t.Errorf("unexpected tool %q", tool.Name)
+			continue
+		}
+		if len(tool.Description) < 100 {
+			t.Errorf("%s: description %q is too short to teach the model the rules", tool.Name, tool.Description)
+		}
+		schema, _ := json.Marshal(tool.InputSchema)
+		var s struct {
+			Required   []string                  `json:"required"`
+			Properties map[string]map[string]any `json:"properties"`
+		}
+		if err := json.Unmarshal(schema, &s); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(s.Required) != fmt.Sprint(req) {
+			t.Errorf("%s: required = %v, want %v", tool.Name, s.Required, req)
+		}
+		for name, p := range s.Properties {
+			if d, _ := p["description"].(string); d == "" {
+				t.Errorf("%s: argument %s has no description", tool.Name, name)
+			}
+		}
+	}
+}
+
+func TestMCPFileTools(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\ntwo\nthree\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := mcpClient(t, nil, "--workspace", ws)
+
+	// edit before read: a correctable error, flagged isError.
+	res := callTool(t, cs, "edit", map[string]any{"path": "a.txt", "oldText": "two", "newText": "2"})
+	if !res.IsError || !strings.Contains(resultText(res), "has not been read in this session") {
+		t.Fatalf("edit before read: isError=%v %q", res.IsError, resultText(res))
+	}
+	res = callTool(t, cs, "read", map[string]any{"path": "a.txt"})
+	if res.IsError || !strings.Contains(resultText(res), "2\ttwo") {
+		t.Fatalf("read: isError=%v %q", res.IsError, resultText(res))
+	}
+	res = callTool(t, cs, "edit", map[string]any{"path": "a.txt", "oldText": "two", "newText": "2"})
+	if res.IsError {
+		t.Fatalf("edit: %q", resultText(res))
+	}
+	if !strings.HasPrefix(resultText(res), "Edited a.txt") {
+		t.Errorf("edit result = %q, want the one-line summary", resultText(res))
+	}
+	// The diff is for the UI: structured content, not the model's text.
+	details, _ := json.Marshal(res.StructuredContent)
+	if !strings.Contains(string(details), `-two`) || !strings.Contains(string(details), `+2`) {
+		t.Errorf("structured content has no diff: %s", details)
+	}
+	if strings.Contains(resultText(res), "-two") {
+		t.Errorf("the model's text carries the diff: %q", resultText(res))
+	}
+	res = callTool(t, cs, "write", map[string]any{"path": "dir/new.txt", "content": "hello\n"})
+	if res.IsError || !strings.HasPrefix(resultText(res), "Created dir/new.txt") {
+		t.Errorf("write: isError=%v %q", res.IsError, resultText(res))
+	}
+	got, _ := os.ReadFile(filepath.Join(ws, "a.txt"))
+	if string(got) != "one\n2\nthree\n" {
+		t.Errorf("a.txt = %q", got)
+	}
+	// Arguments that do not fit the schema are the model's to correct.
+	res = callTool(t, cs, "read", map[string]any{"path": 5})
+	if !res.IsError {
+		t.Errorf("read with a numeric path: not an error: %q", resultText(res))
+	}
+}
+
+// TestMCPConcurrentEdits: 50 edits to one file from one client, at once, all land.
+func TestMCPConcurrentEdits(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "f.txt"), []byte("START\nEND\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := mcpClient(t, nil, "--workspace", ws)
+	callTool(t, cs, "read", map[string]any{"path": "f.txt"})
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "edit", Arguments: map[string]any{
+				"path": "f.txt", "oldText": "END\n", "newText": fmt.Sprintf("line %d\nEND\n", i),
+			}})
+			if err != nil {
+				errs <- err.Error()
+			} else if res.IsError {
+				errs <- resultText(res)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("edit failed: %s", e)
+	}
+	got, _ := os.ReadFile(filepath.Join(ws, "f.txt"))
+	for i := range n {
+		if !strings.Contains(string(got), fmt.Sprintf("line %d\n", i)) {
+			t.Errorf("line %d was lost", i)
+		}
+	}
+	if lines := strings.Count(string(got), "\n"); lines != n+2 {
+		t.Errorf("f.txt has %d lines, want %d", lines, n+2)
+	}
+}
+
+func TestMCPHTTPNeedsTokenBeyondLoopback(t *testing.T) {
+	out, err := exec.Command("corral", "mcp", "--workspace", t.TempDir(), "--http", "0.0.0.0:0").CombinedOutput()
+	if err == nil {
+		t.Fatalf("corral mcp --http 0.0.0.0:0 without a token started: %s", out)
+	}
+	if !strings.Contains(string(out), "--auth-token") {
+		t.Errorf("error does not say how to fix it: %s", out)
+	}
+}
+
+// startHTTP starts `corral mcp --http` and returns its URL.
+func startHTTP(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("corral", append([]string{"mcp", "--http", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("corral mcp --http did not exit after SIGINT")
+		}
+	})
+	sc := bufio.NewScanner(stderr)
+	re := regexp.MustCompile(`at (http://\S+)`)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			go func() {
+				for sc.Scan() {
+					t.Logf("corral mcp: %s", sc.Text())
+				}
+			}()
+			return m[1]
+		}
+		t.Logf("corral mcp: %s", sc.Text())
+	}
+	t.Fatal("corral mcp --http exited without serving")
+	return ""
+}
+
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestMCPHTTP(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("alpha\n"), 0o644)
+	url := startHTTP(t, "--workspace", ws, "--auth-token", "s3cret")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// Without the token: refused.
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no token: status %d, want 401", resp.StatusCode)
+	}
+
+	c := mcp.NewClient(&mcp.Implementation{Name: "corral-test", Version: "v0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{"s3cret"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res := callTool(t, cs, "read", map[string]any{"path": "a.txt"})
+	if res.IsError || !strings.Contains(resultText(res), "1\talpha") {
+		t.Fatalf("read over HTTP: %q", resultText(res))
+	}
+	res = callTool(t, cs, "edit", map[string]any{"path": "a.txt", "oldText": "alpha", "newText": "beta"})
+	if res.IsError {
+		t.Fatalf("edit over HTTP: %q", resultText(res))
+	}
+	got, _ := os.ReadFile(filepath.Join(ws, "a.txt"))
+	if string(got) != "beta\n" {
+		t.Errorf("a.txt = %q", got)
+	}
+}
