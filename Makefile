@@ -4,7 +4,7 @@ BIN     := bin/corral
 # The agent inside the sandbox is this binary: it must be static to run in any image.
 export CGO_ENABLED := 0
 
-.PHONY: all build test lint bench demo image clean
+.PHONY: all build test lint bench demo image test-image clean
 
 all: build
 
@@ -15,8 +15,26 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-test: lint build
+test: lint build test-image
 	CGO_ENABLED=1 $(GO) test -race -timeout 30m ./...
+
+# The default sandbox image, corral/dev:bookworm (images/build.sh, which
+# `corral image build` runs too). Quick when it is up to date; where the base image
+# cannot be pulled it bootstraps one with debootstrap (needs root and debootstrap).
+# make image IMAGE_FLAGS=--force rebuilds it.
+IMAGE       ?= corral/dev:bookworm
+IMAGE_FLAGS ?=
+image:
+	bash images/build.sh --name $(IMAGE) $(IMAGE_FLAGS)
+
+# The integration tests need the image. Outside CI, without a Docker engine, they
+# skip, and this does not try to build it.
+test-image:
+	@if [ -z "$$CI" ] && ! docker version >/dev/null 2>&1; then \
+		echo "no Docker engine: not building $(IMAGE); the integration tests will skip"; \
+	else \
+		$(MAKE) --no-print-directory image; \
+	fi
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...

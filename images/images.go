@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -169,6 +171,78 @@ func extract(dir string) error {
 		}
 		return os.WriteFile(target, data, mode)
 	})
+}
+
+// Image describes an image that build.sh made.
+type Image struct {
+	Name    string    // REPOSITORY:TAG
+	ID      string    // sha256:...
+	Role    string    // "dev" for a sandbox image, "base" for a bootstrapped base
+	Version string    // the corral.image.version label, "" on a base
+	Created time.Time // when it was built
+	Size    int64     // bytes
+}
+
+// List returns the tagged images on the engine that build.sh made (those labelled
+// RoleLabel), sorted by name. It runs the docker CLI.
+func List(ctx context.Context) ([]Image, error) {
+	if _, err := exec.LookPath("docker"); err != nil {
+		return nil, errors.New("the docker CLI is not installed: listing images runs docker image ls")
+	}
+	out, err := dockerOutput(ctx, "image", "ls", "--filter", "label="+RoleLabel, "--filter", "dangling=false",
+		"--format", "{{.Repository}}:{{.Tag}}")
+	if err != nil {
+		return nil, err
+	}
+	names := strings.Fields(out)
+	if len(names) == 0 {
+		return nil, nil
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	out, err = dockerOutput(ctx, append([]string{"image", "inspect", "--format", "{{json .}}"}, names...)...)
+	if err != nil {
+		return nil, err
+	}
+	var list []Image
+	dec := json.NewDecoder(strings.NewReader(out))
+	for i := 0; dec.More() && i < len(names); i++ {
+		var info struct {
+			ID      string `json:"Id"`
+			Created time.Time
+			Size    int64
+			Config  struct{ Labels map[string]string }
+		}
+		if err := dec.Decode(&info); err != nil {
+			return nil, fmt.Errorf("docker image inspect: %w", err)
+		}
+		list = append(list, Image{
+			Name:    names[i],
+			ID:      info.ID,
+			Role:    info.Config.Labels[RoleLabel],
+			Version: info.Config.Labels["corral.image.version"],
+			Created: info.Created,
+			Size:    info.Size,
+		})
+	}
+	return list, nil
+}
+
+// dockerOutput runs the docker CLI and returns its standard output; its standard
+// error goes into the error.
+func dockerOutput(ctx context.Context, args ...string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", fmt.Errorf("docker %s: %s", args[0]+" "+args[1], msg)
+	}
+	return stdout.String(), nil
 }
 
 // tailBuffer keeps the last few KiB written to it, to quote the script's last
