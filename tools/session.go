@@ -238,6 +238,9 @@ type Session struct {
 
 	// bash state, owned by bash.go.
 	sh *shell
+
+	// file tools' state, owned by files.go and the read, edit and write tools.
+	fileTools
 }
 
 // NewSession opens a session on opts.Workspace.
@@ -259,6 +262,10 @@ func NewSession(ctx context.Context, opts Options) (*Session, error) {
 	if s.sh, err = newShell(ctx, s); err != nil {
 		return nil, err
 	}
+	if err = s.openFiles(); err != nil {
+		_ = s.sh.close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -268,5 +275,5 @@ func (s *Session) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	return s.sh.close()
+	return errors.Join(s.closeFiles(), s.sh.close())
 }

@@ -1,0 +1,104 @@
+package tools
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// tempMarker is in the name of every temporary file a write creates, so the
+// watcher can ignore them.
+const tempMarker = ".corral-"
+
+// tempName returns a fresh hidden name next to name.
+func tempName(name string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	if len(name) > 180 { // stay under NAME_MAX (255 bytes)
+		name = name[:180]
+	}
+	return "." + name + tempMarker + hex.EncodeToString(b[:]) + ".tmp"
+}
+
+func isTempName(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, tempMarker) && strings.HasSuffix(name, ".tmp")
+}
+
+// newFileMode is the mode of a file write creates: 0644 less the umask.
+func newFileMode() fs.FileMode { return 0o644 &^ umask() }
+
+// keptMode is the part of an existing file's mode a rewrite keeps.
+func keptMode(fi fs.FileInfo) fs.FileMode {
+	return fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+}
+
+// writeAtomic replaces name in dir with data: it writes a temporary file in the
+// same directory, gives it mode and (when old is not nil) old's owner, syncs it,
+// renames it over name and syncs the directory. Whenever the process dies, name
+// holds either its old content or data, never a mix. committing is called with
+// the new file's signature just before the rename, so the session knows its own
+// write before any watcher event about it. A directory sync that the filesystem
+// does not support is logged by the caller through dirSyncErr, not failed.
+func writeAtomic(dir *os.Root, name string, data []byte, mode fs.FileMode, old fs.FileInfo, committing func(statSig)) (dirSyncErr error, err error) {
+	tmp := tempName(name)
+	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	done := false
+	defer func() {
+		if !done {
+			f.Close()
+			_ = dir.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return nil, err
+	}
+	if old != nil {
+		keepOwner(f, old)
+	}
+	// Chmod on the descriptor: the umask does not apply, and no one can swap
+	// the file under us.
+	if err := f.Chmod(mode); err != nil {
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	if committing != nil {
+		committing(sigOf(fi))
+	}
+	if err := dir.Rename(tmp, name); err != nil {
+		return nil, err
+	}
+	done = true
+	return syncDir(dir), nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir *os.Root) error {
+	d, err := dir.Open(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	return nil
+}
+
+// errTooLarge says a file exceeds what edit and write hold in memory.
+var errTooLarge = errors.New("file too large")

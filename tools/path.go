@@ -1,0 +1,356 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+)
+
+// A userError is a mistake the model can correct: the tools turn it into an
+// IsError result carrying its message.
+type userError struct {
+	msg string
+	err error // what it is about, for errors.Is; may be nil
+}
+
+func (e *userError) Error() string { return e.msg }
+func (e *userError) Unwrap() error { return e.err }
+
+func userErrorf(format string, args ...any) error {
+	return &userError{msg: fmt.Sprintf(format, args...)}
+}
+
+// resultOf turns err into a tool result: a userError becomes an IsError result,
+// anything else stays a Go error.
+func resultOf(err error) (Result, error) {
+	var ue *userError
+	if errors.As(err, &ue) {
+		return errorResult("%s", ue.msg), nil
+	}
+	return Result{}, err
+}
+
+// maxSymlinks bounds the symbolic links followed while resolving one path, as the
+// kernel's ELOOP limit does.
+const maxSymlinks = 40
+
+// A target is a workspace path resolved for one call.
+type target struct {
+	// display is the path as the model should see it: workspace-relative,
+	// cleaned, slash-separated ("." for the root).
+	display string
+	// canon is the real path relative to the workspace: every symbolic link
+	// resolved, no "." or ".." ("." for the root). Components past the first
+	// one that does not exist are taken literally.
+	canon string
+	// key identifies the file for the read-state and the write queue: canon,
+	// case-folded when the workspace's filesystem ignores case.
+	key string
+	// exists reports whether canon existed when it was resolved.
+	exists bool
+}
+
+// dir and name split canon into the parent directory ("." at the top) and the
+// last component.
+func (t target) dir() string  { return path.Dir(t.canon) }
+func (t target) name() string { return path.Base(t.canon) }
+
+// workspace is the confined view of the workspace directory.
+type workspace struct {
+	root *os.Root
+	// abs is the absolute workspace path as given; real is the same with every
+	// symbolic link resolved. Absolute paths are accepted under either.
+	abs, real string
+	// foldCase is set when the filesystem ignores case, so that a.txt and A.TXT
+	// are one key.
+	foldCase bool
+}
+
+func openWorkspace(dir string) (*workspace, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("tools: workspace: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("tools: workspace: %w", err)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return nil, fmt.Errorf("tools: workspace: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("tools: workspace %s is not a directory", dir)
+	}
+	root, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, fmt.Errorf("tools: workspace: %w", err)
+	}
+	ws := &workspace{root: root, abs: filepath.Clean(abs), real: real}
+	ws.foldCase = probeFoldCase(root)
+	return ws, nil
+}
+
+// probeFoldCase reports whether the workspace's filesystem ignores case. It looks
+// for an entry of the workspace root whose name changes with case and checks
+// whether the other spelling names the same file; with no such entry it assumes
+// the platform's default (macOS and Windows ignore case). It creates nothing.
+func probeFoldCase(root *os.Root) bool {
+	d, err := root.Open(".")
+	if err == nil {
+		defer d.Close()
+		names, _ := d.Readdirnames(64)
+		for _, n := range names {
+			swapped := swapCase(n)
+			if swapped == n {
+				continue
+			}
+			a, err := root.Lstat(n)
+			if err != nil {
+				continue
+			}
+			b, err := root.Lstat(swapped)
+			return err == nil && os.SameFile(a, b)
+		}
+	}
+	return runtime.GOOS == "darwin" || runtime.GOOS == "windows"
+}
+
+func swapCase(s string) string {
+	return strings.Map(func(r rune) rune {
+		if u := strings.ToUpper(string(r)); u != string(r) {
+			return []rune(u)[0]
+		}
+		if l := strings.ToLower(string(r)); l != string(r) {
+			return []rune(l)[0]
+		}
+		return r
+	}, s)
+}
+
+func (ws *workspace) keyOf(canon string) string {
+	if ws.foldCase {
+		return strings.ToLower(canon)
+	}
+	return canon
+}
+
+// relative turns an absolute path into a workspace-relative one, if it lies in
+// the workspace.
+func (ws *workspace) relative(p string) (string, bool) {
+	p = filepath.Clean(p)
+	for _, base := range []string{ws.real, ws.abs} {
+		rel, err := filepath.Rel(base, p)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return rel, true
+		}
+	}
+	return "", false
+}
+
+// resolve checks that p names something inside the workspace and resolves its
+// symbolic links. Errors are userErrors whose message says what to do instead.
+func (ws *workspace) resolve(p string) (target, error) {
+	if strings.TrimSpace(p) == "" {
+		return target{}, userErrorf("The path is empty. Give a file path relative to the workspace root, e.g. src/main.go.")
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return target{}, userErrorf("The path %q contains a NUL byte. Give a file path relative to the workspace root.", p)
+	}
+	rel := p
+	if filepath.IsAbs(p) {
+		r, ok := ws.relative(p)
+		if !ok {
+			return target{}, userErrorf("%s is outside the workspace (%s). Only files inside the workspace can be used: give a path relative to the workspace root.", p, ws.abs)
+		}
+		rel = r
+	}
+	rel = filepath.ToSlash(filepath.Clean(rel))
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return target{}, userErrorf("%s points outside the workspace. Only files inside the workspace can be used: give a path relative to the workspace root, without leading \"..\".", p)
+	}
+	canon, exists, err := ws.realpath(rel)
+	if err != nil {
+		return target{}, err
+	}
+	return target{display: rel, canon: canon, key: ws.keyOf(canon), exists: exists}, nil
+}
+
+// realpath resolves the symbolic links of rel, a clean relative path, one
+// component at a time through the root, never leaving the workspace. It reports
+// whether the whole path exists.
+func (ws *workspace) realpath(rel string) (canon string, exists bool, err error) {
+	pending := splitPath(rel)
+	var done []string
+	links := 0
+	lastLink := ""
+	missing := false // a component did not exist: take the rest literally
+	for len(pending) > 0 {
+		c := pending[0]
+		pending = pending[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				return "", false, escapeError(rel, lastLink)
+			}
+			done = done[:len(done)-1]
+			continue
+		}
+		cur := path.Join(append(done, c)...)
+		if missing {
+			done = append(done, c)
+			continue
+		}
+		fi, err := ws.root.Lstat(cur)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			missing = true
+			done = append(done, c)
+			continue
+		case errors.Is(err, syscall.ENOTDIR):
+			return "", false, userErrorf("%s cannot exist: %s is a file, not a directory.", rel, path.Join(done...))
+		case err != nil:
+			return "", false, pathError(rel, err)
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			done = append(done, c)
+			continue
+		}
+		links++
+		if links > maxSymlinks {
+			return "", false, userErrorf("%s goes through too many symbolic links (a loop?). Use the path of the real file.", rel)
+		}
+		dest, err := ws.root.Readlink(cur)
+		if err != nil {
+			return "", false, pathError(rel, err)
+		}
+		lastLink = cur
+		if filepath.IsAbs(dest) {
+			r, ok := ws.relative(dest)
+			if !ok {
+				return "", false, userErrorf("%s is a symbolic link to %s, outside the workspace. Only files inside the workspace can be used.", cur, dest)
+			}
+			done = nil
+			dest = filepath.ToSlash(r)
+		}
+		pending = append(splitPath(filepath.ToSlash(dest)), pending...)
+	}
+	if len(done) == 0 {
+		return ".", true, nil
+	}
+	return path.Join(done...), !missing, nil
+}
+
+func splitPath(p string) []string {
+	if p == "" || p == "." {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+func escapeError(rel, link string) error {
+	if link != "" {
+		return userErrorf("%s leads outside the workspace through the symbolic link %s. Only files inside the workspace can be used.", rel, link)
+	}
+	return userErrorf("%s points outside the workspace. Only files inside the workspace can be used.", rel)
+}
+
+// pathError turns a filesystem error about display into a message for the model.
+func pathError(display string, err error) error {
+	var ue *userError
+	if errors.As(err, &ue) {
+		return err
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return userErrorf("%s does not exist.", display)
+	case errors.Is(err, fs.ErrPermission):
+		return userErrorf("Permission denied for %s: the sandbox user cannot access it. Choose another file or ask the user.", display)
+	case errors.Is(err, syscall.ENOTDIR):
+		return userErrorf("%s cannot exist: one of its parent directories is a file.", display)
+	case errors.Is(err, syscall.ELOOP):
+		return userErrorf("%s goes through too many symbolic links (a loop?). Use the path of the real file.", display)
+	case isEscape(err):
+		return userErrorf("%s resolves outside the workspace (a symbolic link changed while it was used). Only files inside the workspace can be used.", display)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return userErrorf("The path %s is too long.", display)
+	}
+	return fmt.Errorf("%s: %w", display, err)
+}
+
+// isEscape reports whether err is os.Root refusing a path that leaves it.
+func isEscape(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent"
+}
+
+// protection holds Options.Protected in the form used for matching.
+type protection struct {
+	entries []string // clean, slash-separated, lower-case, no trailing "/"
+	shown   string   // the list as the user configured it, for messages
+}
+
+func newProtection(list []string) protection {
+	var p protection
+	var shown []string
+	for _, e := range list {
+		c := strings.Trim(filepath.ToSlash(filepath.Clean(e)), "/")
+		if c == "" || c == "." {
+			continue
+		}
+		p.entries = append(p.entries, strings.ToLower(c))
+		shown = append(shown, e)
+	}
+	p.shown = strings.Join(shown, ", ")
+	return p
+}
+
+// lexical reports the entry that protects canon, a resolved workspace path. Case
+// is ignored whatever the filesystem, so .GIT/config is refused everywhere.
+func (p protection) lexical(canon string) (string, bool) {
+	c := strings.ToLower(canon)
+	for _, e := range p.entries {
+		if c == e || strings.HasPrefix(c, e+"/") {
+			return e, true
+		}
+	}
+	return "", false
+}
+
+// identity catches what the lexical check cannot see: the opened parent
+// directory being a protected directory (a directory swapped for a symbolic link
+// after resolution), or the file being a hard link to a protected file. dirInfo
+// is the parent as opened, name the last component, file the existing file (nil
+// for a new one).
+func (p protection) identity(root *os.Root, dirInfo fs.FileInfo, name string, file fs.FileInfo) (string, bool) {
+	for _, e := range p.entries {
+		fi, err := root.Stat(e)
+		if err != nil {
+			continue
+		}
+		if fi.IsDir() && os.SameFile(fi, dirInfo) {
+			return e, true
+		}
+		if !fi.IsDir() {
+			if file != nil && os.SameFile(fi, file) {
+				return e, true
+			}
+			if pd, err := root.Stat(path.Dir(e)); err == nil && os.SameFile(pd, dirInfo) && strings.EqualFold(name, path.Base(e)) {
+				return e, true
+			}
+		}
+	}
+	return "", false
+}
+
+func (p protection) error(display, verb string) error {
+	return userErrorf("Cannot %s %s: it is a protected path (protected: %s), because the user's own tools run or trust what it holds. Ask the user to make this change.", verb, display, p.shown)
+}
