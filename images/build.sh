@@ -305,10 +305,20 @@ fi
 
 resolve_base
 
-args=(build --tag "$name" --build-arg "BASE=$from" --build-arg "CORRAL_IMAGE_HASH=$hash")
+# The build date is a --label, not in the Dockerfile, so that it does not invalidate
+# the layer cache (and replaces the date the base's label gives).
+args=(build --tag "$name" --build-arg "BASE=$from" --build-arg "CORRAL_IMAGE_HASH=$hash"
+	--label "org.opencontainers.image.created=$(date -u +%Y-%m-%dT%H:%M:%SZ)")
 if ((force)); then args+=(--no-cache); fi
+old_id=$(docker image inspect --format '{{.Id}}' "$name" 2>/dev/null || true)
 say "building $name FROM $from"
 run docker "${args[@]}" "$here/$IMAGE_DIR"
+
+# The image this one replaces is left without a name: remove it, unless a container
+# or another tag still uses it (docker refuses then, and that is fine).
+if [[ -n $old_id && $old_id != "$(docker image inspect --format '{{.Id}}' "$name")" ]]; then
+	docker rmi "$old_id" >/dev/null 2>&1 || true
+fi
 
 size=$(docker image inspect --format '{{.Size}}' "$name" | awk '{ printf "%d MB", $1 / 1e6 }')
 say "built $name in ${SECONDS}s ($size, corral.image.hash ${hash:0:12})"
