@@ -4,7 +4,10 @@
 // speaks to the host over the container's attach stream.
 package sandbox
 
-import "log/slog"
+import (
+	"log/slog"
+	"time"
+)
 
 // Defaults of Config.
 const (
@@ -12,6 +15,9 @@ const (
 	DefaultNetwork   = "none"
 	DefaultPidsLimit = 512
 	DefaultMemory    = 2 << 30 // bytes, swap disabled
+	// DefaultInputWait is how long a command may sit blocked on terminal input
+	// before it is ended.
+	DefaultInputWait = 5 * time.Second
 )
 
 // Config describes the sandbox of one session. The zero value of every field but
@@ -41,6 +47,17 @@ type Config struct {
 	// ReadOnlyMounts are host directories mounted read-only at the same path, such
 	// as the session's log directory.
 	ReadOnlyMounts []string
+	// Agent is the path of a static Linux corral binary, bind-mounted read-only
+	// into the container and run there as `corral agent`, its main process. The
+	// running executable when empty (corral is built with CGO_ENABLED=0).
+	Agent string
+	// Session names the sandbox: its container is corral-<Session> and carries
+	// the label corral.session=<Session>. A random id when empty.
+	Session string
+	// InputWait is how long a command may sit blocked on terminal input it will
+	// never get (a prompt, an editor) before it is ended; DefaultInputWait when
+	// zero, never when negative.
+	InputWait time.Duration
 	// Logger receives diagnostics; discarded when nil.
 	Logger *slog.Logger
 }

@@ -43,6 +43,9 @@ type ExecResult struct {
 	InputWait bool `json:"inputWait,omitempty"`
 	// OOMKilled is set when a process of the command was killed for memory.
 	OOMKilled bool `json:"oomKilled,omitempty"`
+	// ProcessLimit is set when the command hit the sandbox's process limit (a
+	// fork bomb): forks failed, and everything it started was killed.
+	ProcessLimit bool `json:"processLimit,omitempty"`
 	// Restarted is set when the sandbox container had died and a new one was
 	// started for this command: shell state and background processes were lost.
 	Restarted bool `json:"restarted,omitempty"`

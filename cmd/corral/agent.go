@@ -1,17 +1,25 @@
 package main
 
 import (
-	"errors"
+	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
+// newAgentCmd is the in-sandbox agent: the sandbox container's main process,
+// speaking corral's protocol on stdin and stdout. Not for people.
 func newAgentCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "agent",
-		Short: "not implemented yet",
+		Use:    "agent",
+		Short:  "Serve commands inside a sandbox container (internal)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("agent: not implemented yet")
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			return sandbox.RunAgent(cmd.Context(), os.Stdin, os.Stdout, log)
 		},
 	}
 }

@@ -1,0 +1,820 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// bashRC is sourced by every non-interactive bash through BASH_ENV (read from a
+// pipe on fd 4) before the command, which thus runs exactly as given. It moves
+// the directory-report pipe off fd 3, reports the final directory on exit, and
+// ignores SIGHUP so that `server &` outlives the shell: a terminal's session
+// leader hangs up its foreground process group when it exits.
+const bashRC = `unset BASH_ENV
+exec {__corral_cwd}>&3 3>&- 4<&-
+trap 'builtin pwd -P >&"$__corral_cwd" 2>/dev/null' EXIT
+trap '' HUP
+`
+
+// shPrefix does the same for a plain sh, which has no BASH_ENV: it precedes the
+// command on its first line.
+const shPrefix = `trap 'pwd -P >&3 2>/dev/null' EXIT; trap '' HUP; `
+
+// Timings of the agent.
+const (
+	// monitorEvery is how often running commands are checked for input wait.
+	monitorEvery = 500 * time.Millisecond
+	// exitDrain bounds how long output is awaited after the shell exits while
+	// background processes still hold the terminal.
+	exitDrain = 400 * time.Millisecond
+)
+
+// RunAgent serves the host's protocol, reading frames from in and writing frames
+// to out. It is the sandbox container's main process (`corral agent`) and returns
+// when in ends (the host went away) or ctx is cancelled, after killing every
+// command it started. Diagnostics go to log (discarded when nil).
+func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a := &agent{log: log, out: out, cmds: map[uint32]*agentCmd{}, done: ctx.Done(), cancel: cancel}
+	warmThreads(16)
+	readErr := make(chan error, 1)
+	go func() { readErr <- a.serve(newFrameReader(in)) }()
+	go a.monitor(ctx)
+	var err error
+	select {
+	case err = <-readErr:
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+	case <-ctx.Done():
+		if e := a.writeErr.Load(); e != nil {
+			err = *e
+		}
+	}
+	a.killAll()
+	return err
+}
+
+// agent is the server side of one connection.
+type agent struct {
+	log    *slog.Logger
+	done   <-chan struct{}
+	cancel context.CancelFunc
+
+	wmu      sync.Mutex // guards writes to out
+	out      io.Writer
+	writeErr atomic.Pointer[error]
+
+	// Set by the hello frame, read-only afterwards.
+	workspace string
+	env       []string
+	shell     string
+	bash      bool
+	inputWait bool
+
+	mu   sync.Mutex // guards cmds
+	cmds map[uint32]*agentCmd
+}
+
+// send writes one encoded frame. A failed write means the host is gone: the
+// agent shuts down.
+func (a *agent) send(b []byte) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	if e := a.writeErr.Load(); e != nil {
+		return *e
+	}
+	if _, err := a.out.Write(b); err != nil {
+		err = fmt.Errorf("write to host: %w", err)
+		a.writeErr.Store(&err)
+		a.cancel()
+		return err
+	}
+	return nil
+}
+
+// serve dispatches the host's frames until in ends.
+func (a *agent) serve(fr *frameReader) error {
+	f, err := fr.next()
+	if err != nil {
+		return err
+	}
+	if f.typ != frameHello {
+		return fmt.Errorf("%w: first frame is of type %d, want hello", errProtocol, f.typ)
+	}
+	if err := a.hello(f.payload); err != nil {
+		return err
+	}
+	for {
+		f, err := fr.next()
+		if err != nil {
+			return err
+		}
+		if err := a.dispatch(f); err != nil {
+			return err
+		}
+	}
+}
+
+// hello answers the host's hello.
+func (a *agent) hello(p []byte) error {
+	var h helloMsg
+	reply := agentHelloMsg{Version: protoVersion, PID: os.Getpid(), UID: os.Getuid(), GID: os.Getgid()}
+	if err := json.Unmarshal(p, &h); err != nil {
+		reply.Error = "bad hello: " + err.Error()
+	} else if h.Version != protoVersion {
+		reply.Error = fmt.Sprintf("protocol version %d, the agent speaks %d: use the same corral binary on both sides", h.Version, protoVersion)
+	}
+	if reply.Error != "" {
+		_ = a.send(jsonFrame(frameHello, 0, reply))
+		return errors.New(reply.Error)
+	}
+	a.workspace = filepath.Clean(h.Workspace)
+	a.env = h.Env
+	a.shell, a.bash = findShell(h.Env)
+	a.inputWait = canDetectInputWait()
+	reply.Shell, reply.InputWait = a.shell, a.inputWait
+	for _, e := range h.Env {
+		if home, ok := strings.CutPrefix(e, "HOME="); ok && home != "" {
+			if err := os.MkdirAll(home, 0o700); err != nil {
+				a.log.Warn("cannot create HOME", "dir", home, "err", err)
+			}
+		}
+	}
+	return a.send(jsonFrame(frameHello, 0, reply))
+}
+
+// findShell picks bash when the image has it, else sh.
+func findShell(env []string) (path string, bash bool) {
+	for _, p := range []string{"/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, true
+		}
+	}
+	for _, e := range env {
+		if path, ok := strings.CutPrefix(e, "PATH="); ok {
+			for _, dir := range filepath.SplitList(path) {
+				p := filepath.Join(dir, "bash")
+				if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+					return p, true
+				}
+			}
+		}
+	}
+	return "/bin/sh", false
+}
+
+func (a *agent) cmd(id uint32) *agentCmd {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cmds[id]
+}
+
+// dispatch handles one frame. It never blocks on a command.
+func (a *agent) dispatch(f frame) error {
+	switch f.typ {
+	case frameStart:
+		var m startMsg
+		if err := json.Unmarshal(f.payload, &m); err != nil {
+			return fmt.Errorf("%w: start: %v", errProtocol, err)
+		}
+		a.mu.Lock()
+		_, dup := a.cmds[f.stream]
+		a.mu.Unlock()
+		if dup || f.stream == 0 {
+			return fmt.Errorf("%w: start of stream %d twice", errProtocol, f.stream)
+		}
+		a.start(f.stream, m)
+	case frameCredit:
+		n, err := parseCredit(f.payload)
+		if err != nil {
+			return err
+		}
+		if c := a.cmd(f.stream); c != nil {
+			c.credit.Add(int64(n))
+			notify(c.creditReady)
+		}
+	case frameInput:
+		if c := a.cmd(f.stream); c != nil && c.input != nil {
+			if err := c.input.write(f.payload); err != nil {
+				return fmt.Errorf("%w: input of stream %d: %v", errProtocol, f.stream, err)
+			}
+		}
+	case frameResize:
+		cols, rows, err := parseResize(f.payload)
+		if err != nil {
+			return err
+		}
+		if c := a.cmd(f.stream); c != nil {
+			c.resize(cols, rows)
+		}
+	case frameStop:
+		var m stopMsg
+		if err := json.Unmarshal(f.payload, &m); err != nil {
+			return fmt.Errorf("%w: stop: %v", errProtocol, err)
+		}
+		if c := a.cmd(f.stream); c != nil {
+			c.stop(time.Duration(m.GraceMS) * time.Millisecond)
+		}
+	default:
+		return fmt.Errorf("%w: unknown frame type %d", errProtocol, f.typ)
+	}
+	return nil
+}
+
+// killAll ends every command's session; the agent is going away.
+func (a *agent) killAll() {
+	a.mu.Lock()
+	cmds := make([]*agentCmd, 0, len(a.cmds))
+	for _, c := range a.cmds {
+		cmds = append(cmds, c)
+	}
+	a.mu.Unlock()
+	for _, c := range cmds {
+		killSession(c.pid)
+	}
+}
+
+// sessionInUse reports whether a running command leads session sid (pids are
+// reused: a late kill must not hit a newer command).
+func (a *agent) sessionInUse(sid int, except *agentCmd) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.cmds {
+		if c != except && c.pid == sid {
+			return true
+		}
+	}
+	return false
+}
+
+// agentCmd is one command (or interactive shell) on one stream.
+type agentCmd struct {
+	a      *agent
+	id     uint32
+	msg    startMsg
+	master *os.File // the PTY's master side; closed by pump
+	tty    string   // the PTY's slave path, as processes' fd links show it
+	pid    int      // the shell: leader of the command's session and process group
+	proc   *exec.Cmd
+	cwd    *os.File // read end of the directory report pipe; nil when interactive
+
+	exit         exitMsg // filled by start, completed by wait
+	oom0, forks0 uint64  // the container's OOM kills and refused forks before the start
+
+	credit      atomic.Int64  // output bytes the host will still accept
+	creditReady chan struct{} // cap 1: credit arrived or the stream detached
+	input       *ringBuf      // terminal input of an interactive shell, else nil
+	outBytes    atomic.Int64  // output read from the master so far
+	readingFrom atomic.Int64  // unix ns since pump has been blocked in read; 0 when not
+	readerDone  chan struct{} // closed when pump has read the master to its end
+	exited      atomic.Bool   // the shell has exited
+
+	mu        sync.Mutex // guards detached, stopping and inputWait; held while sending data
+	detached  bool       // the host has its exit: further output is discarded
+	stopping  bool
+	inputWait bool
+
+	// Owned by the monitor goroutine.
+	iwSince time.Time
+	iwOut   int64
+	iwCPU   uint64
+	iwPids  string
+}
+
+// start sets up and forks a command, then waits for it in the background. It
+// runs on the dispatcher, so that later frames of the stream find the process.
+func (a *agent) start(id uint32, m startMsg) {
+	c := &agentCmd{a: a, id: id, msg: m, creditReady: make(chan struct{}, 1), readerDone: make(chan struct{})}
+	c.credit.Store(outputWindow)
+	if m.Interactive {
+		c.input = newRingBuf(inputWindow)
+	}
+	c.oom0, _ = oomKills()
+	c.forks0, _ = forkFailures()
+	if err := c.fork(); err != nil {
+		c.exit.Error = err.Error()
+		c.exit.ExitCode = 126
+		_ = a.send(jsonFrame(frameExit, id, c.exit))
+		return
+	}
+	a.mu.Lock()
+	a.cmds[id] = c
+	a.mu.Unlock()
+	go c.pump()
+	if c.input != nil {
+		go c.feed()
+	}
+	go c.wait()
+}
+
+// resolveDir clamps a requested directory to the workspace.
+func (a *agent) resolveDir(dir string) (string, bool) {
+	if dir == "" {
+		return a.workspace, false
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil || !within(a.workspace, real) {
+		return a.workspace, true
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return a.workspace, true
+	}
+	return real, false
+}
+
+// fork opens the PTY and starts the shell in its own session.
+func (c *agentCmd) fork() error {
+	a := c.a
+	dir, reset := a.resolveDir(c.msg.Dir)
+	c.exit.Dir, c.exit.DirReset = dir, reset
+	master, slave, err := openPTY()
+	if err != nil {
+		return fmt.Errorf("open a terminal: %w", err)
+	}
+	defer slave.Close()
+	c.master, c.tty = master, slave.Name()
+	cols, rows := c.msg.Cols, c.msg.Rows
+	if cols == 0 || rows == 0 {
+		cols, rows = 200, 50
+	}
+	_ = pty.Setsize(slave, &pty.Winsize{Cols: cols, Rows: rows})
+	if !c.msg.Interactive {
+		// No LF to CRLF translation for a command's output: the model and the
+		// log want plain lines, and on floods of short lines the kernel's
+		// per-newline work costs ten times the copy itself. A person's shell
+		// keeps the terminal's usual settings.
+		if err := noCRLF(slave); err != nil {
+			master.Close()
+			return fmt.Errorf("set up the terminal: %w", err)
+		}
+	}
+
+	cmd := &exec.Cmd{
+		Path:        a.shell,
+		Dir:         dir,
+		Env:         a.env,
+		Stdin:       slave,
+		Stdout:      slave,
+		Stderr:      slave,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
+	}
+	var closeAfter []*os.File
+	defer func() {
+		for _, f := range closeAfter {
+			f.Close()
+		}
+	}()
+	switch {
+	case c.msg.Interactive:
+		cmd.Args = []string{filepath.Base(a.shell), "-i"}
+	default:
+		cwdR, cwdW, err := os.Pipe()
+		if err != nil {
+			master.Close()
+			return err
+		}
+		c.cwd = cwdR
+		closeAfter = append(closeAfter, cwdW)
+		cmd.ExtraFiles = []*os.File{cwdW}
+		if a.bash {
+			rcR, rcW, err := os.Pipe()
+			if err != nil {
+				master.Close()
+				cwdR.Close()
+				return err
+			}
+			closeAfter = append(closeAfter, rcR)
+			_, err = rcW.WriteString(bashRC) // far below a pipe's capacity
+			rcW.Close()
+			if err != nil {
+				master.Close()
+				cwdR.Close()
+				return err
+			}
+			cmd.ExtraFiles = append(cmd.ExtraFiles, rcR)
+			cmd.Env = append(append(make([]string, 0, len(a.env)+1), a.env...), "BASH_ENV=/dev/fd/4")
+			cmd.Args = []string{filepath.Base(a.shell), "-c", c.msg.Command}
+		} else {
+			cmd.Args = []string{filepath.Base(a.shell), "-c", shPrefix + c.msg.Command}
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		master.Close()
+		if c.cwd != nil {
+			c.cwd.Close()
+		}
+		return fmt.Errorf("start %s: %w", a.shell, err)
+	}
+	c.proc, c.pid = cmd, cmd.Process.Pid
+	// The command, not the agent, is what the kernel should kill for memory.
+	_ = os.WriteFile("/proc/"+strconv.Itoa(c.pid)+"/oom_score_adj", []byte("1000"), 0)
+	return nil
+}
+
+// wait waits for the shell, collects the output still in flight, and ends the
+// stream with the exit frame.
+func (c *agentCmd) wait() {
+	err := c.proc.Wait()
+
+	c.exited.Store(true)
+	ex := &c.exit
+	if st, ok := c.proc.ProcessState.Sys().(syscall.WaitStatus); ok {
+		switch {
+		case st.Signaled():
+			ex.ExitCode = 128 + int(st.Signal())
+			ex.Signal = unix.SignalName(st.Signal())
+		default:
+			ex.ExitCode = st.ExitStatus()
+		}
+	} else if err != nil {
+		ex.ExitCode = 1
+	}
+	if c.cwd != nil {
+		ex.Cwd = readCwd(c.cwd)
+	}
+	c.drain()
+	if n, ok := forkFailures(); ok && n > c.forks0 {
+		// A fork bomb (or something as greedy): end all of it, or the
+		// sandbox cannot even start the next command.
+		ex.ProcessLimit = true
+		killSession(c.pid)
+	}
+	if n, ok := oomKills(); ok && n > c.oom0 {
+		ex.OOMKilled = true
+	}
+	if !ex.ProcessLimit {
+		for _, ps := range sessionProcs(c.pid) {
+			if len(ex.Background) == 50 {
+				break
+			}
+			ex.Background = append(ex.Background, Process{PID: ps.pid, Command: cmdline(ps)})
+		}
+	}
+	c.mu.Lock()
+	ex.InputWait = c.inputWait
+	c.mu.Unlock()
+	_ = c.a.send(jsonFrame(frameExit, c.id, ex))
+	c.a.mu.Lock()
+	delete(c.a.cmds, c.id)
+	c.a.mu.Unlock()
+	if c.input != nil {
+		c.input.close()
+	}
+}
+
+// openPTY opens a terminal pair whose master side is non-blocking and served
+// by the runtime's poller (pty.Open leaves it blocking: a thread per reader).
+func openPTY() (master, slave *os.File, err error) {
+	m, slave, err := pty.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer m.Close()
+	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err == nil {
+		err = unix.SetNonblock(fd, true)
+	}
+	if err != nil {
+		slave.Close()
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fd), m.Name()), slave, nil
+}
+
+// noCRLF turns off the terminal's ONLCR output flag.
+func noCRLF(tty *os.File) error {
+	sc, err := tty.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	err = sc.Control(func(fd uintptr) {
+		var t *unix.Termios
+		if t, ierr = unix.IoctlGetTermios(int(fd), unix.TCGETS); ierr == nil {
+			t.Oflag &^= unix.ONLCR
+			ierr = unix.IoctlSetTermios(int(fd), unix.TCSETS, t)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return ierr
+}
+
+// readCwd takes the directory the shell reported on exit, without waiting:
+// background processes may hold the pipe's write end forever.
+func readCwd(r *os.File) string {
+	defer r.Close()
+	var buf [8192]byte
+	n := 0
+	if sc, err := r.SyscallConn(); err == nil {
+		_ = sc.Read(func(fd uintptr) bool {
+			n, _ = unix.Read(int(fd), buf[:])
+			return true
+		})
+	}
+	if n <= 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(buf[:n]), "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !filepath.IsAbs(last) {
+		return ""
+	}
+	return last
+}
+
+// drain waits, after the shell exited, for the output still in the terminal.
+// Without background processes the master reaches its end once drained; with
+// them it never does, and drain stops at the first quiet moment or exitDrain.
+func (c *agentCmd) drain() {
+	t := time.NewTimer(20 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-c.readerDone:
+		return
+	case <-t.C:
+	}
+	start := time.Now()
+	quiet, limit := 200*time.Millisecond, time.Duration(0)
+	if len(sessionProcs(c.pid)) > 0 {
+		quiet, limit = 50*time.Millisecond, exitDrain
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-c.readerDone:
+			return
+		case <-c.a.done:
+			break loop
+		case <-tick.C:
+		}
+		if limit > 0 && time.Since(start) > limit {
+			break loop
+		}
+		if since := c.readingFrom.Load(); since != 0 && time.Since(time.Unix(0, since)) >= quiet {
+			break loop
+		}
+	}
+	c.mu.Lock()
+	c.detached = true
+	c.mu.Unlock()
+	notify(c.creditReady)
+}
+
+// pump copies the master to the host as data frames within the credit the host
+// gave, and after the exit frame reads on (discarding) until every process
+// holding the terminal is gone, so that their writes never fail.
+func (c *agentCmd) pump() {
+	defer close(c.readerDone)
+	defer c.master.Close()
+	buf := make([]byte, headerSize+maxChunk)
+	for {
+		n := maxChunk
+		if avail := c.waitCredit(); avail > 0 {
+			n = int(min(int64(n), avail))
+		}
+		c.readingFrom.Store(time.Now().UnixNano())
+		k, err := c.master.Read(buf[headerSize : headerSize+n])
+		c.readingFrom.Store(0)
+		if err == nil && k > 0 {
+			// Take what else is there already: fewer, larger frames.
+			k += readMore(c.master, buf[headerSize+k:headerSize+n])
+		}
+		if k > 0 {
+			c.outBytes.Add(int64(k))
+			c.mu.Lock()
+			if !c.detached {
+				c.credit.Add(-int64(k))
+				putHeader(buf, frameData, c.id, k)
+				_ = c.a.send(buf[:headerSize+k])
+			}
+			c.mu.Unlock()
+		}
+		if err != nil {
+			return // EIO: no process holds the terminal any more
+		}
+	}
+}
+
+// readMore reads from f without waiting, as long as data is there and p has
+// room; it returns how much it read.
+func readMore(f *os.File, p []byte) int {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	total := 0
+	_ = sc.Read(func(fd uintptr) bool {
+		for total < len(p) {
+			n, err := unix.Read(int(fd), p[total:])
+			if n <= 0 || err != nil {
+				break
+			}
+			total += n
+		}
+		return true
+	})
+	return total
+}
+
+// waitCredit blocks until the host accepts output; it returns 0 once the
+// stream is detached or the agent is shutting down.
+func (c *agentCmd) waitCredit() int64 {
+	for {
+		c.mu.Lock()
+		detached := c.detached
+		c.mu.Unlock()
+		if detached {
+			return 0
+		}
+		if v := c.credit.Load(); v > 0 {
+			return v
+		}
+		select {
+		case <-c.creditReady:
+		case <-c.a.done:
+			return 0
+		}
+	}
+}
+
+// feed writes an interactive shell's input to the terminal and returns credit.
+func (c *agentCmd) feed() {
+	buf := make([]byte, 4096)
+	for {
+		n, done := c.input.read(buf)
+		if n > 0 {
+			if _, err := c.master.Write(buf[:n]); err != nil {
+				return
+			}
+			if c.a.send(creditFrame(c.id, n)) != nil {
+				return
+			}
+			continue
+		}
+		if done {
+			return
+		}
+		select {
+		case <-c.input.ready:
+		case <-c.readerDone:
+			return
+		}
+	}
+}
+
+// resize sets the terminal's window size; the kernel tells the foreground
+// process group with SIGWINCH.
+func (c *agentCmd) resize(cols, rows uint16) {
+	sc, err := c.master.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = sc.Control(func(fd uintptr) {
+		_ = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Col: cols, Row: rows})
+	})
+}
+
+// stop ends the command: SIGTERM to its process groups now, SIGKILL to its
+// whole session after grace.
+func (c *agentCmd) stop(grace time.Duration) {
+	c.mu.Lock()
+	if c.stopping {
+		c.mu.Unlock()
+		return
+	}
+	c.stopping = true
+	c.mu.Unlock()
+	if grace <= 0 {
+		killSession(c.pid)
+		return
+	}
+	_ = syscall.Kill(-c.pid, syscall.SIGTERM)
+	for _, ps := range sessionProcs(c.pid) {
+		if ps.pgrp != c.pid {
+			_ = syscall.Kill(-ps.pgrp, syscall.SIGTERM)
+		}
+	}
+	time.AfterFunc(grace, func() {
+		if !c.a.sessionInUse(c.pid, c) {
+			killSession(c.pid)
+		}
+	})
+}
+
+// monitor ends commands that wait for terminal input they will never get.
+func (a *agent) monitor(ctx context.Context) {
+	if !canDetectInputWait() {
+		return
+	}
+	t := time.NewTicker(monitorEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		a.mu.Lock()
+		var watch []*agentCmd
+		for _, c := range a.cmds {
+			if c.msg.InputWaitMS > 0 && !c.exited.Load() {
+				watch = append(watch, c)
+			}
+		}
+		a.mu.Unlock()
+		if len(watch) == 0 {
+			continue
+		}
+		procs := allProcs()
+		now := time.Now()
+		for _, c := range watch {
+			c.checkInputWait(procs, now)
+		}
+	}
+}
+
+// checkInputWait is one monitor tick for one command.
+func (c *agentCmd) checkInputWait(all []procStat, now time.Time) {
+	c.mu.Lock()
+	stopping := c.stopping
+	c.mu.Unlock()
+	if stopping {
+		return
+	}
+	var members []procStat
+	var cpu uint64
+	var pids strings.Builder
+	for _, ps := range all {
+		if ps.sid == c.pid || ps.pgrp == c.pid {
+			members = append(members, ps)
+			cpu += ps.cpu
+			pids.WriteString(strconv.Itoa(ps.pid))
+			pids.WriteByte(',')
+		}
+	}
+	out := c.outBytes.Load()
+	if len(members) == 0 || sessionKind(members, c.tty) != waitTTY {
+		c.iwSince = time.Time{}
+		return
+	}
+	if c.iwSince.IsZero() || out != c.iwOut || cpu != c.iwCPU || pids.String() != c.iwPids {
+		c.iwSince, c.iwOut, c.iwCPU, c.iwPids = now, out, cpu, pids.String()
+		return
+	}
+	if now.Sub(c.iwSince) >= time.Duration(c.msg.InputWaitMS)*time.Millisecond {
+		c.a.log.Debug("command waits for terminal input", "stream", c.id, "pid", c.pid)
+		c.mu.Lock()
+		c.inputWait = true
+		c.mu.Unlock()
+		c.stop(stopGrace)
+	}
+}
+
+// warmThreads makes the Go runtime start n OS threads now, while the pids limit
+// leaves room: idle threads are kept and reused, so a fork bomb that fills the
+// process table later cannot make the agent fail to get one.
+func warmThreads(n int) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var b [1]byte
+			_, _ = unix.Read(fds[0], b[:]) // blocks its thread until the write below
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	_, _ = unix.Write(fds[1], make([]byte, n))
+	wg.Wait()
+}

@@ -1,0 +1,650 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/system"
+)
+
+// agentPath is where the agent binary is mounted inside the container.
+const agentPath = "/.corral/corral"
+
+// commandHome is HOME for commands: on the /tmp tmpfs, created by the agent.
+const commandHome = "/tmp/home"
+
+// handshakeTimeout bounds a container's start up to the agent's hello.
+const handshakeTimeout = 60 * time.Second
+
+// WindowSize is a terminal's size in character cells.
+type WindowSize struct {
+	Cols, Rows uint16
+}
+
+// Container is the sandbox of one session: one Docker container, created on
+// first use, whose agent runs every command. Its methods are safe for
+// concurrent use; concurrent commands run concurrently.
+type Container struct {
+	cfg     Config // validated, defaults applied
+	log     *slog.Logger
+	user    string // uid:gid of the workspace owner
+	machine elf.Machine
+
+	// startMu is held while a container starts, so that concurrent first calls
+	// share one.
+	startMu sync.Mutex
+
+	mu         sync.Mutex // guards the fields below
+	api        dockerAPI
+	info       *system.Info
+	conn       *agentConn // the current container's agent; nil before the first start
+	generation int        // containers started so far
+	closed     bool
+	dir        string   // where the next command starts
+	dirReset   bool     // the last command left dir outside the workspace
+	dead       []string // IDs of dead containers still to remove
+}
+
+var opportunisticGC sync.Once
+
+// New validates cfg and returns the session's sandbox. The container itself is
+// created on first use (Exec, Shell or Start).
+func New(cfg Config) (*Container, error) {
+	if cfg.Workspace == "" {
+		return nil, errors.New("sandbox: no workspace given")
+	}
+	if !filepath.IsAbs(cfg.Workspace) {
+		return nil, fmt.Errorf("sandbox: workspace %q is not an absolute path", cfg.Workspace)
+	}
+	ws, err := filepath.EvalSymlinks(cfg.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: workspace: %w", err)
+	}
+	fi, err := os.Stat(ws)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: workspace: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("sandbox: workspace %q is not a directory", cfg.Workspace)
+	}
+	cfg.Workspace = ws
+	if cfg.Image == "" {
+		cfg.Image = DefaultImage
+	}
+	switch cfg.Network {
+	case "":
+		cfg.Network = DefaultNetwork
+	case "none", "bridge":
+	default:
+		return nil, fmt.Errorf("sandbox: network %q: want none or bridge", cfg.Network)
+	}
+	if cfg.PidsLimit == 0 {
+		cfg.PidsLimit = DefaultPidsLimit
+	}
+	if cfg.PidsLimit < 16 {
+		return nil, fmt.Errorf("sandbox: pids limit %d: want at least 16", cfg.PidsLimit)
+	}
+	if cfg.Memory == 0 {
+		cfg.Memory = DefaultMemory
+	}
+	if cfg.Memory < 32<<20 {
+		return nil, fmt.Errorf("sandbox: memory limit %d: want at least 32 MiB", cfg.Memory)
+	}
+	if cfg.CPUs < 0 {
+		return nil, fmt.Errorf("sandbox: cpus %v: want a positive number", cfg.CPUs)
+	}
+	for _, e := range cfg.Env {
+		if name, _, ok := strings.Cut(e, "="); !ok || name == "" {
+			return nil, fmt.Errorf("sandbox: env %q: want NAME=VALUE", e)
+		}
+	}
+	for _, m := range cfg.ReadOnlyMounts {
+		if !filepath.IsAbs(m) {
+			return nil, fmt.Errorf("sandbox: read-only mount %q is not an absolute path", m)
+		}
+		if _, err := os.Stat(m); err != nil {
+			return nil, fmt.Errorf("sandbox: read-only mount: %w", err)
+		}
+	}
+	if cfg.InputWait == 0 {
+		cfg.InputWait = DefaultInputWait
+	}
+	if cfg.Agent == "" {
+		if cfg.Agent, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("sandbox: find the agent binary: %w", err)
+		}
+	}
+	machine, err := checkAgent(cfg.Agent)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Session == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		cfg.Session = hex.EncodeToString(b[:])
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid, gid = int(st.Uid), int(st.Gid)
+	}
+	return &Container{
+		cfg:     cfg,
+		log:     log,
+		user:    fmt.Sprintf("%d:%d", uid, gid),
+		machine: machine,
+		dir:     ws,
+	}, nil
+}
+
+// Session returns the session id.
+func (c *Container) Session() string { return c.cfg.Session }
+
+// Workspace returns the workspace directory (symlinks resolved).
+func (c *Container) Workspace() string { return c.cfg.Workspace }
+
+// Start creates and starts the container now rather than on first use.
+func (c *Container) Start(ctx context.Context) error {
+	_, _, err := c.ensure(ctx)
+	return err
+}
+
+// ensure returns the agent connection of a live container, starting a new
+// container when there is none or the last one died; then reason says why.
+func (c *Container) ensure(ctx context.Context) (conn *agentConn, reason string, err error) {
+	c.startMu.Lock()
+	defer c.startMu.Unlock()
+	c.mu.Lock()
+	old, closed := c.conn, c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, "", ErrClosed
+	}
+	if old != nil && !old.broken() {
+		return old, "", nil
+	}
+	if old != nil {
+		reason = "the sandbox container died"
+		var d *DiedError
+		if errors.As(old.deathErr(), &d) {
+			reason = d.Reason
+		}
+		c.removeLater(old.container)
+	}
+	conn, err = c.start(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		conn.close()
+		c.remove(ctx, conn.container)
+		return nil, "", ErrClosed
+	}
+	c.conn = conn
+	c.mu.Unlock()
+	return conn, reason, nil
+}
+
+// removeLater removes a dead container in the background; Close retries.
+func (c *Container) removeLater(id string) {
+	c.mu.Lock()
+	c.dead = append(c.dead, id)
+	api := c.api
+	c.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+		if err == nil || isNotFound(err) {
+			c.mu.Lock()
+			c.dead = slices.DeleteFunc(c.dead, func(s string) bool { return s == id })
+			c.mu.Unlock()
+		}
+	}()
+}
+
+// remove removes a container, even when ctx is already cancelled.
+func (c *Container) remove(ctx context.Context, id string) error {
+	c.mu.Lock()
+	api := c.api
+	c.mu.Unlock()
+	if api == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("sandbox: remove container %.12s: %w", id, err)
+	}
+	return nil
+}
+
+// engineInfo connects to the engine once and checks what the configuration
+// needs of it.
+func (c *Container) engineInfo(ctx context.Context) (dockerAPI, *system.Info, error) {
+	c.mu.Lock()
+	api, info := c.api, c.info
+	c.mu.Unlock()
+	if info != nil {
+		return api, info, nil
+	}
+	if api == nil {
+		var err error
+		if api, err = engine(); err != nil {
+			return nil, nil, err
+		}
+	}
+	in, err := api.Info(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: docker engine: %w", err)
+	}
+	if c.cfg.Runtime != "" {
+		if _, ok := in.Runtimes[c.cfg.Runtime]; !ok {
+			names := make([]string, 0, len(in.Runtimes))
+			for n := range in.Runtimes {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			return nil, nil, fmt.Errorf("sandbox: runtime %q is not registered with the Docker engine (it has %s)", c.cfg.Runtime, strings.Join(names, ", "))
+		}
+	}
+	if err := checkMachine(c.cfg.Agent, c.machine, in.Architecture); err != nil {
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	c.api, c.info = api, &in
+	c.mu.Unlock()
+	opportunisticGC.Do(func() {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			removed, err := gc(ctx, api)
+			if len(removed) > 0 || err != nil {
+				c.log.Info("removed sandboxes of dead corral processes", "containers", removed, "err", err)
+			}
+		}()
+	})
+	return api, &in, nil
+}
+
+// start creates, attaches to and starts a new container, and greets its agent.
+func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
+	api, info, err := c.engineInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	img, err := api.ImageInspect(ctx, c.cfg.Image)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, &ImageNotFoundError{Image: c.cfg.Image}
+		}
+		return nil, fmt.Errorf("sandbox: image %s: %w", c.cfg.Image, err)
+	}
+	var imageEnv []string
+	if img.Config != nil {
+		imageEnv = img.Config.Env
+	}
+	env := commandEnv(imageEnv, c.cfg.Env)
+	cc, hc := c.spec(info)
+
+	c.mu.Lock()
+	c.generation++
+	name := "corral-" + c.cfg.Session
+	if c.generation > 1 {
+		name = fmt.Sprintf("%s-%d", name, c.generation)
+	}
+	c.mu.Unlock()
+
+	created, err := api.ContainerCreate(ctx, cc, hc, nil, nil, name)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, &ImageNotFoundError{Image: c.cfg.Image}
+		}
+		return nil, fmt.Errorf("sandbox: create container: %w", err)
+	}
+	id := created.ID
+	defer func() {
+		if err != nil {
+			if rerr := c.remove(ctx, id); rerr != nil {
+				c.log.Warn("cannot remove a sandbox container that failed to start", "container", id, "err", rerr)
+			}
+		}
+	}()
+	// Attach before start so that no output is lost; the connection must
+	// outlive the calling context.
+	hj, err := api.ContainerAttach(context.WithoutCancel(ctx), id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: attach to container: %w", err)
+	}
+	conn := newAgentConn(id, hj.Conn, hj.Reader, c.log)
+	defer func() {
+		if err != nil {
+			conn.close()
+		}
+	}()
+	if err := api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return nil, fmt.Errorf("sandbox: start container: %w", err)
+	}
+	if err := conn.handshake(ctx, helloMsg{Version: protoVersion, Workspace: c.cfg.Workspace, Env: env}, handshakeTimeout); err != nil {
+		return nil, err
+	}
+	c.log.Debug("sandbox started", "container", id, "name", name, "shell", conn.hello.Shell, "inputWait", conn.hello.InputWait)
+	go c.watch(conn)
+	return conn, nil
+}
+
+// watch waits for a container's connection to end and, unless Close ended it,
+// finds out why the container died.
+func (c *Container) watch(conn *agentConn) {
+	<-conn.done
+	if conn.closing.Load() {
+		conn.setDeath(nil)
+		return
+	}
+	c.mu.Lock()
+	api := c.api
+	c.mu.Unlock()
+	d := &DiedError{Container: conn.container}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
+	waitC, errC := api.ContainerWait(wctx, conn.container, container.WaitConditionNotRunning)
+	select {
+	case <-waitC:
+	case <-errC:
+	}
+	wcancel()
+	in, err := api.ContainerInspect(ctx, conn.container)
+	switch {
+	case isNotFound(err):
+		d.Reason = "the container was removed"
+	case err != nil:
+		d.Reason = "lost the Docker engine: " + err.Error()
+	case in.State == nil:
+		d.Reason = "the container is in an unknown state"
+	case in.State.OOMKilled:
+		d.Reason, d.OOMKilled = "it ran out of memory", true
+	case in.State.Running:
+		d.Reason = fmt.Sprintf("the connection to its agent broke (%v)", conn.err)
+	case in.State.ExitCode == 137:
+		d.Reason = "it was killed"
+	default:
+		d.Reason = fmt.Sprintf("it exited with status %d", in.State.ExitCode)
+		if tail := conn.stderr.tail(); tail != "" {
+			d.Reason += "; the agent said: " + tail
+		}
+	}
+	c.log.Warn("sandbox container died", "container", conn.container, "reason", d.Reason)
+	conn.setDeath(d)
+}
+
+// spec is the container's configuration: hardened by default.
+func (c *Container) spec(info *system.Info) (*container.Config, *container.HostConfig) {
+	cfg := c.cfg
+	cc := &container.Config{
+		Image:        cfg.Image,
+		User:         c.user,
+		Entrypoint:   []string{agentPath},
+		Cmd:          []string{"agent"},
+		WorkingDir:   cfg.Workspace,
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		OpenStdin:    true,
+		// The agent's stdin closes when the host's attach connection does, so
+		// a killed corral leaves no running sandbox behind.
+		StdinOnce: true,
+		Labels:    ownerLabels(cfg.Session, cfg.Workspace),
+	}
+	nano := int64(cfg.CPUs * 1e9)
+	if nano == 0 && info.NCPU > 0 {
+		nano = int64(info.NCPU) * 1e9
+	}
+	pids := cfg.PidsLimit
+	tmp := max(cfg.Memory/4, 64<<20)
+	useInit := true
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(cfg.Network),
+		LogConfig:      container.LogConfig{Type: "none"},
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		Init:           &useInit,
+		ReadonlyRootfs: cfg.ReadOnlyRoot,
+		Runtime:        cfg.Runtime,
+		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmp)},
+		Resources: container.Resources{
+			Memory:     cfg.Memory,
+			MemorySwap: cfg.Memory,
+			NanoCPUs:   nano,
+			PidsLimit:  &pids,
+		},
+		Mounts: c.mounts(),
+	}
+	return cc, hc
+}
+
+// mounts lists the bind mounts: the workspace read-write, the agent, the
+// repository's hooks and config and the extra directories read-only.
+func (c *Container) mounts() []mount.Mount {
+	ws := c.cfg.Workspace
+	ms := []mount.Mount{
+		{Type: mount.TypeBind, Source: ws, Target: ws},
+		{Type: mount.TypeBind, Source: c.cfg.Agent, Target: agentPath, ReadOnly: true},
+	}
+	for _, p := range gitProtected(ws) {
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
+	}
+	for _, p := range c.cfg.ReadOnlyMounts {
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
+	}
+	return ms
+}
+
+// gitProtected lists the paths of the workspace's repository that a command
+// must not change because git on the host would run what they name: the hooks
+// directory and the config (core.fsmonitor, core.pager, aliases, ...). Symlinks
+// are resolved; paths outside the workspace are not visible inside anyway.
+func gitProtected(ws string) []string {
+	gitDir := filepath.Join(ws, ".git")
+	if fi, err := os.Lstat(gitDir); err != nil || !fi.IsDir() {
+		return nil
+	}
+	var out []string
+	for _, name := range []string{"hooks", "config"} {
+		p, err := filepath.EvalSymlinks(filepath.Join(gitDir, name))
+		if err != nil || !within(ws, p) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// commandEnv is the environment of every command: the image's, then a terminal
+// and a writable HOME, then the configured variables. Nothing of the host's.
+func commandEnv(image, extra []string) []string {
+	var env []string
+	set := func(kv string) {
+		name, _, _ := strings.Cut(kv, "=")
+		env = slices.DeleteFunc(env, func(e string) bool { return strings.HasPrefix(e, name+"=") })
+		env = append(env, kv)
+	}
+	for _, e := range image {
+		set(e)
+	}
+	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
+		set("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	}
+	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "LANG=") }) {
+		set("LANG=C.UTF-8")
+	}
+	set("HOME=" + commandHome)
+	set("TERM=xterm-256color")
+	for _, e := range extra {
+		set(e)
+	}
+	return env
+}
+
+// within reports whether path p is root or below it.
+func within(root, p string) bool {
+	if root == "/" {
+		return strings.HasPrefix(p, "/")
+	}
+	return p == root || strings.HasPrefix(p, root+"/")
+}
+
+func isNotFound(err error) bool {
+	return err != nil && cerrdefs.IsNotFound(err)
+}
+
+// Exec runs one command to its end. A command that ran and failed is a result,
+// not an error; errors are for a sandbox that could not run it (a *DiedError
+// when its container died under it: the next call starts a new one).
+func (c *Container) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	begin := time.Now()
+	if err := ctx.Err(); err != nil {
+		return ExecResult{}, err
+	}
+	conn, reason, err := c.ensure(ctx)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	res := ExecResult{Restarted: reason != "", RestartReason: reason}
+	c.mu.Lock()
+	dir, reset := c.dir, c.dirReset
+	c.dirReset = false
+	c.mu.Unlock()
+	start := startMsg{Command: req.Command, Dir: dir, Cols: req.Cols, Rows: req.Rows}
+	if conn.hello.InputWait && c.cfg.InputWait > 0 {
+		start.InputWaitMS = int(c.cfg.InputWait / time.Millisecond)
+	}
+	rr, err := conn.run(ctx, runParams{start: start, output: req.Output, timeout: req.Timeout})
+	res.Duration = time.Since(begin)
+	res.TimedOut, res.Canceled = rr.timedOut, rr.canceled
+	res.Dir, res.DirReset = dir, reset
+	if err != nil {
+		res.ExitCode = -1
+		var d *DiedError
+		if errors.As(err, &d) {
+			res.OOMKilled = d.OOMKilled
+		}
+		return res, err
+	}
+	ex := rr.exit
+	if ex.Error != "" {
+		return res, fmt.Errorf("sandbox: %s", ex.Error)
+	}
+	res.ExitCode, res.Signal = ex.ExitCode, ex.Signal
+	if !rr.got {
+		return res, nil
+	}
+	res.Dir, res.DirReset = ex.Dir, reset || ex.DirReset
+	res.InputWait, res.OOMKilled, res.ProcessLimit = ex.InputWait, ex.OOMKilled, ex.ProcessLimit
+	res.Background = ex.Background
+	if res.InputWait {
+		res.TimedOut = false
+	}
+	c.mu.Lock()
+	switch {
+	case ex.Cwd == "":
+		c.dir = ex.Dir
+	case within(c.cfg.Workspace, ex.Cwd):
+		c.dir = ex.Cwd
+	default:
+		c.dir, c.dirReset = c.cfg.Workspace, true
+	}
+	c.mu.Unlock()
+	return res, nil
+}
+
+// Shell runs an interactive shell in the sandbox, wired to stdin and stdout
+// (which should be a terminal in raw mode), until it exits; it returns the
+// shell's exit status. Window size changes are read from resize (nil for none;
+// a size already waiting there is the initial one, else 80x24). When stdin ends
+// the terminal gets ^D. A goroutine may stay blocked reading stdin after Shell
+// returns.
+func (c *Container) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer, resize <-chan WindowSize) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return -1, err
+	}
+	conn, reason, err := c.ensure(ctx)
+	if err != nil {
+		return -1, err
+	}
+	if reason != "" {
+		c.log.Info("sandbox restarted", "reason", reason)
+	}
+	size := WindowSize{Cols: 80, Rows: 24}
+	select {
+	case ws, ok := <-resize:
+		if ok && ws.Cols > 0 && ws.Rows > 0 {
+			size = ws
+		}
+	default:
+	}
+	c.mu.Lock()
+	dir := c.dir
+	c.mu.Unlock()
+	rr, err := conn.run(ctx, runParams{
+		start:  startMsg{Interactive: true, Dir: dir, Cols: size.Cols, Rows: size.Rows},
+		output: stdout,
+		stdin:  stdin,
+		resize: resize,
+	})
+	if err != nil {
+		return -1, err
+	}
+	if rr.exit.Error != "" {
+		return -1, fmt.Errorf("sandbox: %s", rr.exit.Error)
+	}
+	if rr.canceled {
+		return rr.exit.ExitCode, ctx.Err()
+	}
+	return rr.exit.ExitCode, nil
+}
+
+// Close removes the container (and any dead ones left). It works with an
+// already cancelled ctx, as after SIGINT. Later calls fail with ErrClosed.
+func (c *Container) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	conn := c.conn
+	ids := slices.Clone(c.dead)
+	c.mu.Unlock()
+	if conn != nil {
+		conn.close()
+		ids = append(ids, conn.container)
+	}
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, c.remove(ctx, id))
+	}
+	return errors.Join(errs...)
+}

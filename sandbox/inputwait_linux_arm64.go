@@ -1,0 +1,5 @@
+package sandbox
+
+const archInputWait = true
+
+func archSyscallKind(nr uint64) sysKind { return sysOther }

@@ -1,0 +1,8 @@
+//go:build linux && !amd64 && !arm64
+
+package sandbox
+
+// The system call numbers of this architecture are not tabled: no detection.
+const archInputWait = false
+
+func archSyscallKind(nr uint64) sysKind { return sysOther }

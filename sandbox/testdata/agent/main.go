@@ -1,0 +1,28 @@
+// Command agent is a stand-in for `corral agent` that the sandbox tests build
+// when ./cmd/corral does not build (another package of the tree is mid-change).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+func main() {
+	if len(os.Args) != 2 || os.Args[1] != "agent" {
+		fmt.Fprintln(os.Stderr, "usage: agent agent")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := sandbox.RunAgent(ctx, os.Stdin, os.Stdout, log); err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(1)
+	}
+}
