@@ -81,6 +81,9 @@ func (f *sandboxFlags) config() (sandbox.Config, error) {
 		CPUs:         f.cpus,
 		Env:          env,
 		ReadOnlyRoot: f.readOnly,
+		// A static corral binary to run as the sandbox's agent, for when this
+		// one is not (a test binary, a cgo build).
+		Agent: os.Getenv("CORRAL_AGENT"),
 	}, nil
 }
 

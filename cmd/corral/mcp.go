@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -48,6 +49,7 @@ when the client supports it; otherwise --confirm decides.`,
 			if authToken == "" {
 				authToken = os.Getenv("CORRAL_AUTH_TOKEN")
 			}
+			f.stderr = cmd.ErrOrStderr()
 			srv, err := newMCPServer(&f, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn})))
 			if err != nil {
 				return err
@@ -375,7 +377,7 @@ func (r *outputRouter) progress(ctx context.Context, id string, ss *mcp.ServerSe
 }
 
 // serveMCPHTTP serves streamable HTTP on addr until ctx is done.
-func serveMCPHTTP(ctx context.Context, m *mcpServer, addr, token string, idle time.Duration, stderr interface{ Write([]byte) (int, error) }) error {
+func serveMCPHTTP(ctx context.Context, m *mcpServer, addr, token string, idle time.Duration, stderr io.Writer) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--http %q: want HOST:PORT, e.g. 127.0.0.1:8765", addr)

@@ -48,6 +48,7 @@ cancels the running call and stops.`,
 				defer file.Close()
 				in = file
 			}
+			f.stderr = cmd.ErrOrStderr()
 			s, closeSession, err := f.openSession(cmd.Context())
 			if err != nil {
 				return err

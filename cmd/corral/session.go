@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/pflag"
 
+	"github.com/corralhq/corral/images"
+	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -30,6 +33,8 @@ type sessionFlags struct {
 	maxBashTimeout time.Duration
 	logDir         string
 	maxLog         string
+	// stderr receives progress a person may want to see (an image build).
+	stderr io.Writer
 }
 
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
@@ -106,6 +111,35 @@ func (f *sessionFlags) openSession(ctx context.Context, adjust ...func(*tools.Op
 		}
 		return errors.Join(errs...)
 	}
+	// The full logs of bash commands live outside the workspace, mounted read-only
+	// into the sandbox at the same path: the model can read or grep them with
+	// either tool, and they never show up in the user's repository.
+	if opts.LogDir == "" {
+		dir, err := os.MkdirTemp("", "corral-logs-")
+		if err != nil {
+			return nil, nil, fmt.Errorf("making the bash log directory: %w", err)
+		}
+		opts.LogDir = dir
+		undo = append(undo, func() error { return os.RemoveAll(dir) })
+	} else if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("--log-dir: %w", err)
+	}
+	if opts.LogDir, err = filepath.Abs(opts.LogDir); err != nil {
+		return nil, nil, fmt.Errorf("--log-dir: %w", err)
+	}
+	cfg.ReadOnlyMounts = append(cfg.ReadOnlyMounts, opts.LogDir)
+	box, err := sandbox.New(cfg)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	undo = append(undo, func() error {
+		// Remove the container even when ctx was cancelled by a signal.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return box.Close(ctx)
+	})
+	opts.Sandbox = &imageBuilder{box: box, image: cfg.Image, stderr: f.stderr}
 	if f.events != "" {
 		ef, err := os.Create(f.events)
 		if err != nil {
@@ -178,4 +212,41 @@ func askYesNo(ctx context.Context, r io.Reader, w io.Writer, req tools.ConfirmRe
 		fmt.Fprintln(w)
 		return false, ctx.Err()
 	}
+}
+
+// imageBuilder runs commands in the sandbox and, when the default image is
+// missing, builds it once with progress on stderr instead of failing.
+type imageBuilder struct {
+	box    *sandbox.Container
+	image  string
+	stderr io.Writer
+
+	mu    sync.Mutex // serialises builds
+	built bool
+}
+
+func (b *imageBuilder) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	res, err := b.box.Exec(ctx, req)
+	var missing *sandbox.ImageNotFoundError
+	if !errors.As(err, &missing) || missing.Image != images.Default || b.stderr == nil {
+		return res, err
+	}
+	if err := b.build(ctx); err != nil {
+		return res, err
+	}
+	return b.box.Exec(ctx, req)
+}
+
+func (b *imageBuilder) build(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.built {
+		return nil
+	}
+	fmt.Fprintf(b.stderr, "corral: the sandbox image %s is missing: building it (once; `corral image build` does the same)\n", images.Default)
+	if err := images.Build(ctx, images.BuildOptions{Name: images.Default, Stdout: b.stderr, Stderr: b.stderr}); err != nil {
+		return fmt.Errorf("building the sandbox image %s: %w", images.Default, err)
+	}
+	b.built = true
+	return nil
 }
