@@ -1,0 +1,106 @@
+// Package testenv prepares what the integration tests of corral's packages need:
+// a static corral binary for the sandbox's agent, and the Docker engine with the
+// default image. Locally a test that needs the engine skips when it is missing;
+// in CI (CI=true) it fails.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Image is the image the integration tests run in.
+const Image = "corral/dev:bookworm"
+
+var (
+	dir           string
+	agent         string
+	agentErr      error
+	once          sync.Once
+	dockerMu      sync.Mutex // guards dockerErr, dockerChecked
+	dockerErr     error
+	dockerChecked bool
+)
+
+// Main runs the tests of a package and removes what testenv made. Call it from
+// TestMain.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	return code
+}
+
+// Agent returns the path of a static corral binary, built once per test process.
+func Agent(t testing.TB) string {
+	t.Helper()
+	path, err := BuildAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// BuildAgent builds a static corral binary once per test process (the go build
+// cache makes it quick) and returns its path.
+func BuildAgent() (string, error) {
+	once.Do(func() {
+		dir, agentErr = os.MkdirTemp("", "corral-testenv-")
+		if agentErr != nil {
+			return
+		}
+		agent = filepath.Join(dir, "corral")
+		cmd := exec.Command("go", "build", "-o", agent, "github.com/corralhq/corral/cmd/corral")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			agentErr = fmt.Errorf("building a static corral: %v\n%s", err, out)
+		}
+	})
+	return agent, agentErr
+}
+
+// DockerErr says why the sandbox cannot run here: no engine, or no image. It is
+// nil when it can.
+func DockerErr() error {
+	dockerMu.Lock()
+	defer dockerMu.Unlock()
+	if !dockerChecked {
+		dockerErr, dockerChecked = checkDocker(), true
+	}
+	return dockerErr
+}
+
+// NeedsDocker skips the test when the Docker engine or the image is missing, and
+// fails it in CI, where they must be there.
+func NeedsDocker(t testing.TB) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the sandbox needs Linux")
+	}
+	err := DockerErr()
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true and the sandbox cannot run: %v", err)
+	}
+	t.Skipf("skipping: %v", err)
+}
+
+func checkDocker() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", "image", "inspect", "--format", "{{.Id}}", Image).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("no Docker engine with the image %s (run `make image`): %v: %s", Image, err, out)
+	}
+	return nil
+}
