@@ -42,8 +42,13 @@ func unifiedDiff(name string, old, new []byte, created bool) lineDiff {
 		return lineDiff{}
 	}
 	pre := commonPrefix(old, new)
+	return unifiedDiffAround(name, old, new, pre, commonSuffix(old[pre:], new[pre:]), created)
+}
+
+// unifiedDiffAround is unifiedDiff for a caller that knows old and new share
+// their first pre bytes and their last suf bytes (without overlap).
+func unifiedDiffAround(name string, old, new []byte, pre, suf int, created bool) lineDiff {
 	pre = bytes.LastIndexByte(old[:pre], '\n') + 1 // back to a line start
-	suf := commonSuffix(old[pre:], new[pre:])
 	// Shrink to a line start: the suffix must begin just after a newline on
 	// both sides.
 	for suf > 0 {

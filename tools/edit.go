@@ -123,7 +123,10 @@ func (s *Session) edit(ctx context.Context, p EditParams) (Result, error) {
 		return resultOf(err)
 	}
 
-	d := unifiedDiff(t.display, old, plan.out, false)
+	// Nothing before the first replacement or after the last one changed: the
+	// diff need not look there.
+	first, last := plan.old[0], plan.old[len(plan.old)-1]
+	d := unifiedDiffAround(t.display, old, plan.out, first.start, len(old)-last.end, false)
 	det := &EditDetails{
 		Path:          t.display,
 		Diff:          d.text,
@@ -203,7 +206,7 @@ func (d parentDir) load(t target) ([]byte, fs.FileInfo, error) {
 	if fi.Size() > maxEditBytes {
 		return nil, nil, tooLarge(t.display, fi.Size())
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxEditBytes+1))
+	b, err := readAll(f, fi.Size())
 	if err != nil {
 		return nil, nil, pathError(t.display, err)
 	}
@@ -211,6 +214,28 @@ func (d parentDir) load(t target) ([]byte, fs.FileInfo, error) {
 		return nil, nil, tooLarge(t.display, int64(len(b)))
 	}
 	return b, fi, nil
+}
+
+// readAll reads r to its end into one buffer sized for the expected size, and
+// stops past maxEditBytes.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	b := make([]byte, 0, min(size, maxEditBytes)+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > maxEditBytes {
+			return b, nil
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grew meanwhile
+		}
+	}
 }
 
 func tooLarge(display string, size int64) error {
@@ -244,17 +269,15 @@ func (s *Session) commit(ctx context.Context, t target, dir parentDir, data []by
 }
 
 func writeError(display string, err error) error {
-	var ue *userError
-	if errors.As(err, &ue) {
-		return err
-	}
 	if errors.Is(err, fs.ErrPermission) {
 		return userErrorf("Cannot write %s: permission denied. Choose another file or ask the user.", display)
 	}
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EDQUOT) {
-		return userErrorf("Cannot write %s: %v. The file is unchanged; tell the user.", display, errors.Unwrap(err))
+		var errno syscall.Errno
+		errors.As(err, &errno)
+		return userErrorf("Cannot write %s: %v. The file is unchanged; tell the user.", display, errno)
 	}
-	return fmt.Errorf("writing %s: %w", display, err)
+	return pathError(display, err)
 }
 
 // lineRanges returns the 1-based first and last line of each span of content.

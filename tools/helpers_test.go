@@ -111,9 +111,17 @@ func wantFacts(t testing.TB, got string, facts ...string) {
 	t.Helper()
 	for _, f := range facts {
 		if !strings.Contains(got, f) {
-			t.Errorf("message lacks %q:\n%s", f, got)
+			t.Errorf("message lacks %q:\n%s", f, clip(got))
 		}
 	}
 }
 
 type m = map[string]any
+
+// clip shortens s for a failure message.
+func clip(s string) string {
+	if len(s) <= 2000 {
+		return s
+	}
+	return s[:1000] + "\n[…]\n" + s[len(s)-1000:]
+}

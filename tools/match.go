@@ -108,11 +108,10 @@ func planEdit(content []byte, oldText, newText string, all bool) (editPlan, *mat
 		for i, j := range idx {
 			spans[i] = span{start + j, start + j + len(c)}
 		}
-		p := apply(content, spans, repl, crlf)
-		if bytes.Equal(p.out, content) {
+		if c == repl {
 			return editPlan{}, &matchFailure{count: len(idx), unchanged: true}
 		}
-		return p, nil
+		return apply(content, spans, repl, crlf), nil
 	}
 
 	// Tolerant match.
@@ -143,10 +142,14 @@ func planEdit(content []byte, oldText, newText string, all bool) (editPlan, *mat
 		_, k := normalize(content[s.start:s.end], false)
 		kinds |= k
 	}
-	p := apply(content, spans, repl, crlf)
-	if bytes.Equal(p.out, content) {
+	same := true
+	for _, s := range spans {
+		same = same && string(content[s.start:s.end]) == repl
+	}
+	if same {
 		return editPlan{}, &matchFailure{count: len(idx), unchanged: true, tolerant: true}
 	}
+	p := apply(content, spans, repl, crlf)
 	p.tolerant = true
 	p.normalized = kinds.names()
 	if len(p.normalized) == 0 {

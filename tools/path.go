@@ -229,6 +229,11 @@ func (ws *workspace) realpath(rel string) (canon string, exists bool, err error)
 			return "", false, userErrorf("%s goes through too many symbolic links (a loop?). Use the path of the real file.", rel)
 		}
 		dest, err := ws.root.Readlink(cur)
+		if errors.Is(err, syscall.EINVAL) {
+			// No longer a symbolic link: it changed under us; look again.
+			pending = append([]string{c}, pending...)
+			continue
+		}
 		if err != nil {
 			return "", false, pathError(rel, err)
 		}
@@ -279,17 +284,20 @@ func pathError(display string, err error) error {
 	case errors.Is(err, syscall.ELOOP):
 		return userErrorf("%s goes through too many symbolic links (a loop?). Use the path of the real file.", display)
 	case isEscape(err):
-		return userErrorf("%s resolves outside the workspace (a symbolic link changed while it was used). Only files inside the workspace can be used.", display)
+		return userErrorf("%s resolves outside the workspace (a path component changed into a symbolic link while it was used). Only files inside the workspace can be used.", display)
 	case errors.Is(err, syscall.ENAMETOOLONG):
 		return userErrorf("The path %s is too long.", display)
 	}
 	return fmt.Errorf("%s: %w", display, err)
 }
 
-// isEscape reports whether err is os.Root refusing a path that leaves it.
+// isEscape reports whether err is os.Root refusing a path that leaves it: the
+// only error of a Root operation that is not an errno (os keeps the sentinel
+// unexported).
 func isEscape(err error) bool {
 	var pe *fs.PathError
-	return errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent"
+	var errno syscall.Errno
+	return errors.As(err, &pe) && pe.Err != nil && !errors.As(pe.Err, &errno)
 }
 
 // protection holds Options.Protected in the form used for matching.
@@ -333,19 +341,18 @@ func (p protection) lexical(canon string) (string, bool) {
 func (p protection) identity(root *os.Root, dirInfo fs.FileInfo, name string, file fs.FileInfo) (string, bool) {
 	for _, e := range p.entries {
 		fi, err := root.Stat(e)
-		if err != nil {
+		switch {
+		case err == nil && fi.IsDir():
+			if os.SameFile(fi, dirInfo) {
+				return e, true
+			}
 			continue
-		}
-		if fi.IsDir() && os.SameFile(fi, dirInfo) {
+		case err == nil && file != nil && os.SameFile(fi, file):
 			return e, true
 		}
-		if !fi.IsDir() {
-			if file != nil && os.SameFile(fi, file) {
-				return e, true
-			}
-			if pd, err := root.Stat(path.Dir(e)); err == nil && os.SameFile(pd, dirInfo) && strings.EqualFold(name, path.Base(e)) {
-				return e, true
-			}
+		// e is a file, or does not exist yet: is the target e by another name?
+		if pd, err := root.Stat(path.Dir(e)); err == nil && os.SameFile(pd, dirInfo) && strings.EqualFold(name, path.Base(e)) {
+			return e, true
 		}
 	}
 	return "", false

@@ -88,7 +88,8 @@ type fileState struct {
 	hash contentHash
 	// sig is the file's signature when hash was taken.
 	sig statSig
-	// own are signatures of files this session wrote, newest first.
+	// own are signatures of files this session wrote, and of the files those
+	// writes replaced, newest first.
 	own [ownWrites]statSig
 	// dirty is set when the watcher saw the file change since it was read or
 	// written; op says how ("write", "remove", ...). It is reported once.
@@ -177,7 +178,9 @@ func (rs *readState) recordWrite(key, display string, h contentHash, sig statSig
 		f = &fileState{}
 		rs.files[key] = f
 	}
-	copy(f.own[1:], f.own[:ownWrites-1])
-	f.own[0] = sig
+	// Remember the signature being replaced too: a late event may still show
+	// the file as it was just before this write.
+	copy(f.own[2:], f.own[:ownWrites-2])
+	f.own[0], f.own[1] = sig, f.sig
 	f.hash, f.sig, f.dirty, f.op, f.display = h, sig, false, "", display
 }

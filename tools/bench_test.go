@@ -1,0 +1,192 @@
+package tools
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// bigText is 200,000 lines of 50 bytes: 10 MB.
+func bigText() string {
+	var b strings.Builder
+	filler := strings.Repeat("abcdefghij", 4)[:37]
+	for i := range 200_000 {
+		fmt.Fprintf(&b, "line %06d %s\n", i, filler)
+	}
+	return b.String()
+}
+
+// BenchmarkEdit10MB is one replacement in a 10 MB, 200,000-line file, diff
+// included, against reading and rewriting the same file once: plainly, and with
+// the fsyncs and rename that make the edit durable and atomic. The goal is at
+// most 3x the plain rewrite.
+func BenchmarkEdit10MB(b *testing.B) {
+	text := bigText()
+	const a, z = "line 100000 ", "LINE 100000 "
+
+	b.Run("edit", func(b *testing.B) {
+		s, _ := newTestSession(b, map[string]string{"big.txt": text})
+		mustOK(b, s, "read", m{"path": "big.txt", "limit": 1})
+		b.SetBytes(int64(len(text)))
+		i := 0
+		for b.Loop() {
+			old, new := a, z
+			if i%2 == 1 {
+				old, new = z, a
+			}
+			r, err := s.Edit(context.Background(), EditParams{Path: "big.txt", OldText: old, NewText: new})
+			if err != nil || r.IsError {
+				b.Fatal(err, r.Content)
+			}
+			i++
+		}
+	})
+	b.Run("rewrite", func(b *testing.B) {
+		p := filepath.Join(b.TempDir(), "big.txt")
+		os.WriteFile(p, []byte(text), 0o644)
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("rewrite+fsync", func(b *testing.B) {
+		dir := b.TempDir()
+		root, _ := os.OpenRoot(dir)
+		defer root.Close()
+		os.WriteFile(filepath.Join(dir, "big.txt"), []byte(text), 0o644)
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			data, err := root.ReadFile("big.txt")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := writeAtomic(root, "big.txt", data, 0o644, nil, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// sparseHuge makes a file of size bytes whose first 200 KB are text lines and
+// the rest a hole (zeros), costing no disk.
+func sparseHuge(tb testing.TB, dir string, size int64) string {
+	tb.Helper()
+	p := filepath.Join(dir, "huge.log")
+	f, err := os.Create(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	for i := 0; i < 20_000; i++ {
+		fmt.Fprintf(w, "%05d log\n", i)
+	}
+	if err := w.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		tb.Fatal(err)
+	}
+	f.Close()
+	return p
+}
+
+// BenchmarkReadHead2GB reads the first 2000 lines of a 2 GB file: the lines
+// shown cost little, the rest is streamed once to count lines and hash it, in
+// constant memory (see allocs/op and B/op).
+func BenchmarkReadHead2GB(b *testing.B) {
+	dir := b.TempDir()
+	sparseHuge(b, dir, 2<<30)
+	s, err := NewSession(context.Background(), Options{Workspace: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.SetBytes(2 << 30)
+	for b.Loop() {
+		r, err := s.Read(context.Background(), ReadParams{Path: "huge.log"})
+		if err != nil || r.IsError {
+			b.Fatal(err, r.Content)
+		}
+	}
+}
+
+// TestReadHugeFileHelper is the child of TestReadHugeFileMemory: it reads the
+// head of the file and prints its peak RSS in kB and the time taken.
+func TestReadHugeFileHelper(t *testing.T) {
+	dir := os.Getenv("CORRAL_HUGE_DIR")
+	if dir == "" {
+		t.Skip("helper process only")
+	}
+	s, err := NewSession(context.Background(), Options{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	r, err := s.Read(context.Background(), ReadParams{Path: "huge.log"})
+	if err != nil || r.IsError {
+		t.Fatal(err, r.Content)
+	}
+	took := time.Since(start)
+	if !strings.HasSuffix(r.Content, "[Showing lines 1-2000 of 20001. Use offset=2001 to continue.]") {
+		t.Fatalf("read: %s", clip(r.Content))
+	}
+	fmt.Printf("hwm_kb=%d took_ms=%d\n", vmHWM(), took.Milliseconds())
+}
+
+func vmHWM() int {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return n
+		}
+	}
+	return -1
+}
+
+// Reading the first lines of a 2 GB file does not load it: the whole process
+// stays under 64 MB of peak RSS.
+func TestReadHugeFileMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 2 GB")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("reads VmHWM from /proc")
+	}
+	dir := t.TempDir()
+	sparseHuge(t, dir, 2<<30)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReadHugeFileHelper$")
+	cmd.Env = append(os.Environ(), "CORRAL_HUGE_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	var hwm, ms int
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "hwm_kb=") {
+			fmt.Sscanf(l, "hwm_kb=%d took_ms=%d", &hwm, &ms)
+		}
+	}
+	if hwm <= 0 {
+		t.Fatalf("no measurement:\n%s", out)
+	}
+	t.Logf("peak RSS %d MB reading the head of a 2 GB file (%d ms, hashing and counting all of it)", hwm>>10, ms)
+	if hwm > 64<<10 {
+		t.Errorf("peak RSS %d kB, over 64 MB", hwm)
+	}
+}

@@ -1,0 +1,65 @@
+package tools
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// A directory swapped for a symbolic link to the outside, atomically and again
+// and again while the tools run, never lets a read or a write out.
+func TestConfinementRace(t *testing.T) {
+	s, ws, outside := confinementWorkspace(t)
+	writeFile(t, ws, "d/secret", "inside\n")
+	d, link := filepath.Join(ws, "d"), filepath.Join(ws, "d.link")
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
+		t.Skip("no RENAME_EXCHANGE:", err)
+	}
+	stop := make(chan struct{})
+	var swaps atomic.Int64
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// d is a directory, then a symbolic link to outside, then a
+			// directory: never missing, each swap atomic.
+			if unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE) == nil {
+				swaps.Add(1)
+			}
+		}
+	}()
+	for range 500 {
+		r := call(t, s, "read", m{"path": "d/secret"})
+		if strings.Contains(r.Content, "top secret") {
+			t.Fatalf("read escaped: %s", r.Content)
+		}
+		call(t, s, "write", m{"path": "d/secret", "content": "pwned\n"})
+		call(t, s, "write", m{"path": "d/new", "content": "pwned\n"})
+	}
+	if got := readFile(t, outside, "secret"); got != "top secret\n" {
+		t.Errorf("the secret outside was overwritten: %q", got)
+	}
+	ents, _ := os.ReadDir(outside)
+	for _, e := range ents {
+		if e.Name() != "secret" {
+			t.Errorf("a file appeared outside: %s", e.Name())
+		}
+	}
+	t.Logf("%d swaps during 1500 calls", swaps.Load())
+}

@@ -1,0 +1,197 @@
+package tools
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// confinementWorkspace builds a workspace with every kind of way out, next to a
+// directory "outside" holding a secret.
+func confinementWorkspace(t *testing.T) (s *Session, ws, outside string) {
+	t.Helper()
+	base := t.TempDir()
+	ws = filepath.Join(base, "ws")
+	outside = filepath.Join(base, "outside")
+	for _, d := range []string{ws + "/src/deep", outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, outside, "secret", "top secret\n")
+	writeFile(t, ws, "src/a.txt", "a\n")
+	links := map[string]string{
+		"out":             outside,          // absolute, outside
+		"src/up":          "../../outside",  // relative, outside
+		"src/deep/upup":   "../../..",       // relative, to the workspace's parent
+		"abs-in":          ws + "/src",      // absolute, inside
+		"rel-in":          "src/a.txt",      // relative, inside
+		"loop1":           "loop2",          // a loop
+		"loop2":           "loop1",          //
+		"src/deep/parent": "..",             // inside, through ".."
+		"dangling":        "src/new-target", // inside, to nothing yet
+	}
+	for name, dest := range links {
+		if err := os.Symlink(dest, filepath.Join(ws, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := NewSession(t.Context(), Options{Workspace: ws, WritePolicy: AllowOverwrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, ws, outside
+}
+
+func TestConfinement(t *testing.T) {
+	s, ws, outside := confinementWorkspace(t)
+	refused := []struct {
+		path  string
+		facts []string
+	}{
+		{"../outside/secret", []string{"../outside/secret points outside the workspace", "relative to the workspace root"}},
+		{"src/../../outside/secret", []string{"points outside the workspace"}},
+		{outside + "/secret", []string{"is outside the workspace", ws}},
+		{"/etc/passwd", []string{"/etc/passwd is outside the workspace"}},
+		{"out/secret", []string{"out is a symbolic link to " + outside + ", outside the workspace"}},
+		{"src/up/secret", []string{"src/up/secret leads outside the workspace through the symbolic link src/up"}},
+		{"src/deep/upup/outside/secret", []string{"leads outside the workspace", "src/deep/upup"}},
+		{"loop1", []string{"too many symbolic links"}},
+		{"src/a.txt/x", []string{"src/a.txt is a file, not a directory"}},
+		{"", []string{"The path is empty"}},
+		{"a\x00b", []string{"NUL byte"}},
+	}
+	for _, tt := range refused {
+		t.Run("refused "+tt.path, func(t *testing.T) {
+			for _, tool := range []string{"read", "edit", "write"} {
+				args := m{"path": tt.path, "oldText": "x", "newText": "y"}
+				switch tool {
+				case "read":
+					args = m{"path": tt.path}
+				case "write":
+					args = m{"path": tt.path, "content": "pwned\n"}
+				}
+				mustFail(t, s, tool, args, tt.facts...)
+			}
+		})
+	}
+	if got := readFile(t, outside, "secret"); got != "top secret\n" {
+		t.Errorf("the secret outside changed: %q", got)
+	}
+	ents, _ := os.ReadDir(outside)
+	if len(ents) != 1 {
+		t.Errorf("files appeared outside: %v", ents)
+	}
+
+	allowed := []struct{ path, want string }{
+		{"abs-in/a.txt", "1\ta"},
+		{"rel-in", "1\ta"},
+		{"src/deep/parent/a.txt", "1\ta"},
+		{ws + "/src/a.txt", "1\ta"},
+		{"./src//a.txt", "1\ta"},
+	}
+	for _, tt := range allowed {
+		if r := mustOK(t, s, "read", m{"path": tt.path}); r.Content != tt.want {
+			t.Errorf("read %s: %q", tt.path, r.Content)
+		}
+	}
+	// A write through a dangling link inside the workspace creates its target.
+	mustOK(t, s, "write", m{"path": "dangling", "content": "new\n"})
+	if got := readFile(t, ws, "src/new-target"); got != "new\n" {
+		t.Errorf("target = %q", got)
+	}
+}
+
+func TestResolveCanon(t *testing.T) {
+	_, ws, _ := confinementWorkspace(t)
+	w, err := openWorkspace(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.root.Close()
+	for in, want := range map[string]string{
+		"src/a.txt":             "src/a.txt",
+		"./src//a.txt":          "src/a.txt",
+		"rel-in":                "src/a.txt",
+		"abs-in/a.txt":          "src/a.txt",
+		"src/deep/parent/a.txt": "src/a.txt",
+		"src/new/dir/f":         "src/new/dir/f",
+		".":                     ".",
+		ws:                      ".",
+	} {
+		tg, err := w.resolve(in)
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if tg.canon != want {
+			t.Errorf("%s: canon %q, want %q", in, tg.canon, want)
+		}
+	}
+}
+
+func TestProtected(t *testing.T) {
+	files := map[string]string{
+		".git/config":           "[core]\n",
+		".git/hooks/pre-commit": "#!/bin/sh\n",
+		".git/HEAD":             "ref: refs/heads/main\n",
+		"src/a.txt":             "a\n",
+	}
+	s, ws := newTestSession(t, files)
+	os.Symlink(".git/config", filepath.Join(ws, "cfg"))
+	os.Symlink(".git", filepath.Join(ws, "g"))
+	os.Link(filepath.Join(ws, ".git/config"), filepath.Join(ws, "hardlink"))
+	for _, p := range []string{
+		".git/config", "./.git//config", ".GIT/config", ".git/hooks/pre-commit", ".git/hooks/new-hook",
+		".git/hooks/sub/x", "cfg", "g/config", "g/hooks/post-checkout", ws + "/.git/config", "hardlink",
+	} {
+		t.Run(p, func(t *testing.T) {
+			call(t, s, "read", m{"path": p}) // reading is fine
+			mustFail(t, s, "write", m{"path": p, "content": "[core]\n\tfsmonitor = evil\n"}, "protected", "Cannot write")
+			mustFail(t, s, "edit", m{"path": p, "oldText": "[core]", "newText": "[x]"}, "protected")
+		})
+	}
+	for name, content := range files {
+		if got := readFile(t, ws, name); got != content {
+			t.Errorf("%s changed: %q", name, got)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git/hooks/new-hook")); err == nil {
+		t.Error("a hook was created")
+	}
+	// Not protected: other .git files, and everything with an empty list.
+	mustOK(t, s, "read", m{"path": ".git/HEAD"})
+	mustOK(t, s, "edit", m{"path": ".git/HEAD", "oldText": "main", "newText": "dev"})
+	s2, err := NewSession(t.Context(), Options{Workspace: ws, Protected: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	mustOK(t, s2, "read", m{"path": ".git/config"})
+	mustOK(t, s2, "edit", m{"path": ".git/config", "oldText": "[core]", "newText": "[core] "})
+}
+
+// The identity check catches a parent directory that turned into a protected
+// one after the path was resolved.
+func TestProtectedIdentity(t *testing.T) {
+	s, ws := newTestSession(t, map[string]string{".git/hooks/x": "", "d/x": ""})
+	dir, err := s.ws.root.OpenRoot(".git/hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	fi, _ := dir.Stat(".")
+	if _, ok := s.protect.identity(s.ws.root, fi, "pre-commit", nil); !ok {
+		t.Error(".git/hooks opened by another name is not protected")
+	}
+	gitDir, _ := s.ws.root.Stat(".git")
+	if _, ok := s.protect.identity(s.ws.root, gitDir, "CONFIG", nil); !ok {
+		t.Error(".git + CONFIG is not protected")
+	}
+	d, _ := s.ws.root.Stat("d")
+	if _, ok := s.protect.identity(s.ws.root, d, "x", nil); ok {
+		t.Error("d/x is protected")
+	}
+	_ = ws
+}

@@ -1,0 +1,156 @@
+package tools
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func numbered(from, to int) string {
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	return b.String()
+}
+
+func TestRead(t *testing.T) {
+	long := strings.Repeat("é", 2500)
+	png := "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + strings.Repeat("\x00", 40)
+	files := map[string]string{
+		"small.txt":   "one\ntwo\nthree\n",
+		"noeol.txt":   "one\ntwo",
+		"big.txt":     numbered(1, 5234),
+		"wide.txt":    strings.Repeat(strings.Repeat("w", 1000)+"\n", 200),
+		"long.txt":    "short\n" + long + "\nafter\n",
+		"crlf.txt":    "a\r\nb\r\n",
+		"bom.txt":     "\uFEFFfirst\nsecond\n",
+		"nul.bin":     "text\x00more",
+		"img.png":     png,
+		"latin1.txt":  "caf\xe9 au lait\nna\xefve\n" + strings.Repeat("plain ascii text\n", 20),
+		"empty.txt":   "",
+		"dir/b.txt":   "b",
+		"dir/a.txt":   "a",
+		"dir/sub/c":   "c",
+		"tabs.txt":    "\tindented\n",
+		"control.bin": strings.Repeat("\x01\x02\x03\x04abc", 100),
+	}
+	s, ws := newTestSession(t, files)
+	if err := os.Symlink("a.txt", filepath.Join(ws, "dir", "link")); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		args    m
+		want    string   // the whole content, when set
+		facts   []string // facts the content carries
+		lacks   []string
+		isError bool
+	}{
+		{name: "numbered lines", args: m{"path": "small.txt"}, want: "1\tone\n2\ttwo\n3\tthree"},
+		{name: "no final newline", args: m{"path": "noeol.txt"}, want: "1\tone\n2\ttwo"},
+		{name: "offset and limit", args: m{"path": "small.txt", "offset": 2, "limit": 1},
+			want: "2\ttwo\n\n[Showing lines 2-2 of 3. Use offset=3 to continue.]"},
+		{name: "2000 lines by default", args: m{"path": "big.txt"},
+			facts: []string{"1\tline 1\n", "2000\tline 2000\n", "[Showing lines 1-2000 of 5234. Use offset=2001 to continue.]"},
+			lacks: []string{"2001\tline 2001"}},
+		{name: "continue", args: m{"path": "big.txt", "offset": 2001},
+			facts: []string{"2001\tline 2001\n", "[Showing lines 2001-4000 of 5234. Use offset=4001 to continue.]"}},
+		{name: "last page has no hint", args: m{"path": "big.txt", "offset": 5001},
+			facts: []string{"5234\tline 5234"}, lacks: []string{"Showing"}},
+		{name: "50 KB cap", args: m{"path": "wide.txt"},
+			facts: []string{"1\t", "[Showing lines 1-51 of 200 (the 50 KB output limit). Use offset=52 to continue.]"}},
+		{name: "long line cut", args: m{"path": "long.txt"},
+			facts: []string{"1\tshort\n", "2\t" + strings.Repeat("é", 2000) + " … [line cut: 2000 of its 2500 characters shown]\n", "3\tafter"}},
+		{name: "CRLF shown without CR", args: m{"path": "crlf.txt"}, want: "1\ta\n2\tb"},
+		{name: "BOM not shown", args: m{"path": "bom.txt"}, want: "1\tfirst\n2\tsecond"},
+		{name: "tabs kept", args: m{"path": "tabs.txt"}, want: "1\t\tindented"},
+		{name: "empty file", args: m{"path": "empty.txt"}, want: "[empty.txt is empty.]"},
+		{name: "NUL is binary", args: m{"path": "nul.bin"}, isError: true,
+			facts: []string{"nul.bin is a binary file", "9 B", "bash"}},
+		{name: "PNG named", args: m{"path": "img.png"}, isError: true, facts: []string{"img.png is a binary file", "image/png", "B)"}},
+		{name: "control characters are binary", args: m{"path": "control.bin"}, isError: true, facts: []string{"binary"}},
+		{name: "Latin-1 is text", args: m{"path": "latin1.txt", "limit": 2},
+			facts: []string{"1\tcaf\uFFFD au lait", "not valid UTF-8", "Use offset=3"}},
+		{name: "offset past the end", args: m{"path": "small.txt", "offset": 9}, isError: true,
+			facts: []string{"offset 9", "small.txt", "3 lines", "from 1 to 3"}},
+		{name: "negative offset", args: m{"path": "small.txt", "offset": -1}, isError: true, facts: []string{"offset", "-1"}},
+		{name: "negative limit", args: m{"path": "small.txt", "limit": -5}, isError: true, facts: []string{"limit", "-5"}},
+		{name: "missing", args: m{"path": "nope.txt"}, isError: true, facts: []string{"nope.txt does not exist"}},
+		{name: "directory listing", args: m{"path": "dir"}, want: "a.txt\nb.txt\nlink -> a.txt\nsub/"},
+		{name: "directory page", args: m{"path": "dir", "offset": 2, "limit": 2},
+			want: "b.txt\nlink -> a.txt\n\n[Showing entries 2-3 of 4. Use offset=4 to continue.]"},
+		{name: "workspace root", args: m{"path": "."}, facts: []string{"dir/\n", "small.txt"}},
+		{name: "symlink followed", args: m{"path": "dir/link"}, want: "1\ta"},
+		{name: "absolute inside", args: m{"path": filepath.Join(ws, "small.txt")}, facts: []string{"1\tone"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := call(t, s, "read", tt.args)
+			if r.IsError != tt.isError {
+				t.Fatalf("IsError = %v: %s", r.IsError, clip(r.Content))
+			}
+			if tt.want != "" && r.Content != tt.want {
+				t.Errorf("content:\n%q\nwant:\n%q", clip(r.Content), tt.want)
+			}
+			wantFacts(t, r.Content, tt.facts...)
+			for _, l := range tt.lacks {
+				if strings.Contains(r.Content, l) {
+					t.Errorf("content has %q", l)
+				}
+			}
+		})
+	}
+}
+
+func TestReadDetails(t *testing.T) {
+	s, _ := newTestSession(t, map[string]string{"big.txt": numbered(1, 3000)})
+	r := mustOK(t, s, "read", m{"path": "big.txt", "offset": 10, "limit": 5})
+	d, ok := r.Details.(*ReadDetails)
+	if !ok {
+		t.Fatalf("details %T", r.Details)
+	}
+	want := ReadDetails{Path: "big.txt", Kind: "file", Size: int64(len(numbered(1, 3000))), FirstLine: 10, LastLine: 14, Total: 3000, NextOffset: 15}
+	if *d != want {
+		t.Errorf("details %+v, want %+v", *d, want)
+	}
+}
+
+func TestReadFIFODoesNotBlock(t *testing.T) {
+	s, ws := newTestSession(t, nil)
+	if err := syscall.Mkfifo(filepath.Join(ws, "pipe"), 0o644); err != nil {
+		t.Skip("no mkfifo:", err)
+	}
+	mustFail(t, s, "read", m{"path": "pipe"}, "pipe is a named pipe, not a regular file")
+}
+
+// A partial read records the hash of the whole file: an edit far past the part
+// shown is allowed, and an outside change far past it is caught.
+func TestPartialReadRecordsWholeHash(t *testing.T) {
+	s, ws := newTestSession(t, map[string]string{"big.txt": numbered(1, 5000)})
+	mustOK(t, s, "read", m{"path": "big.txt", "limit": 10})
+	mustOK(t, s, "edit", m{"path": "big.txt", "oldText": "line 4999\n", "newText": "LINE 4999\n"})
+	content := readFile(t, ws, "big.txt")
+	writeFile(t, ws, "big.txt", strings.Replace(content, "line 4998\n", "changed\n", 1))
+	mustFail(t, s, "edit", m{"path": "big.txt", "oldText": "line 1\n", "newText": "x\n"}, "changed since")
+}
+
+// The full log of a bash command is read by its absolute path, outside the
+// workspace; nothing else outside is.
+func TestReadBashLog(t *testing.T) {
+	s, _ := newTestSession(t, nil)
+	log := filepath.Join(s.LogDir(), "cmd-1.log")
+	if err := os.WriteFile(log, []byte("out 1\nout 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := mustOK(t, s, "read", m{"path": log, "offset": 2})
+	if r.Content != "2\tout 2" {
+		t.Errorf("log read: %q", r.Content)
+	}
+	mustFail(t, s, "edit", m{"path": log, "oldText": "out", "newText": "x"}, "outside the workspace")
+	mustFail(t, s, "read", m{"path": filepath.Join(s.LogDir(), "..", "x")}, "outside the workspace")
+}
