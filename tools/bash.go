@@ -93,7 +93,7 @@ func (s *Session) classify(command string) policy.Verdict {
 	if s.opts.Policy != nil {
 		return s.opts.Policy.Classify(command)
 	}
-	return policy.Verdict{Decision: policy.Confirm, Reason: "no policy engine is configured", Rule: "session:no-policy"}
+	return policy.Default().Classify(command)
 }
 
 func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {

@@ -1,0 +1,309 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/testenv"
+	"github.com/corralhq/corral/policy"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// bashSession opens a session with a real sandbox on a fresh workspace.
+func bashSession(t *testing.T, files map[string]string, opts ...func(*Options)) (*Session, string, *eventLog) {
+	t.Helper()
+	testenv.NeedsDocker(t)
+	events := &eventLog{}
+	var box *sandbox.Container
+	s, ws := newTestSession(t, files, append([]func(*Options){func(o *Options) {
+		o.Events = events
+		var err error
+		box, err = sandbox.New(sandbox.Config{
+			Workspace: o.Workspace, Image: testenv.Image, Agent: testenv.Agent(t),
+			Memory: 512 << 20, ReadOnlyMounts: nil,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Sandbox = box
+	}}, opts...)...)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := box.Close(ctx); err != nil {
+			t.Errorf("closing the sandbox: %v", err)
+		}
+	})
+	return s, ws, events
+}
+
+func bash(t *testing.T, s *Session, command string, timeout int) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r, err := s.Bash(ctx, BashParams{Command: command, Timeout: timeout})
+	if err != nil {
+		t.Fatalf("bash %q: %v", command, err)
+	}
+	return r
+}
+
+func bashDetails(t *testing.T, r Result) *BashDetails {
+	t.Helper()
+	d, ok := r.Details.(*BashDetails)
+	if !ok {
+		t.Fatalf("details are %T, want *BashDetails", r.Details)
+	}
+	return d
+}
+
+// header and body split the model's text at the first blank line.
+func splitResult(r Result) (header, body string) {
+	h, b, _ := strings.Cut(r.Content, "\n\n")
+	return h, b
+}
+
+func TestBashResultShape(t *testing.T) {
+	s, ws, _ := bashSession(t, nil)
+	r := bash(t, s, "echo hello; echo to stderr >&2; exit 3", 0)
+	h, body := splitResult(r)
+	lines := strings.Split(h, "\n")
+	if len(lines) < 3 || lines[0] != "Command: echo hello; echo to stderr >&2; exit 3" || lines[1] != "Exit code: 3" || !strings.HasPrefix(lines[2], "Duration: ") {
+		t.Errorf("header = %q, want Command:, Exit code: 3, Duration:", h)
+	}
+	if body != "hello\nto stderr" {
+		t.Errorf("body = %q, want stdout and stderr as the terminal showed them", body)
+	}
+	if r.IsError {
+		t.Errorf("a command that ran and failed is not a tool error")
+	}
+	d := bashDetails(t, r)
+	if !d.Ran || d.ExitCode != 3 || d.Dir != ws {
+		t.Errorf("details: ran=%v exit=%d dir=%q, want true 3 %q", d.Ran, d.ExitCode, d.Dir, ws)
+	}
+}
+
+func TestBashRefusedBeforeRunning(t *testing.T) {
+	// No sandbox: a refused command never gets that far.
+	decline := ConfirmFunc(func(context.Context, ConfirmRequest) (bool, error) { return false, nil })
+	var asked []string
+	recordingDecline := ConfirmFunc(func(ctx context.Context, req ConfirmRequest) (bool, error) {
+		asked = append(asked, req.Command)
+		return decline(ctx, req)
+	})
+	tests := []struct {
+		name      string
+		command   string
+		confirmer Confirmer
+		want      []string
+	}{
+		{"deny", "rm -rf /", nil, []string{"Denied by policy: rm -rf /", "Reason: ", "(rule ", "did not run", "another way"}},
+		{"deny inside a chain", "echo ok && sudo rm -rf /var", nil, []string{"Denied by policy", "Because of: sudo", "Reason: "}},
+		{"confirm with no one to ask", "git push origin main", nil, []string{"Not run: git push origin main", "needs the user's approval", "no one to ask"}},
+		{"confirm declined", "git push origin main", recordingDecline, []string{"Not run: git push origin main", "The user declined", "Do not retry"}},
+		{"no approver", "git push origin main", ConfirmFunc(func(context.Context, ConfirmRequest) (bool, error) { return false, ErrNoApprover }), []string{"needs the user's approval", "no one to ask"}},
+		{"empty", "   ", nil, []string{"The command is empty"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := newTestSession(t, nil, func(o *Options) { o.Confirmer = tt.confirmer })
+			r, err := s.Bash(context.Background(), BashParams{Command: tt.command})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.IsError {
+				t.Errorf("not an error result: %q", r.Content)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(r.Content, w) {
+					t.Errorf("result lacks %q:\n%s", w, r.Content)
+				}
+			}
+			if d, ok := r.Details.(*BashDetails); ok && d.Ran {
+				t.Errorf("details say the command ran")
+			}
+		})
+	}
+	if len(asked) != 1 || asked[0] != "git push origin main" {
+		t.Errorf("the confirmer was asked about %q, want exactly the confirm-class command", asked)
+	}
+	s, _ := newTestSession(t, nil)
+	r, err := s.Bash(context.Background(), BashParams{Command: "true", Timeout: -1})
+	if err != nil || !r.IsError || !strings.Contains(r.Content, "timeout -1 is negative") {
+		t.Errorf("negative timeout: %v %q", err, r.Content)
+	}
+}
+
+func TestBashConfirmedRuns(t *testing.T) {
+	approve := ConfirmFunc(func(ctx context.Context, req ConfirmRequest) (bool, error) {
+		if req.Verdict.Decision != policy.Confirm || req.Verdict.Reason == "" {
+			t.Errorf("asked with verdict %+v", req.Verdict)
+		}
+		return true, nil
+	})
+	s, _, _ := bashSession(t, nil, func(o *Options) { o.Confirmer = approve })
+	r := bash(t, s, "git push origin main", 0)
+	if !strings.HasPrefix(r.Content, "Command: git push origin main\nExit code: ") {
+		t.Errorf("approved command did not run: %q", r.Content)
+	}
+	if d := bashDetails(t, r); !d.Approved || !d.Ran {
+		t.Errorf("details: approved=%v ran=%v", d.Approved, d.Ran)
+	}
+}
+
+func TestBashOutputForModelAndUI(t *testing.T) {
+	s, _, events := bashSession(t, nil)
+	r := bash(t, s, `printf '\033[1;31mred\033[0m\n'; for i in 10 50 100; do printf '\rprogress %3d%%' $i; done; echo; printf 'caf\303\251\n'`, 0)
+	_, body := splitResult(r)
+	if body != "red\nprogress 100%\ncafé" {
+		t.Errorf("model's view = %q, want colours stripped and the progress bar collapsed", body)
+	}
+	var raw strings.Builder
+	for _, e := range events.all() {
+		if e.Type == EventOutput {
+			raw.WriteString(e.Data)
+		}
+	}
+	if !strings.Contains(raw.String(), "\x1b[1;31mred") || !strings.Contains(raw.String(), "\rprogress  50%") {
+		t.Errorf("the UI's raw stream lost colours or carriage returns: %q", raw.String())
+	}
+}
+
+func TestBashTruncationPointsToTheLog(t *testing.T) {
+	s, _, _ := bashSession(t, nil)
+	const n = 200_000
+	r := bash(t, s, fmt.Sprintf("seq 1 %d", n), 0)
+	if len(r.Content) > maxModelOutput+2000 {
+		t.Errorf("model text is %d bytes, want at most about %d", len(r.Content), maxModelOutput)
+	}
+	h, body := splitResult(r)
+	d := bashDetails(t, r)
+	if !d.Truncated || d.TotalLines != n {
+		t.Fatalf("details: truncated=%v totalLines=%d", d.Truncated, d.TotalLines)
+	}
+	want := fmt.Sprintf("Output was truncated: %d of %d lines", d.OmitLines, n)
+	if !strings.Contains(h, want) || !strings.Contains(h, d.LogPath) {
+		t.Errorf("header %q lacks %q and the log path %s", h, want, d.LogPath)
+	}
+	if !strings.HasPrefix(body, "1\n2\n3\n") || !strings.HasSuffix(body, fmt.Sprint(n)) {
+		t.Errorf("body does not keep the head and the tail")
+	}
+	// The read tool opens the log by its absolute path.
+	rr, err := s.Read(context.Background(), ReadParams{Path: d.LogPath, Offset: 100_000, Limit: 2})
+	if err != nil || rr.IsError {
+		t.Fatalf("reading the log: %v %q", err, rr.Content)
+	}
+	if !strings.Contains(rr.Content, "100000\t100000\n100001\t100001") {
+		t.Errorf("log read = %q", rr.Content)
+	}
+}
+
+func TestBashEndings(t *testing.T) {
+	s, _, _ := bashSession(t, nil)
+	t.Run("timeout", func(t *testing.T) {
+		r := bash(t, s, "echo started; sleep 60", 1)
+		if !r.IsError || !strings.Contains(r.Content, "Timed out after 1s") || !strings.Contains(r.Content, "started") {
+			t.Errorf("result = %q", r.Content)
+		}
+	})
+	t.Run("timeout above the maximum", func(t *testing.T) {
+		r := bash(t, s, "true", 9999)
+		if !strings.Contains(r.Content, "Timeout: 9999 s asked, 600 s is the most allowed.") {
+			t.Errorf("result = %q", r.Content)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			time.Sleep(time.Second)
+			cancel()
+		}()
+		r, err := s.Bash(ctx, BashParams{Command: "sleep 60"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.IsError || !strings.Contains(r.Content, "Cancelled") {
+			t.Errorf("result = %q", r.Content)
+		}
+	})
+	t.Run("input wait", func(t *testing.T) {
+		r := bash(t, s, "echo 'Continue? [y/N]'; read answer; echo got $answer", 0)
+		if !r.IsError || !strings.Contains(r.Content, "Waiting for input") || !strings.Contains(r.Content, `last line: "Continue? [y/N]"`) {
+			t.Errorf("result = %q", r.Content)
+		}
+	})
+	t.Run("background", func(t *testing.T) {
+		r := bash(t, s, "sleep 300 & echo started", 0)
+		if !strings.Contains(r.Content, "Still running in the background") || !strings.Contains(r.Content, "sleep 300") {
+			t.Errorf("result = %q", r.Content)
+		}
+	})
+}
+
+func TestBashWorkingDirectory(t *testing.T) {
+	s, ws, _ := bashSession(t, nil)
+	bash(t, s, "mkdir -p sub/deeper && cd sub", 0)
+	r := bash(t, s, "pwd", 0)
+	sub := filepath.Join(ws, "sub")
+	if !strings.Contains(r.Content, "Directory: "+sub+"\n") || !strings.HasSuffix(r.Content, "\n"+sub) {
+		t.Errorf("cd did not persist: %q", r.Content)
+	}
+	bash(t, s, "cd /etc", 0)
+	r = bash(t, s, "pwd", 0)
+	if !strings.Contains(r.Content, "Directory reset:") || !strings.HasSuffix(r.Content, "\n"+ws) {
+		t.Errorf("leaving the workspace did not reset the directory: %q", r.Content)
+	}
+	r = bash(t, s, "export FOO=bar", 0)
+	r = bash(t, s, "echo \"foo=$FOO\"", 0)
+	if !strings.HasSuffix(r.Content, "\nfoo=") {
+		t.Errorf("the environment persisted: %q", r.Content)
+	}
+}
+
+// A file a command changes after the agent read it cannot be edited blindly.
+func TestBashChangeMakesEditStale(t *testing.T) {
+	s, ws, _ := bashSession(t, map[string]string{"a.txt": "one\n"})
+	if r, _ := s.Read(context.Background(), ReadParams{Path: "a.txt"}); r.IsError {
+		t.Fatal(r.Content)
+	}
+	bash(t, s, "echo two >> a.txt", 0)
+	r, err := s.Edit(context.Background(), EditParams{Path: "a.txt", OldText: "one", NewText: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.IsError || !strings.Contains(r.Content, "changed since this session last read it") {
+		t.Errorf("edit after a command changed the file: %q", r.Content)
+	}
+	got, _ := os.ReadFile(filepath.Join(ws, "a.txt"))
+	if string(got) != "one\ntwo\n" {
+		t.Errorf("a.txt = %q: the command's change was lost", got)
+	}
+}
+
+func TestBashEvents(t *testing.T) {
+	s, _, events := bashSession(t, nil)
+	bash(t, s, "echo hi", 0)
+	all := events.all()
+	if len(all) < 3 || all[0].Type != EventCallStart || all[len(all)-1].Type != EventCallEnd {
+		t.Fatalf("events = %+v", all)
+	}
+	id := all[0].CallID
+	for _, e := range all {
+		if e.CallID != id {
+			t.Errorf("event %s has call id %q, want %q", e.Type, e.CallID, id)
+		}
+		if _, err := json.Marshal(e); err != nil {
+			t.Errorf("event %s does not serialise: %v", e.Type, err)
+		}
+	}
+	end := all[len(all)-1]
+	if end.Result == nil || !strings.Contains(end.Result.Content, "Exit code: 0") {
+		t.Errorf("call_end lacks the result: %+v", end)
+	}
+}
