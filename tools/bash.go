@@ -36,13 +36,32 @@ const BashDescription = `Run a shell command with bash in a sandbox: an isolated
 
 // shell is the bash tool's state of one session.
 type shell struct {
+	workspace string // the workspace's real absolute path
+	policy    Classifier
 	logDir    string
 	removeDir bool // the log directory was made by the session and goes with it
 	seq       atomic.Int64
 }
 
 func newShell(ctx context.Context, s *Session) (*shell, error) {
-	sh := &shell{logDir: s.opts.LogDir}
+	sh := &shell{logDir: s.opts.LogDir, policy: s.opts.Policy}
+	// The sandbox mounts the workspace at its real path: that is the path
+	// commands see and report.
+	if abs, err := filepath.Abs(s.opts.Workspace); err == nil {
+		sh.workspace = abs
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			sh.workspace = real
+		}
+	}
+	if sh.policy == nil {
+		// The default policy, knowing the workspace: commands see it at the
+		// same path, so absolute paths inside it are the workspace's.
+		p, err := policy.New(policy.Options{Workspace: sh.workspace})
+		if err != nil {
+			return nil, err
+		}
+		sh.policy = p
+	}
 	if sh.logDir == "" {
 		dir, err := os.MkdirTemp("", "corral-logs-")
 		if err != nil {
@@ -90,10 +109,7 @@ type BashDetails struct {
 }
 
 func (s *Session) classify(command string) policy.Verdict {
-	if s.opts.Policy != nil {
-		return s.opts.Policy.Classify(command)
-	}
-	return policy.Default().Classify(command)
+	return s.sh.policy.Classify(command)
 }
 
 func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {
@@ -225,7 +241,7 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		fmt.Fprintf(&h, " (killed by %s)", res.Signal)
 	}
 	fmt.Fprintf(&h, "\nDuration: %s\n", roundDuration(res.Duration))
-	if res.Dir != "" && res.Dir != s.opts.Workspace {
+	if res.Dir != "" && res.Dir != s.sh.workspace {
 		fmt.Fprintf(&h, "Directory: %s\n", res.Dir)
 	}
 	if det.TimeoutNote != "" {
@@ -239,7 +255,7 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		fmt.Fprintf(&h, "Sandbox restarted: the previous sandbox was gone (%s); shell state and background processes were lost.\n", reason)
 	}
 	if res.DirReset {
-		fmt.Fprintf(&h, "Directory reset: the previous command left the working directory outside the workspace (or it was removed), so this one started at the workspace root %s.\n", s.opts.Workspace)
+		fmt.Fprintf(&h, "Directory reset: the previous command left the working directory outside the workspace (or it was removed), so this one started at the workspace root %s.\n", s.sh.workspace)
 	}
 	if det.Truncated {
 		fmt.Fprintf(&h, "Output was truncated: %d of %d lines (%s) were left out between the first and the last lines; the full output is in %s (open it with the read tool, using offset and limit).\n",
