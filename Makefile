@@ -36,6 +36,11 @@ test-image:
 		$(MAKE) --no-print-directory image; \
 	fi
 
+# A scripted agent session on a copy of cmd/demo/workspace, through the Go library:
+# what the model sees, what a UI gets, the tests run in the sandbox.
+demo: build test-image
+	$(GO) run ./cmd/demo -agent $(BIN)
+
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
