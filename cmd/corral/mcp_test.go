@@ -294,3 +294,161 @@ func TestMCPHTTP(t *testing.T) {
 		t.Errorf("a.txt = %q", got)
 	}
 }
+
+func TestMCPBashElicitation(t *testing.T) {
+	needsDocker(t)
+	for _, action := range []string{"accept", "decline", "cancel"} {
+		t.Run(action, func(t *testing.T) {
+			var asked []string
+			var mu sync.Mutex
+			cs := mcpClient(t, &mcp.ClientOptions{
+				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					mu.Lock()
+					asked = append(asked, req.Params.Message)
+					mu.Unlock()
+					return &mcp.ElicitResult{Action: action}, nil
+				},
+			}, "--workspace", t.TempDir())
+			res := callTool(t, cs, "bash", map[string]any{"command": "git push origin main"})
+			text := resultText(res)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(asked) != 1 || !strings.Contains(asked[0], "git push origin main") {
+				t.Fatalf("elicitations = %q, want one naming the command", asked)
+			}
+			ran := strings.Contains(text, "Exit code:")
+			if action == "accept" && !ran {
+				t.Errorf("accepted, but the command did not run: %q", text)
+			}
+			if action != "accept" && (ran || !res.IsError || !strings.Contains(text, "declined")) {
+				t.Errorf("%s, but: isError=%v %q", action, res.IsError, text)
+			}
+		})
+	}
+	t.Run("no elicitation support", func(t *testing.T) {
+		cs := mcpClient(t, nil, "--workspace", t.TempDir())
+		res := callTool(t, cs, "bash", map[string]any{"command": "git push origin main"})
+		if !res.IsError || !strings.Contains(resultText(res), "needs the user's approval") {
+			t.Errorf("without elicitation and --confirm=deny: %q", resultText(res))
+		}
+		cs = mcpClient(t, nil, "--workspace", t.TempDir(), "--confirm", "allow")
+		res = callTool(t, cs, "bash", map[string]any{"command": "git push origin main"})
+		if !strings.Contains(resultText(res), "Exit code:") {
+			t.Errorf("without elicitation and --confirm=allow: %q", resultText(res))
+		}
+	})
+}
+
+func TestMCPBashProgressAndCancel(t *testing.T) {
+	needsDocker(t)
+	progress := make(chan *mcp.ProgressNotificationParams, 100)
+	ws := t.TempDir()
+	cs := mcpClient(t, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			progress <- req.Params
+		},
+	}, "--workspace", ws)
+
+	params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+		"command": "for i in 1 2 3; do echo tick $i; sleep 0.4; done",
+	}}
+	params.SetProgressToken("tok-1")
+	res, err := cs.CallTool(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(resultText(res), "tick 3") {
+		t.Fatalf("result = %q", resultText(res))
+	}
+	var msgs []string
+	var last float64
+collect:
+	for {
+		select {
+		case p := <-progress:
+			if p.ProgressToken != "tok-1" {
+				t.Errorf("progress token %v, want tok-1", p.ProgressToken)
+			}
+			if p.Progress <= last {
+				t.Errorf("progress went from %v to %v: it must increase", last, p.Progress)
+			}
+			last = p.Progress
+			msgs = append(msgs, p.Message)
+		default:
+			break collect
+		}
+	}
+	all := strings.Join(msgs, "\n")
+	if len(msgs) < 2 || !strings.Contains(all, "tick 1") || !strings.Contains(all, "tick 3") {
+		t.Errorf("progress messages = %q, want the output as it arrived, in several notifications", msgs)
+	}
+
+	// Cancelling the call kills the command: the marker file never appears.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+			"command": "sleep 3; touch survived",
+		}})
+		done <- err
+	}()
+	time.Sleep(time.Second)
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("cancelled call returned no error")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("cancelled call did not return")
+	}
+	time.Sleep(4 * time.Second)
+	if _, err := os.Stat(filepath.Join(ws, "survived")); err == nil {
+		t.Errorf("the command ran on after its call was cancelled")
+	}
+	// The session still works.
+	res = callTool(t, cs, "bash", map[string]any{"command": "echo still here"})
+	if !strings.Contains(resultText(res), "still here") {
+		t.Errorf("after a cancel: %q", resultText(res))
+	}
+}
+
+// TestMCPTwoClients: each client gets its own sandbox container, removed when it
+// goes away.
+func TestMCPTwoClients(t *testing.T) {
+	needsDocker(t)
+	ws := t.TempDir()
+	hostnames := make([]string, 2)
+	var clients []*mcp.ClientSession
+	for i := range 2 {
+		cs := mcpClient(t, nil, "--workspace", ws)
+		clients = append(clients, cs)
+		res := callTool(t, cs, "bash", map[string]any{"command": "cat /etc/hostname"})
+		_, body, _ := strings.Cut(resultText(res), "\n\n")
+		hostnames[i] = strings.TrimSpace(body)
+	}
+	if hostnames[0] == "" || hostnames[0] == hostnames[1] {
+		t.Errorf("containers' hostnames = %q, want two different containers", hostnames)
+	}
+	for _, cs := range clients {
+		cs.Close()
+	}
+	// Once the clients are gone, their containers go too.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var alive []string
+		for _, h := range hostnames {
+			out, _ := exec.Command("docker", "ps", "-q", "--filter", "id="+h).Output()
+			if strings.TrimSpace(string(out)) != "" {
+				alive = append(alive, h)
+			}
+		}
+		if len(alive) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("containers %v still running after their clients left", alive)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -45,3 +45,10 @@ func TestScripts(t *testing.T) {
 		},
 	})
 }
+
+// needsDocker skips a test that needs the sandbox when Docker or the image is
+// missing; in CI it fails.
+func needsDocker(t *testing.T) {
+	t.Helper()
+	testenv.NeedsDocker(t)
+}
