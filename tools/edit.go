@@ -33,7 +33,7 @@ const EditDescription = `Replace text in a file you have read in this session.
 
 // maxEditBytes caps the files edit and write hold in memory. A larger file is
 // left to bash (sed, a script).
-const maxEditBytes = 64 << 20
+const maxEditBytes = 64_000_000
 
 // maxDetailContent caps OldContent and NewContent in Details: a larger file's
 // content is left out (ContentOmitted) and the diff alone shows the change.

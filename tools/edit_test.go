@@ -301,3 +301,12 @@ func TestEditPathSpellings(t *testing.T) {
 		t.Errorf("the symlink was replaced: %v %v", fi, err)
 	}
 }
+
+func TestEditTooLarge(t *testing.T) {
+	s, ws := newTestSession(t, map[string]string{"huge.txt": "text\n"})
+	if err := os.Truncate(filepath.Join(ws, "huge.txt"), maxEditBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	mustFail(t, s, "edit", m{"path": "huge.txt", "oldText": "text", "newText": "x"},
+		"huge.txt is 64.0 MB, more than the 64.0 MB that edit and write change in memory", "bash")
+}

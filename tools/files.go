@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // fileTools is the state of read, edit and write in one session.
@@ -29,7 +30,20 @@ func (s *Session) openFiles() error {
 		return err
 	}
 	s.ws = ws
-	s.protect = newProtection(s.opts.Protected)
+	// Protected paths may be given absolute, inside the workspace.
+	protected := make([]string, 0, len(s.opts.Protected))
+	for _, p := range s.opts.Protected {
+		if filepath.IsAbs(p) {
+			if rel, ok := ws.relative(p); ok {
+				if strings.HasSuffix(p, "/") {
+					rel += "/"
+				}
+				p = rel
+			}
+		}
+		protected = append(protected, p)
+	}
+	s.protect = newProtection(protected)
 	s.state = newReadState()
 	s.queue = newWriteQueue()
 	if s.sh != nil && s.sh.logDir != "" {

@@ -163,6 +163,13 @@ func TestProtected(t *testing.T) {
 	// Not protected: other .git files, and everything with an empty list.
 	mustOK(t, s, "read", m{"path": ".git/HEAD"})
 	mustOK(t, s, "edit", m{"path": ".git/HEAD", "oldText": "main", "newText": "dev"})
+	// An absolute entry inside the workspace protects too.
+	s3, err := NewSession(t.Context(), Options{Workspace: ws, Protected: []string{filepath.Join(ws, "src") + "/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close()
+	mustFail(t, s3, "write", m{"path": "src/b.txt", "content": "x"}, "protected")
 	s2, err := NewSession(t.Context(), Options{Workspace: ws, Protected: []string{}})
 	if err != nil {
 		t.Fatal(err)
