@@ -176,6 +176,12 @@ func (s *Session) readFile(ctx context.Context, f *os.File, fi fs.FileInfo, t ta
 		if ended || (err == io.EOF && len(chunk) > 0) {
 			lines++
 			if inWindow {
+				if ended {
+					chars-- // the line ending is no character of the line
+					if len(chunk) >= 2 && chunk[len(chunk)-2] == '\r' {
+						chars--
+					}
+				}
 				text, cut, invalid := formatLine(n, line, chars)
 				if out.Len()+len(text) > readMaxBytes && det.LastLine > 0 {
 					capped, drain = true, true
@@ -268,18 +274,13 @@ func countChars(b []byte) int {
 }
 
 // formatLine renders line n ("N\ttext\n"), cut at readMaxLineChars characters.
-// chars is the line's length in characters, with its line ending.
+// line is the kept start of the line, chars its whole length in characters
+// without the line ending.
 func formatLine(n int, line []byte, chars int) (text string, cut, invalid bool) {
-	ending := 0
 	if bytes.HasSuffix(line, []byte("\n")) {
 		line = line[:len(line)-1]
-		ending++
-		if bytes.HasSuffix(line, []byte("\r")) {
-			line = line[:len(line)-1]
-			ending++
-		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
 	}
-	chars -= ending
 	if chars > readMaxLineChars {
 		cut = true
 		i, k := 0, 0
@@ -331,11 +332,14 @@ func countRest(ctx context.Context, r io.Reader) (newlines, last int, err error)
 // valid UTF-8 without control characters: a Latin-1 file with a few accented
 // letters is still text (its odd bytes are shown as U+FFFD).
 func sniffBinary(head []byte) (kind string, binary bool) {
-	kind = guessType(head)
-	if bytes.IndexByte(head, 0) >= 0 {
+	kind, textual := guessType(head)
+	if !textual {
 		return kind, true
 	}
-	if kind != "data" {
+	if bytes.IndexByte(head, 0) >= 0 {
+		if kind == "" {
+			kind = "binary data"
+		}
 		return kind, true
 	}
 	odd := 0
@@ -358,36 +362,38 @@ func sniffBinary(head []byte) (kind string, binary bool) {
 		i += size
 	}
 	if odd*10 > len(head) {
-		return "unknown binary data", true
+		return "binary data", true
 	}
 	return "", false
 }
 
-// guessType names a binary format from its first bytes, or returns "data" when
-// it looks like text.
-func guessType(head []byte) string {
+// guessType names the format of a file from its first bytes. textual is set
+// when it may be text, whose name is then empty, or that of a text encoding read
+// cannot show (UTF-16).
+func guessType(head []byte) (kind string, textual bool) {
 	switch {
 	case bytes.HasPrefix(head, []byte("\x7fELF")):
-		return "ELF executable"
+		return "ELF executable", false
 	case bytes.HasPrefix(head, []byte("SQLite format 3\x00")):
-		return "SQLite database"
+		return "SQLite database", false
 	case bytes.HasPrefix(head, []byte{0xCA, 0xFE, 0xBA, 0xBE}):
-		return "Java class or Mach-O universal binary"
+		return "Java class or Mach-O universal binary", false
 	case bytes.HasPrefix(head, []byte{0xCF, 0xFA, 0xED, 0xFE}), bytes.HasPrefix(head, []byte{0xCE, 0xFA, 0xED, 0xFE}):
-		return "Mach-O executable"
+		return "Mach-O executable", false
 	case bytes.HasPrefix(head, []byte("MZ")) && bytes.IndexByte(head, 0) >= 0:
-		return "Windows executable"
+		return "Windows executable", false
 	}
-	ct := http.DetectContentType(head)
-	ct, _, _ = strings.Cut(ct, ";")
+	ct, params, _ := strings.Cut(http.DetectContentType(head), ";")
 	switch {
+	case strings.Contains(params, "utf-16"):
+		return "UTF-16 text: convert it to UTF-8 (iconv) to read or edit it", true
 	case strings.HasPrefix(ct, "text/"), ct == "application/json", ct == "application/xml",
 		ct == "application/javascript", ct == "application/postscript":
-		return "data"
+		return "", true
 	case ct == "application/octet-stream":
-		return "unknown binary data"
+		return "binary data", true // a guess that is no guess: look closer
 	}
-	return ct
+	return ct, false
 }
 
 // shellQuote quotes s for a bash command line when it needs it.
