@@ -254,7 +254,11 @@ func (s *Session) commit(ctx context.Context, t target, dir parentDir, data []by
 	}
 	h := hashBytes(data)
 	prev, had := s.state.snapshot(t.key)
-	syncErr, err := writeAtomic(dir.root, t.name(), data, mode, old, func(sig statSig) {
+	name := t.name()
+	if s.ws.foldCase && old != nil {
+		name = storedName(dir.root, name)
+	}
+	syncErr, err := writeAtomic(dir.root, name, data, mode, old, func(sig statSig) {
 		s.state.recordWrite(t.key, t.display, h, sig)
 	})
 	if err != nil {
@@ -266,6 +270,30 @@ func (s *Session) commit(ctx context.Context, t target, dir parentDir, data []by
 	}
 	s.watch.add(t.dir())
 	return nil
+}
+
+// storedName returns the name under which dir stores name, on a filesystem that
+// ignores case: renaming over "README.MD" would otherwise rename README.md.
+func storedName(dir *os.Root, name string) string {
+	d, err := dir.Open(".")
+	if err != nil {
+		return name
+	}
+	defer d.Close()
+	for {
+		names, err := d.Readdirnames(1024)
+		for _, n := range names {
+			if n == name {
+				return n
+			}
+			if strings.EqualFold(n, name) {
+				return n
+			}
+		}
+		if err != nil || len(names) == 0 {
+			return name
+		}
+	}
 }
 
 func writeError(display string, err error) error {

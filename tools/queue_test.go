@@ -169,3 +169,18 @@ func TestKeyFoldsCase(t *testing.T) {
 		t.Error("keys fold case on a case-sensitive filesystem")
 	}
 }
+
+func TestStoredName(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "README.md", "x")
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	for in, want := range map[string]string{"README.md": "README.md", "readme.MD": "README.md", "new.txt": "new.txt"} {
+		if got := storedName(root, in); got != want {
+			t.Errorf("storedName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
