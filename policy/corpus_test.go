@@ -1,0 +1,102 @@
+package policy
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// corpusCase is one labelled command: what it should get, and why.
+type corpusCase struct {
+	Cmd    string `json:"cmd"`
+	Expect string `json:"expect"`
+	Why    string `json:"why"`
+	// Optional, in our own cases: the rule that should decide, and words the
+	// reason should hold.
+	Rule   string   `json:"rule,omitempty"`
+	Reason []string `json:"reason,omitempty"`
+}
+
+func readCorpus(t testing.TB, name string) []corpusCase {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []corpusCase
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "//") {
+			continue
+		}
+		var c corpusCase
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("%s:%d: %v", name, n, err)
+		}
+		out = append(out, c)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// scoreCorpus runs a labelled corpus and checks the quality bar: no deny- or
+// confirm-class command allowed, at least 90% of allow-class allowed, at least
+// 85% of deny-class denied.
+func scoreCorpus(t *testing.T, name string, exact bool) {
+	cases := readCorpus(t, name)
+	count := map[string]int{}
+	hit := map[string]int{}
+	for _, c := range cases {
+		v := Classify(c.Cmd)
+		count[c.Expect]++
+		got := v.Decision.String()
+		if got == c.Expect {
+			hit[c.Expect]++
+		}
+		switch {
+		case c.Expect != "allow" && v.Decision == Allow:
+			t.Errorf("%s command allowed: %q (%s)\n\tgot %s by %s: %s", c.Expect, c.Cmd, c.Why, got, v.Rule, v.Reason)
+		case exact && got != c.Expect:
+			t.Errorf("%q: got %s by %s (%s), want %s (%s)", c.Cmd, got, v.Rule, v.Reason, c.Expect, c.Why)
+		case got != c.Expect && testing.Verbose():
+			t.Logf("miss %q: got %s by %s (%s), want %s", c.Cmd, got, v.Rule, v.Reason, c.Expect)
+		}
+		if c.Rule != "" && v.Rule != c.Rule {
+			t.Errorf("%q: decided by %s, want %s (%s)", c.Cmd, v.Rule, c.Rule, v.Reason)
+		}
+		for _, word := range c.Reason {
+			if !strings.Contains(v.Reason, word) {
+				t.Errorf("%q: reason %q does not say %q", c.Cmd, v.Reason, word)
+			}
+		}
+	}
+	pct := func(k string) float64 {
+		if count[k] == 0 {
+			return 100
+		}
+		return 100 * float64(hit[k]) / float64(count[k])
+	}
+	t.Logf("%s: allow %d/%d (%.1f%%), confirm %d/%d (%.1f%%), deny %d/%d (%.1f%%)", name,
+		hit["allow"], count["allow"], pct("allow"), hit["confirm"], count["confirm"], pct("confirm"),
+		hit["deny"], count["deny"], pct("deny"))
+	if pct("allow") < 90 {
+		t.Errorf("allow-class allowed: %.1f%%, want at least 90%%", pct("allow"))
+	}
+	if pct("deny") < 85 {
+		t.Errorf("deny-class denied: %.1f%%, want at least 85%%", pct("deny"))
+	}
+}
+
+func TestCorpusPublic(t *testing.T) { scoreCorpus(t, "corpus-public.jsonl", false) }
+
+// TestCorpusOwn runs our own labelled commands, which must all get exactly
+// their label.
+func TestCorpusOwn(t *testing.T) { scoreCorpus(t, "cases.jsonl", true) }

@@ -1,0 +1,538 @@
+package policy
+
+import (
+	"path"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// dataKind says where the bytes flowing into a command come from: what a pipe,
+// a here-document or a substitution carries. It decides what running those bytes
+// as code, or sending them over the network, means.
+type dataKind uint16
+
+const (
+	dLiteral  dataKind = 1 << iota // text written in the command itself
+	dFile                          // a file's contents
+	dDownload                      // data fetched from the network
+	dDecoded                       // decoded or transformed text: what it says is hidden
+	dSecret                        // credentials
+	dEnv                           // the environment, or the identity of the machine or user
+	dShell                         // the output of a shell or interpreter
+	dUnknown                       // the output of some program
+	dProc                          // (a field flag) a process substitution's file
+)
+
+func (k dataKind) String() string {
+	switch {
+	case k&dDownload != 0:
+		return "data downloaded from the network"
+	case k&dDecoded != 0:
+		return "decoded or transformed text"
+	case k&dSecret != 0:
+		return "credentials"
+	case k&dEnv != 0:
+		return "the environment or identity of the machine"
+	case k&dShell != 0:
+		return "a shell's output"
+	case k&dFile != 0:
+		return "a file's contents"
+	case k&dUnknown != 0:
+		return "a program's output"
+	case k&dLiteral != 0:
+		return "text written in the command"
+	}
+	return "nothing"
+}
+
+// data is what flows into a command.
+type data struct {
+	kind    dataKind
+	text    string // the text, when it is literal and known
+	hasText bool
+}
+
+func literalData(s string) data { return data{kind: dLiteral, text: s, hasText: true} }
+
+func (d data) union(e data) data {
+	out := data{kind: d.kind | e.kind}
+	switch {
+	case d.kind == 0:
+		return e
+	case e.kind == 0:
+		return d
+	case d.hasText && e.hasText && len(d.text)+len(e.text) < maxValue:
+		out.text, out.hasText = d.text+e.text, true
+	}
+	return out
+}
+
+// Program families for data flow.
+var (
+	downloaders = set("curl", "wget", "fetch", "http", "https", "xh", "httpie", "lynx", "w3m", "links",
+		"nc", "ncat", "netcat", "socat", "telnet", "ssh", "dig", "host", "nslookup", "aria2c", "lwp-request",
+		"gsutil", "s3cmd", "rclone", "ftp", "tftp", "lftp", "sftp", "smbclient")
+	transformers = set("base64", "base32", "basenc", "xxd", "uudecode", "openssl", "gpg", "gunzip", "zcat",
+		"gzip", "bzip2", "bunzip2", "bzcat", "xz", "unxz", "xzcat", "zstd", "unzstd", "zstdcat", "lz4", "brotli",
+		"rev", "tr", "iconv", "od", "hexdump", "sed", "awk", "gawk", "mawk", "nawk", "perl", "python", "python3",
+		"ruby", "node", "jq", "rot13", "recode", "uncompress", "7z", "unzip", "tar", "envsubst", "m4", "cpp")
+	filters = set("grep", "egrep", "fgrep", "rg", "head", "tail", "sort", "uniq", "cut", "fold", "fmt",
+		"column", "tee", "cat", "tac", "nl", "pv", "buffer", "stdbuf", "dd", "paste", "expand", "unexpand", "less", "more")
+	envDumps = set("env", "printenv", "set", "export", "declare", "typeset", "compgen", "whoami", "hostname",
+		"id", "uname", "ifconfig", "ip", "hostid", "groups", "users", "who", "w", "logname", "hostnamectl")
+	shells       = set("sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "csh", "tcsh", "ash", "yash", "rbash", "elvish", "nu", "xonsh", "pwsh", "powershell")
+	interpreters = set("python", "python2", "python3", "pypy", "pypy3", "perl", "ruby", "node", "nodejs", "php", "lua", "luajit", "tclsh", "wish", "Rscript", "R", "julia", "deno", "bun", "osascript", "irb", "jshell", "groovy", "scala", "guile", "racket", "sbcl", "clisp", "ts-node", "tsx", "expect")
+)
+
+func set(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// interpreterName strips a version from an interpreter's name: python3.12 is python3.
+func interpreterName(name string) string {
+	if interpreters[name] || shells[name] {
+		return name
+	}
+	base := strings.TrimRight(name, "0123456789.")
+	if base != name && (interpreters[base] || shells[base]) {
+		return base
+	}
+	return name
+}
+
+// produce says what a list of statements writes to its standard output.
+func (w *walker) produce(list []*syntax.Stmt, stdin data) data {
+	var out data
+	for _, s := range list {
+		out = out.union(w.produceStmt(s, stdin))
+	}
+	return out
+}
+
+func (w *walker) produceStmt(s *syntax.Stmt, stdin data) data {
+	if s == nil || !w.tick() {
+		return data{}
+	}
+	if stdin.kind == 0 {
+		if d, ok := w.produced[s]; ok {
+			return d
+		}
+	}
+	d := w.produceStmt1(s, stdin)
+	if stdin.kind == 0 {
+		if w.produced == nil {
+			w.produced = map[*syntax.Stmt]data{}
+		}
+		w.produced[s] = d
+	}
+	return d
+}
+
+func (w *walker) produceStmt1(s *syntax.Stmt, stdin data) data {
+	for _, r := range s.Redirs {
+		if r.N != nil && r.N.Value != "1" && r.N.Value != "0" {
+			continue
+		}
+		switch r.Op {
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrAll, syntax.AppAll:
+			return data{} // the output goes to a file
+		case syntax.RdrIn, syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+			stdin = w.inputData(r)
+		}
+	}
+	switch c := s.Cmd.(type) {
+	case *syntax.CallExpr:
+		if len(c.Args) == 0 {
+			return data{}
+		}
+		return w.produceCall(w.expandWords(c.Args), stdin)
+	case *syntax.BinaryCmd:
+		if c.Op == syntax.Pipe || c.Op == syntax.PipeAll {
+			return w.produceStmt(c.Y, w.produceStmt(c.X, stdin))
+		}
+		return w.produceStmt(c.X, stdin).union(w.produceStmt(c.Y, stdin))
+	case *syntax.Block:
+		return w.produce(c.Stmts, stdin)
+	case *syntax.Subshell:
+		return w.produce(c.Stmts, stdin)
+	case *syntax.IfClause:
+		var out data
+		for ic := c; ic != nil; ic = ic.Else {
+			out = out.union(w.produce(ic.Then, stdin))
+		}
+		out.hasText = false
+		return out
+	case *syntax.WhileClause:
+		out := w.produce(c.Do, stdin)
+		out.hasText = false
+		return out
+	case *syntax.ForClause:
+		out := w.produce(c.Do, stdin)
+		out.hasText = false
+		return out
+	case *syntax.CaseClause:
+		var out data
+		for _, it := range c.Items {
+			out = out.union(w.produce(it.Stmts, stdin))
+		}
+		out.hasText = false
+		return out
+	case *syntax.TimeClause:
+		return w.produceStmt(c.Stmt, stdin)
+	case *syntax.FuncDecl, *syntax.DeclClause, *syntax.TestClause, *syntax.ArithmCmd, *syntax.LetClause:
+		if d, ok := c.(*syntax.DeclClause); ok && len(d.Args) == 0 {
+			return data{kind: dEnv}
+		}
+		return data{}
+	}
+	return data{kind: dUnknown}
+}
+
+// inputData says what an input redirection feeds a command.
+func (w *walker) inputData(r *syntax.Redirect) data {
+	switch r.Op {
+	case syntax.Hdoc, syntax.DashHdoc:
+		if r.Hdoc == nil {
+			return literalData("")
+		}
+		return w.docData(r.Hdoc)
+	case syntax.WordHdoc:
+		fs := w.resolveParts(r.Word.Parts)
+		var d data
+		for _, f := range fs {
+			d = d.union(fieldData(f))
+		}
+		if d.kind == 0 {
+			return literalData("\n")
+		}
+		if d.hasText {
+			d.text += "\n"
+		}
+		return d
+	case syntax.RdrIn:
+		fs := w.expandWord(r.Word)
+		if len(fs) != 1 {
+			return data{kind: dFile}
+		}
+		return w.fileData(fs[0])
+	}
+	return data{}
+}
+
+// docData resolves a here-document body.
+func (w *walker) docData(doc *syntax.Word) data {
+	var sb strings.Builder
+	d := data{kind: dLiteral}
+	known := true
+	for _, p := range doc.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			sb.WriteString(unescapeDouble(p.Value))
+		default:
+			var b fieldBuilder
+			w.resolvePart(&b, p, true, false)
+			b.split()
+			for _, f := range b.out {
+				d.kind |= f.data
+				if !f.known() {
+					known = false
+					if f.data == 0 {
+						d.kind |= dUnknown
+					}
+				}
+				sb.WriteString(f.s)
+			}
+		}
+	}
+	if known {
+		d.text, d.hasText = sb.String(), true
+	}
+	return d
+}
+
+// fieldData says what a word used as input text carries.
+func fieldData(f field) data {
+	if f.known() && f.data == 0 {
+		return literalData(f.s)
+	}
+	k := f.data
+	if k == 0 {
+		k = dUnknown
+	}
+	return data{kind: k | dLiteral}
+}
+
+// fileData says what reading a file gives.
+func (w *walker) fileData(f field) data {
+	if f.data&dProc != 0 {
+		return f.proc
+	}
+	switch s := f.s; {
+	case s == "-" || s == "/dev/stdin":
+		return data{} // the caller's input; handled by the caller
+	case !f.known():
+		return data{kind: dFile | dUnknown}
+	}
+	c := w.canon(f.s)
+	if w.downloads[c] {
+		return data{kind: dDownload}
+	}
+	switch w.classifyPath(f).class {
+	case pcSecret:
+		return data{kind: dSecret}
+	case pcNet:
+		return data{kind: dDownload}
+	}
+	if strings.HasPrefix(c, "/proc/") && strings.HasSuffix(c, "/environ") {
+		return data{kind: dEnv}
+	}
+	return data{kind: dFile}
+}
+
+// produceCall says what a program writes to its standard output.
+func (w *walker) produceCall(argv []field, stdin data) data {
+	if len(argv) == 0 {
+		return data{}
+	}
+	var argData dataKind
+	for _, a := range argv[1:] {
+		argData |= a.data &^ dProc
+	}
+	name0 := argv[0]
+	if !name0.known() {
+		return data{kind: dUnknown | argData}
+	}
+	name := path.Base(name0.s)
+	if inner := w.unwrap(name, argv); inner != nil {
+		return w.produceCall(inner, stdin)
+	}
+	name = interpreterName(name)
+	args := argv[1:]
+	switch {
+	case name == "echo":
+		var parts []string
+		known, escapes := true, false
+		for _, a := range args {
+			if len(parts) == 0 {
+				if strings.HasPrefix(a.s, "-") && strings.Trim(a.s, "-neE") == "" && a.s != "-" {
+					escapes = escapes || strings.Contains(a.s, "e")
+					continue
+				}
+			}
+			if !a.known() {
+				known = false
+			}
+			parts = append(parts, a.s)
+		}
+		text := strings.Join(parts, " ")
+		if !known {
+			k := argData
+			if k == 0 {
+				k = dUnknown
+			}
+			return data{kind: k | dLiteral}
+		}
+		if escapes && hasEncodedEscape(text) {
+			return data{kind: dLiteral | dDecoded, text: ansiC(text) + "\n", hasText: true}
+		}
+		return literalData(text + "\n")
+	case name == "printf":
+		return printfData(args, argData)
+	case name == "cat" || name == "tac" || name == "nl" || name == "head" || name == "tail" || name == "more" || name == "less":
+		var out data
+		files := 0
+		for _, a := range args {
+			if strings.HasPrefix(a.s, "-") && a.s != "-" {
+				continue
+			}
+			files++
+			if a.s == "-" || a.s == "/dev/stdin" {
+				out = out.union(stdin)
+				continue
+			}
+			out = out.union(w.fileData(a))
+		}
+		if files == 0 {
+			if name == "cat" {
+				return stdin
+			}
+			return data{kind: stdin.kind}
+		}
+		if name != "cat" {
+			out.hasText = false
+		}
+		return out
+	case name == "tee" || name == "pv" || name == "buffer":
+		return stdin
+	case name == "curl" || name == "wget":
+		if writesToFile(name, args) {
+			return data{}
+		}
+		return data{kind: dDownload}
+	case downloaders[name]:
+		return data{kind: dDownload | stdin.kind&dShell}
+	case transformers[name]:
+		k := stdin.kind | argData
+		if k == 0 {
+			k = dUnknown
+		}
+		return data{kind: k&^dLiteral | dDecoded}
+	case filters[name]:
+		k := stdin.kind
+		if k == 0 {
+			k = dFile
+		}
+		return data{kind: k | argData}
+	case envDumps[name]:
+		return data{kind: dEnv}
+	case shells[name] || interpreters[name]:
+		return data{kind: dShell | argData}
+	case name == "git":
+		return data{kind: dFile}
+	}
+	return data{kind: dUnknown | argData}
+}
+
+// hasEncodedEscape reports whether text holds escapes that spell characters by
+// number (\x72, \162, \u0072): a way to hide what the text says.
+func hasEncodedEscape(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '\\' {
+			if c := s[i+1]; c == 'x' || c == 'u' || c == 'U' || c >= '0' && c <= '7' {
+				return true
+			}
+			i++
+		}
+	}
+	return false
+}
+
+func printfData(args []field, argData dataKind) data {
+	if len(args) == 0 {
+		return data{}
+	}
+	i := 0
+	if args[0].s == "-v" {
+		return data{} // assigns a variable
+	}
+	if args[0].s == "--" {
+		i++
+	}
+	if i >= len(args) {
+		return data{}
+	}
+	format := args[i].s
+	rest := args[i+1:]
+	decoded := false
+	for j := 0; j+1 < len(format); j++ {
+		if format[j] == '\\' {
+			switch c := format[j+1]; {
+			case c == 'x' || c == 'u' || c == 'U' || c >= '0' && c <= '7':
+				decoded = true
+			}
+			j++
+		}
+	}
+	var sb strings.Builder
+	known := args[i].known()
+	for j := 0; j < len(format); j++ {
+		if format[j] != '%' || j+1 >= len(format) {
+			sb.WriteByte(format[j])
+			continue
+		}
+		j++
+		for j < len(format) && strings.IndexByte("-+ #0123456789.", format[j]) >= 0 {
+			j++
+		}
+		if j >= len(format) {
+			break
+		}
+		switch format[j] {
+		case '%':
+			sb.WriteByte('%')
+		case 'b':
+			decoded = true
+			fallthrough
+		default:
+			if len(rest) > 0 {
+				if !rest[0].known() {
+					known = false
+				}
+				if strings.Contains(rest[0].s, "\\") && format[j] == 'b' {
+					decoded = true
+				}
+				sb.WriteString(rest[0].s)
+				rest = rest[1:]
+			}
+		}
+	}
+	for _, r := range rest {
+		if !r.known() {
+			known = false
+		}
+	}
+	k := argData | dLiteral
+	if decoded {
+		k |= dDecoded
+	}
+	if !known {
+		if argData == 0 {
+			k |= dUnknown
+		}
+		return data{kind: k}
+	}
+	return data{kind: k, text: ansiC(sb.String()), hasText: true}
+}
+
+// writesToFile reports whether curl or wget saves what it fetches to a file
+// rather than writing it to its standard output.
+func writesToFile(name string, args []field) bool {
+	for i, a := range args {
+		s := a.s
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1].s
+		}
+		switch name {
+		case "curl":
+			switch {
+			case s == "-o" || s == "--output":
+				return next != "-"
+			case strings.HasPrefix(s, "--output="):
+				return s != "--output=-"
+			case s == "-O" || s == "--remote-name" || s == "--remote-name-all" || s == "-J" || s == "--output-dir":
+				return true
+			case len(s) > 1 && s[0] == '-' && s[1] != '-':
+				if j := strings.IndexByte(s, 'o'); j > 0 {
+					if j == len(s)-1 {
+						return next != "-"
+					}
+					return s[j+1:] != "-"
+				}
+				if strings.Contains(s, "O") {
+					return true
+				}
+			}
+		case "wget":
+			switch {
+			case s == "-O" || s == "--output-document":
+				return next != "-"
+			case strings.HasPrefix(s, "--output-document="):
+				return s != "--output-document=-"
+			case len(s) > 1 && s[0] == '-' && s[1] != '-':
+				if j := strings.IndexByte(s, 'O'); j > 0 {
+					if j == len(s)-1 {
+						return next != "-"
+					}
+					return s[j+1:] != "-"
+				}
+			}
+		}
+	}
+	return name == "wget"
+}

@@ -1,0 +1,421 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// op is what a command does to a path.
+type op int
+
+const (
+	opRead       op = iota // reads its contents
+	opCopy                 // copies or archives it (a directory too)
+	opWrite                // creates, overwrites, appends to or edits it
+	opDelete               // deletes it
+	opDeleteTree           // deletes it and everything in it
+	opMeta                 // changes its mode or owner
+	opMetaTree             // changes the mode or owner of it and everything in it
+	opLink                 // makes a symbolic link that points to it
+)
+
+func (o op) verb() string {
+	switch o {
+	case opRead:
+		return "read"
+	case opCopy:
+		return "copy"
+	case opWrite:
+		return "write to"
+	case opDelete:
+		return "delete"
+	case opDeleteTree:
+		return "delete"
+	case opMeta, opMetaTree:
+		return "change the permissions or owner of"
+	case opLink:
+		return "make a link to"
+	}
+	return "use"
+}
+
+// pathDecision is the default table: what doing op to a path of a class needs.
+func pathDecision(o op, c pathClass) Decision {
+	switch c {
+	case pcNet:
+		return Deny
+	case pcSecret:
+		switch o {
+		case opMeta:
+			return Confirm
+		}
+		return Deny
+	case pcHistory:
+		switch o {
+		case opRead, opCopy, opLink, opMeta:
+			return Confirm
+		}
+		return Deny
+	case pcStartup, pcSSH:
+		switch o {
+		case opRead, opCopy:
+			return Allow
+		case opLink, opMeta:
+			return Confirm
+		}
+		return Deny
+	case pcRoot, pcSystem, pcDevice, pcKernel:
+		switch o {
+		case opRead, opCopy:
+			return Allow
+		case opLink:
+			return Confirm
+		}
+		return Deny
+	case pcHome:
+		switch o {
+		case opRead, opCopy:
+			return Allow
+		case opLink:
+			return Confirm
+		}
+		return Deny
+	case pcAncestor:
+		switch o {
+		case opRead, opCopy:
+			return Allow
+		case opDelete, opDeleteTree, opMetaTree:
+			return Deny
+		}
+		return Confirm
+	case pcTmpRoot:
+		switch o {
+		case opRead, opCopy:
+			return Allow
+		case opDelete, opDeleteTree:
+			return Deny
+		}
+		return Confirm
+	case pcEmptyVar:
+		switch o {
+		case opRead, opCopy:
+			return Allow
+		case opDeleteTree, opMetaTree:
+			return Deny
+		}
+		return Confirm
+	case pcHarmless:
+		switch o {
+		case opDelete, opDeleteTree, opMeta, opMetaTree:
+			return Deny
+		}
+		return Allow
+	case pcHomeFile, pcGitConfig, pcOutside, pcUnknown:
+		switch o {
+		case opRead, opCopy, opLink:
+			if c == pcUnknown && o == opLink {
+				return Confirm
+			}
+			return Allow
+		}
+		return Confirm
+	case pcWorkspaceRoot:
+		switch o {
+		case opRead, opCopy, opWrite, opMeta, opLink:
+			return Allow
+		}
+		return Confirm
+	case pcTmp, pcWorkspace:
+		switch o {
+		case opDeleteTree, opMetaTree:
+			return Confirm
+		}
+		return Allow
+	}
+	return Confirm
+}
+
+func advice(o op, c pathClass) string {
+	switch c {
+	case pcSecret:
+		return "credentials must not be read, copied or sent — ask the user if the task needs them"
+	case pcHistory:
+		return "the shell history is the user's record; leave it alone"
+	case pcStartup:
+		return "startup files run in every later shell or login; leave them alone"
+	case pcSSH:
+		return "the SSH configuration controls who can log in; leave it alone"
+	case pcNet:
+		return "bash's /dev/tcp opens a raw connection, the way reverse shells are built; use curl for HTTP"
+	case pcDevice, pcKernel:
+		return "devices and kernel files can destroy data or crash the machine; do not touch them"
+	case pcEmptyVar:
+		return "make sure the variable is set (write ${VAR:?}) or write the path literally"
+	case pcSystem:
+		if o == opDelete || o == opDeleteTree {
+			return "remove only the paths you mean, inside the workspace"
+		}
+		return "system files are outside the task; change files in the workspace"
+	case pcRoot, pcHome, pcAncestor, pcTmpRoot:
+		if o == opDelete || o == opDeleteTree {
+			return "remove only the paths you mean, inside the workspace"
+		}
+		return "work inside the workspace"
+	case pcWorkspace, pcWorkspaceRoot, pcTmp:
+		return "approval is needed because it cannot be undone"
+	case pcUnknown:
+		return "the path is computed at run time, so approval is needed; write it literally"
+	}
+	return "it is outside the workspace, so approval is needed"
+}
+
+// pathOp records the finding for doing o to the path a names. actor names what
+// does it, e.g. "rm -rf /" or "tee".
+func (w *walker) pathOp(o op, a field, actor, rule string, structural bool) Decision {
+	info := w.classifyPath(a)
+	d := pathDecision(o, info.class)
+	if d == Allow && !w.explain {
+		return d
+	}
+	verb := o.verb()
+	what := info.what
+	if o == opDeleteTree && info.class != pcRoot && info.class != pcHome {
+		what += " and everything in it"
+	}
+	var reason string
+	if d == Allow {
+		reason = fmt.Sprintf("%s may %s %s", actor, verb, what)
+	} else {
+		reason = fmt.Sprintf("%s would %s %s; %s", actor, verb, what, advice(o, info.class))
+	}
+	if rule == "" {
+		rule = pathRule(o, info.class)
+	}
+	if structural {
+		w.addS(d, rule, reason, actor)
+	} else {
+		w.add(d, rule, reason, actor)
+	}
+	return d
+}
+
+func pathRule(o op, c pathClass) string {
+	var what string
+	switch c {
+	case pcRoot:
+		what = "root"
+	case pcHome:
+		what = "home"
+	case pcSystem:
+		what = "system"
+	case pcAncestor:
+		what = "above-workspace"
+	case pcTmpRoot:
+		what = "tmp"
+	case pcSecret:
+		what = "secret"
+	case pcHistory:
+		what = "history"
+	case pcStartup:
+		what = "startup-file"
+	case pcSSH:
+		what = "ssh-config"
+	case pcDevice:
+		what = "device"
+	case pcKernel:
+		what = "kernel"
+	case pcNet:
+		what = "dev-tcp"
+	case pcEmptyVar:
+		what = "empty-variable"
+	case pcHarmless:
+		what = "device"
+	case pcUnknown:
+		what = "computed-path"
+	case pcWorkspace, pcWorkspaceRoot:
+		what = "workspace"
+	case pcTmp:
+		what = "tmp-file"
+	default:
+		what = "outside-workspace"
+	}
+	switch o {
+	case opRead, opCopy:
+		return "read-" + what
+	case opWrite:
+		return "write-" + what
+	case opDelete:
+		return "delete-" + what
+	case opDeleteTree:
+		return "delete-tree-" + what
+	case opMeta, opMetaTree:
+		return "chmod-" + what
+	case opLink:
+		return "link-" + what
+	}
+	return what
+}
+
+// actor shortens a command for use as the subject of a message.
+func actor(c *call) string {
+	s := shorten(c.part)
+	if len(s) > 60 || strings.ContainsAny(s, "\n") {
+		return c.name
+	}
+	return s
+}
+
+// redirect classifies a redirection of s and, for one that feeds standard
+// input, says what it feeds.
+func (w *walker) redirect(s *syntax.Stmt, r *syntax.Redirect) (data, bool) {
+	w.substs(r.Word)
+	if r.Hdoc != nil {
+		w.substs(r.Hdoc)
+	}
+	part := w.text(r)
+	fd := ""
+	if r.N != nil {
+		fd = r.N.Value
+	}
+	target := func() (field, bool) {
+		fs := w.expandWord(r.Word)
+		if len(fs) != 1 {
+			return field{s: unknown, raw: w.text(r.Word)}, true
+		}
+		return fs[0], true
+	}
+	switch r.Op {
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll, syntax.AppAll,
+		syntax.RdrAllClob, syntax.AppAllClob:
+		f, _ := target()
+		w.pathOp(opWrite, f, "the redirection "+part, "", true)
+	case syntax.DplOut, syntax.DplIn:
+		f, _ := target()
+		if isFD(f.s) || f.s == "-" {
+			return data{}, false
+		}
+		// >& FILE writes both outputs to FILE.
+		if r.Op == syntax.DplOut {
+			w.pathOp(opWrite, f, "the redirection "+part, "", true)
+		}
+	case syntax.RdrIn:
+		f, _ := target()
+		if d := w.pathOp(opRead, f, "the redirection "+part, "", true); d == Deny {
+			return data{kind: dSecret}, fd == "" || fd == "0"
+		}
+		return w.inputData(r), fd == "" || fd == "0"
+	case syntax.RdrInOut:
+		f, _ := target()
+		w.pathOp(opWrite, f, "the redirection "+part, "", true)
+		return w.inputData(&syntax.Redirect{Op: syntax.RdrIn, Word: r.Word}), fd == "" || fd == "0"
+	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+		return w.inputData(r), fd == "" || fd == "0"
+	}
+	return data{}, false
+}
+
+func isFD(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return i > 0 && s[i] == '-' && i == len(s)-1
+		}
+	}
+	return true
+}
+
+// Variables that name a program, or change how programs start.
+var (
+	// programVars hold a command line that a program runs.
+	programVars = set("GIT_SSH_COMMAND", "GIT_SSH", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR",
+		"GIT_SEQUENCE_EDITOR", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_PROXY_COMMAND", "PAGER", "MANPAGER",
+		"EDITOR", "VISUAL", "BROWSER", "LESSOPEN", "LESSCLOSE", "SUDO_ASKPASS", "CC", "CXX", "LD", "AR",
+		"FCEDIT", "SYSTEMD_PAGER", "BAT_PAGER", "DELTA_PAGER", "PSQL_PAGER", "MYSQL_PS1", "PROMPT_COMMAND",
+		"GIT_TRACE_PACKFILE", "RSYNC_RSH", "RSYNC_CONNECT_PROG", "CVS_RSH", "TAR_OPTIONS", "GZIP", "XZ_OPT",
+		"FZF_DEFAULT_COMMAND", "DIFFTOOL", "MERGETOOL")
+	// injectionVars make a program load code of the caller's choosing.
+	injectionVars = set("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES",
+		"DYLD_LIBRARY_PATH", "BASH_ENV", "ENV", "PROMPT_COMMAND", "PS4", "PERL5OPT", "PERL5LIB", "PERLLIB",
+		"NODE_OPTIONS", "RUBYOPT", "RUBYLIB", "PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PYTHONINSPECT",
+		"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+		"GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_DIR", "SHELLOPTS",
+		"BASHOPTS", "IFS", "PATH", "ZDOTDIR", "HOME", "GCONV_PATH", "MALLOC_CHECK_", "OPENSSL_CONF",
+		"NODE_PATH", "NPM_CONFIG_SCRIPT_SHELL", "npm_config_script_shell", "GIT_SSL_NO_VERIFY", "PIP_INDEX_URL",
+		"npm_config_registry", "NPM_CONFIG_REGISTRY", "GOFLAGS", "CGO_LDFLAGS", "RUSTC_WRAPPER", "RUSTFLAGS",
+		"CARGO_BUILD_RUSTC_WRAPPER", "GOPROXY", "GONOSUMDB", "GONOSUMCHECK", "GOINSECURE")
+)
+
+// envVar checks an assignment to a variable: ones that hide history, name a
+// program to run, or make programs load code.
+func (w *walker) envVar(name string, val field, part string, forCommand bool) {
+	switch {
+	case name == "HISTFILE" && (val.s == "" || val.s == "/dev/null"),
+		(name == "HISTSIZE" || name == "HISTFILESIZE" || name == "SAVEHIST") && val.s == "0",
+		name == "HISTCONTROL" && strings.Contains(val.s, "ignorespace") && false:
+		w.addS(Deny, "history-wipe", name+"="+val.show()+" stops the shell history from being kept, which hides what was run; leave the history settings alone", part)
+		return
+	case name == "PATH":
+		if val.known() && !strings.Contains(val.s, "/bin") && !strings.Contains(val.s, "$PATH") && val.raw != "" && !strings.Contains(val.raw, "PATH") {
+			w.addS(Confirm, "env-injection", "PATH="+val.show()+" replaces where programs are found, so names no longer mean the system's programs; prefer full paths", part)
+			return
+		}
+		if val.known() && (strings.HasPrefix(val.s, ".") || strings.HasPrefix(val.s, "/tmp")) {
+			w.addS(Confirm, "env-injection", "PATH="+val.show()+" puts "+strings.SplitN(val.s, ":", 2)[0]+" first, so its programs replace the system's; run them by path instead", part)
+		}
+		return
+	case name == "HOME" || name == "IFS" || name == "GOFLAGS" || name == "RUSTFLAGS" || name == "PYTHONPATH" ||
+		name == "NODE_PATH" || name == "GIT_DIR" || name == "PERL5LIB" || name == "RUBYLIB":
+		return // common in builds and tests; their effects are checked where they matter
+	case injectionVars[name]:
+		w.addS(Confirm, "env-injection", name+" makes programs load code or settings of the command's choosing ("+name+"="+val.show()+"); run the program without it", part)
+		if name == "PROMPT_COMMAND" || name == "PS4" || name == "BASH_ENV" || name == "ENV" {
+			w.programString(val, part, name)
+		}
+		return
+	case programVars[name]:
+		w.programString(val, part, name)
+	}
+}
+
+// programString classifies a variable or option value that names a command
+// line some program will run.
+func (w *walker) programString(val field, part, where string) {
+	if !val.known() {
+		w.addS(Confirm, "program-option", where+" names a program computed at run time; write it literally", part)
+		return
+	}
+	s := strings.TrimSpace(val.s)
+	if s == "" {
+		return
+	}
+	s = strings.TrimPrefix(s, "!") // git aliases
+	w.script(s, part)
+}
+
+// execData classifies running what flows in as code: a shell or interpreter
+// reading its script from a pipe, a here-document, or a substitution.
+func (w *walker) execData(c *call, d data, runner string, shell bool) {
+	switch {
+	case d.kind == 0:
+		return
+	case d.kind&dDownload != 0:
+		w.add(Deny, "remote-code", fmt.Sprintf("%s would run %s without anyone reading it; download to a file, read it, then run what you have checked", runner, d.kind.String()), c.part)
+	case d.kind&dDecoded != 0:
+		w.add(Deny, "decoded-code", fmt.Sprintf("%s would run %s, hiding what actually runs; run the plain command instead so it can be checked", runner, d.kind.String()), c.part)
+	case d.kind&(dSecret|dEnv) != 0:
+		w.add(Deny, "exec-data", fmt.Sprintf("%s would run %s as code; run the commands you need directly", runner, d.kind.String()), c.part)
+	case d.hasText && d.kind == dLiteral:
+		w.add(Confirm, "piped-script", fmt.Sprintf("%s runs text fed to it as a script; run the commands directly instead of piping them into an interpreter", runner), c.part)
+		if shell {
+			w.script(d.text, c.part)
+		} else {
+			w.inlineCode(c, d.text, runner)
+		}
+	default:
+		w.add(Confirm, "piped-script", fmt.Sprintf("%s runs %s as a script, which the policy cannot see; run the commands directly", runner, d.kind.String()), c.part)
+	}
+}

@@ -1,0 +1,368 @@
+package policy
+
+import (
+	"path"
+	"strings"
+)
+
+// pathClass says what a path names, from the policy's point of view. The order
+// does not matter; what each class allows is decided in pathDecision.
+type pathClass int
+
+const (
+	pcWorkspace     pathClass = iota // inside the workspace
+	pcWorkspaceRoot                  // the workspace itself (".")
+	pcTmp                            // a path inside /tmp or /var/tmp
+	pcOutside                        // elsewhere outside the workspace: a sibling, /data/x
+	pcHomeFile                       // a path in the home directory with no special meaning
+	pcGitConfig                      // ~/.gitconfig: can define aliases and hooks
+	pcHarmless                       // /dev/null, /dev/stdout, /dev/fd/N
+	pcAncestor                       // "..", "../..": a directory that contains the workspace
+	pcTmpRoot                        // /tmp itself, or everything in it
+	pcHome                           // the home directory itself, or everything in it
+	pcSystem                         // a system directory or a file in one
+	pcRoot                           // the root directory, or everything in it
+	pcDevice                         // a disk or memory device
+	pcKernel                         // a kernel control file (/proc/sysrq-trigger, /sys/...)
+	pcSecret                         // a file or directory holding credentials
+	pcSSH                            // ~/.ssh and what is in it other than keys
+	pcStartup                        // a shell startup file, or a program started at login
+	pcHistory                        // a shell or REPL history file
+	pcNet                            // bash's /dev/tcp and /dev/udp
+	pcEmptyVar                       // "$X/...": the root directory if X is empty
+	pcUnknown                        // computed at run time
+)
+
+// pathInfo is a classified path and a phrase that describes it in a message.
+type pathInfo struct {
+	class pathClass
+	canon string
+	what  string
+}
+
+var systemDirs = []string{
+	"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc",
+	"/root", "/run", "/sbin", "/snap", "/srv", "/sys", "/usr", "/var", "/mnt", "/media",
+	"/home", "/Users", "/System", "/Library", "/Applications", "/private", "/cores", "/Volumes",
+	"/nix", "/lost+found",
+}
+
+// stdBinDirs are the directories whose programs are the system's own: a program
+// named by a path in one of them is the program its name says.
+var stdBinDirs = map[string]bool{
+	"/bin": true, "/usr/bin": true, "/usr/local/bin": true, "/sbin": true, "/usr/sbin": true,
+	"/usr/local/sbin": true, "/opt/homebrew/bin": true, "/usr/libexec": true,
+	"/run/current-system/sw/bin": true, "/snap/bin": true, "/usr/local/go/bin": true,
+}
+
+// secretPaths are credentials: reading, copying or sending them is denied.
+var secretPaths = []string{
+	"~/.ssh/id_*", "~/.ssh/*_key", "~/.ssh/*.pem", "~/.ssh/*_rsa", "~/.ssh/*_ed25519", "~/.ssh/*_ecdsa",
+	"~/.aws/credentials", "~/.aws/config", "~/.aws/sso/cache/*", "~/.aws/cli/cache/*",
+	"~/.kube/config", "~/.kube/*.yaml", "~/.kube/*.yml", "~/.netrc", "~/.git-credentials",
+	"~/.docker/config.json", "~/.config/gh/hosts.yml", "~/.config/hub", "~/.config/gcloud/*",
+	"~/.config/gcloud/*/*", "~/.gnupg/*", "~/.gnupg/*/*", "~/.npmrc", "~/.yarnrc", "~/.yarnrc.yml",
+	"~/.pypirc", "~/.pgpass", "~/.my.cnf", "~/.vault-token", "~/.azure/*", "~/.terraform.d/credentials.tfrc.json",
+	"~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.password-store/*", "~/.local/share/keyrings/*",
+	"~/Library/Keychains/*", "~/.config/op/*", "~/.config/rclone/rclone.conf", "~/.s3cfg", "~/.boto",
+	"~/.config/doctl/config.yaml", "~/.fly/config.yml", "~/.config/heroku/*", "~/.netlify/*",
+	"~/.mozilla/firefox/*/logins.json", "~/.mozilla/firefox/*/key4.db", "~/.config/google-chrome/*/Login Data",
+	"~/.config/chromium/*/Login Data", "~/.config/anthropic/*", "~/.claude/.credentials.json",
+	"~/.codex/auth.json", "~/.config/openai/*", "~/.env",
+	"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/ssh/ssh_host_*_key", "/etc/ssl/private/*",
+	"/proc/*/environ", "/run/secrets/*", "/var/run/secrets/*", "/var/run/secrets/*/*/*",
+	"/etc/kubernetes/admin.conf", "/etc/sudoers", "/etc/sudoers.d/*",
+}
+
+// secretDirs hold credentials: copying or archiving them is reading them.
+var secretDirs = []string{
+	"~/.ssh", "~/.aws", "~/.kube", "~/.gnupg", "~/.docker", "~/.config/gcloud", "~/.azure",
+	"~/.password-store", "~/.config/gh", "~/.local/share/keyrings", "~/Library/Keychains",
+	"/etc/ssl/private", "/run/secrets", "/var/run/secrets",
+}
+
+// secretNames are file names that hold credentials wherever they are.
+var secretNames = []string{
+	"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk",
+	".netrc", ".git-credentials", ".pgpass", ".vault-token", "credentials.json", "service-account*.json",
+}
+
+// secretExamples are concrete credential paths a glob is tested against.
+var secretExamples = []string{
+	"~/.ssh/id_rsa", "~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.aws/credentials", "~/.kube/config",
+	"~/.netrc", "~/.git-credentials", "~/.docker/config.json", "~/.config/gh/hosts.yml", "~/.npmrc",
+	"~/.pypirc", "~/.pgpass", "/etc/shadow",
+}
+
+var startupPaths = []string{
+	"~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.bash_logout", "~/.profile", "~/.zshrc",
+	"~/.zprofile", "~/.zshenv", "~/.zlogin", "~/.zlogout", "~/.kshrc", "~/.mkshrc", "~/.cshrc", "~/.tcshrc",
+	"~/.config/fish/config.fish", "~/.config/fish/conf.d/*", "~/.config/fish/functions/*",
+	"~/.inputrc", "~/.xinitrc", "~/.xprofile", "~/.xsession", "~/.config/autostart/*",
+	"~/.config/systemd/user/*", "~/.config/systemd/user/*/*", "~/Library/LaunchAgents/*",
+	"~/.ssh/rc", "~/.vimrc", "~/.config/nvim/init.*", "~/.emacs",
+	"~/.pythonrc", "~/.config/environment.d/*", "~/.pam_environment",
+}
+
+var historyPaths = []string{
+	"~/.bash_history", "~/.zsh_history", "~/.zhistory", "~/.history", "~/.sh_history",
+	"~/.local/share/fish/fish_history", "~/.python_history", "~/.node_repl_history",
+	"~/.psql_history", "~/.mysql_history", "~/.sqlite_history", "~/.lesshst", "~/.viminfo",
+	"~/.irb_history", "~/.rediscli_history", "~/.config/fish/fish_history",
+}
+
+var harmlessDevices = map[string]bool{
+	"/dev/null": true, "/dev/zero": true, "/dev/random": true, "/dev/urandom": true,
+	"/dev/stdin": true, "/dev/stdout": true, "/dev/stderr": true, "/dev/tty": true,
+	"/dev/full": true, "/dev/ptmx": true,
+}
+
+// canon turns a resolved path into the policy's canonical form: "/abs/path",
+// "~" or "~/in/home", a workspace-relative "a/b" ("." for the workspace itself,
+// "../x" outside it), or a string holding the unknown marker.
+func (w *walker) canon(p string) string {
+	if p == "" {
+		return p
+	}
+	if i := strings.Index(p, unknown); i >= 0 {
+		if i == 0 && w.cwd != "" && !strings.HasPrefix(p, unknown+"/") {
+			return unknown + p
+		}
+		return p
+	}
+	switch {
+	case p[0] == '~':
+		rest := ""
+		if i := strings.IndexByte(p, '/'); i >= 0 {
+			rest = p[i+1:]
+		}
+		return homeJoin(rest)
+	case p[0] == '/':
+		return w.canonAbs(path.Clean(p))
+	}
+	switch {
+	case w.cwd == "":
+		return path.Clean(p)
+	case strings.Contains(w.cwd, unknown):
+		return w.cwd + "/" + p
+	case w.cwd[0] != '/' && w.cwd[0] != '~':
+		return path.Clean(w.cwd + "/" + p)
+	}
+	return w.canon(w.cwd + "/" + p)
+}
+
+func homeJoin(rest string) string {
+	if rest == "" {
+		return "~"
+	}
+	r := path.Clean(rest)
+	switch {
+	case r == ".":
+		return "~"
+	case r == "..", strings.HasPrefix(r, "../"):
+		// Above the home directory: /home, or / itself.
+		return path.Clean("/home/" + r)
+	}
+	return "~/" + r
+}
+
+func (w *walker) canonAbs(p string) string {
+	if ws := w.e.workspace; ws != "" {
+		if p == ws {
+			return "."
+		}
+		if strings.HasPrefix(p, ws+"/") {
+			return p[len(ws)+1:]
+		}
+	}
+	for _, h := range []string{"/home/", "/Users/"} {
+		if strings.HasPrefix(p, h) && len(p) > len(h) {
+			user, rest, _ := strings.Cut(p[len(h):], "/")
+			if user != "" && !strings.ContainsAny(user, "*?[") {
+				return homeJoin(rest)
+			}
+		}
+	}
+	if p == "/root" || strings.HasPrefix(p, "/root/") {
+		return homeJoin(strings.TrimPrefix(strings.TrimPrefix(p, "/root"), "/"))
+	}
+	return p
+}
+
+// classifyPath says what a command's path argument names.
+func (w *walker) classifyPath(f field) pathInfo {
+	c := w.canon(f.s)
+	info := w.classifyCanon(c, f.glob)
+	if f.glob && info.class < pcAncestor {
+		// A pattern names every path it matches: test it against the
+		// credentials it could reach.
+		pat := w.canon(f.pat)
+		for _, ex := range secretExamples {
+			if ok, _ := path.Match(pat, ex); ok {
+				return pathInfo{pcSecret, c, ex + ", which holds credentials"}
+			}
+		}
+	}
+	return info
+}
+
+func (w *walker) classifyCanon(c string, glob bool) pathInfo {
+	what := func(s string) pathInfo { return pathInfo{canon: c, what: s} }
+	if c == "" {
+		return pathInfo{pcWorkspace, c, "an empty path"}
+	}
+	if strings.Contains(c, unknown) {
+		if strings.HasPrefix(c, unknown+"/") || c == unknown {
+			i := what(strings.ReplaceAll(c, unknown, "$…") + ", computed at run time (the root directory if the variable is empty)")
+			i.class = pcEmptyVar
+			if c == unknown {
+				i.class = pcUnknown
+				i.what = "a path computed at run time"
+			}
+			return i
+		}
+		// A known prefix still says a lot: ~/$x is somewhere in home.
+		prefix := c[:strings.Index(c, unknown)]
+		if d := path.Dir(prefix + "x"); d != "." && !strings.HasPrefix(prefix, unknown) {
+			inner := w.classifyCanon(d, false)
+			switch inner.class {
+			case pcHome, pcRoot, pcTmpRoot:
+				inner.class = pcUnknown
+				inner.what = strings.ReplaceAll(c, unknown, "…") + ", computed at run time"
+				if d == "~" {
+					inner.class = pcHomeFile
+				}
+				return inner
+			case pcSystem, pcSecret, pcSSH, pcDevice, pcKernel, pcStartup, pcHistory, pcNet, pcAncestor, pcOutside, pcTmp, pcHomeFile:
+				inner.what = strings.ReplaceAll(c, unknown, "…") + " (" + inner.what + ")"
+				return inner
+			}
+		}
+		i := what(strings.ReplaceAll(c, unknown, "…") + ", computed at run time")
+		i.class = pcUnknown
+		return i
+	}
+	// Globs directly under a directory stand for everything in it.
+	dir, base := c, ""
+	if glob {
+		if i := strings.IndexAny(c, "*?["); i >= 0 {
+			j := strings.LastIndexByte(c[:i], '/')
+			if j < 0 {
+				dir, base = ".", c
+			} else {
+				dir, base = c[:j], c[j+1:]
+				if dir == "" {
+					dir = "/"
+				}
+				if dir == "~" || strings.HasPrefix(dir, "~/") || dir[0] == '/' {
+					// keep
+				}
+			}
+		}
+	}
+	if m := matchAny(c, secretPaths); m || matchName(path.Base(c), secretNames) || isUnder(c, secretDirs, true) {
+		if !strings.HasSuffix(c, ".pub") {
+			return pathInfo{pcSecret, c, c + ", which holds credentials"}
+		}
+	}
+	if matchAny(c, historyPaths) {
+		return pathInfo{pcHistory, c, c + ", the shell history"}
+	}
+	if matchAny(c, startupPaths) {
+		return pathInfo{pcStartup, c, c + ", which runs at every login or new shell"}
+	}
+	if c == "~/.ssh" || strings.HasPrefix(c, "~/.ssh/") {
+		return pathInfo{pcSSH, c, c + ", the SSH configuration"}
+	}
+	if c == "~/.gitconfig" || c == "~/.config/git/config" {
+		return pathInfo{pcGitConfig, c, c + ", the user's git configuration"}
+	}
+	if glob && base != "" && strings.Trim(base, "*") == "" {
+		// dir/*: everything in dir.
+		inner := w.classifyCanon(dir, false)
+		switch inner.class {
+		case pcRoot:
+			return pathInfo{pcRoot, c, c + ", everything in the root directory"}
+		case pcHome:
+			return pathInfo{pcHome, c, c + ", everything in the home directory"}
+		case pcTmpRoot:
+			return pathInfo{pcTmpRoot, c, c + ", everything in /tmp, other programs' files too"}
+		case pcSystem, pcDevice, pcKernel, pcSecret, pcSSH, pcAncestor:
+			inner.canon = c
+			inner.what = c + " (" + inner.what + ")"
+			return inner
+		case pcWorkspaceRoot:
+			return pathInfo{pcWorkspace, c, c + ", everything in the workspace"}
+		}
+	}
+	switch {
+	case c == "/":
+		return pathInfo{pcRoot, c, "/, the whole filesystem"}
+	case c == "~":
+		return pathInfo{pcHome, c, "~, the home directory"}
+	case c == ".":
+		return pathInfo{pcWorkspaceRoot, c, "the workspace itself"}
+	case c == "..", strings.HasPrefix(c, "../") && strings.Trim(c, "./") == "":
+		return pathInfo{pcAncestor, c, c + ", a directory that contains the workspace"}
+	case strings.HasPrefix(c, "../"):
+		return pathInfo{pcOutside, c, c + ", outside the workspace"}
+	case strings.HasPrefix(c, "~/"):
+		return pathInfo{pcHomeFile, c, c + ", in the home directory"}
+	case c[0] != '/':
+		return pathInfo{pcWorkspace, c, c}
+	case c == "/tmp", c == "/var/tmp", c == "/private/tmp":
+		return pathInfo{pcTmpRoot, c, c + ", where every program keeps temporary files"}
+	case strings.HasPrefix(c, "/tmp/"), strings.HasPrefix(c, "/var/tmp/"), strings.HasPrefix(c, "/private/tmp/"),
+		strings.HasPrefix(c, "/dev/shm/"):
+		return pathInfo{pcTmp, c, c}
+	case harmlessDevices[c], strings.HasPrefix(c, "/dev/fd/"), strings.HasPrefix(c, "/dev/pts/"),
+		strings.HasPrefix(c, "/proc/self/fd/"):
+		return pathInfo{pcHarmless, c, c}
+	case strings.HasPrefix(c, "/dev/tcp/"), strings.HasPrefix(c, "/dev/udp/"):
+		return pathInfo{pcNet, c, c + ", a raw network connection"}
+	case strings.HasPrefix(c, "/dev/"):
+		return pathInfo{pcDevice, c, c + ", a device"}
+	case c == "/proc/sysrq-trigger", strings.HasPrefix(c, "/proc/sys/"), c == "/sys", strings.HasPrefix(c, "/sys/"),
+		c == "/proc/kcore", strings.HasPrefix(c, "/sys/firmware/"):
+		return pathInfo{pcKernel, c, c + ", a kernel control file"}
+	case isUnder(c, systemDirs, true):
+		return pathInfo{pcSystem, c, c + ", a system path"}
+	}
+	if glob && dir == "/" {
+		// /???: may match any top-level directory.
+		for _, d := range systemDirs {
+			if ok, _ := path.Match(c, d); ok {
+				return pathInfo{pcSystem, c, c + ", which matches " + d}
+			}
+		}
+	}
+	return pathInfo{pcOutside, c, c + ", outside the workspace"}
+}
+
+func matchAny(c string, pats []string) bool {
+	for _, p := range pats {
+		if p == c {
+			return true
+		}
+		if strings.ContainsAny(p, "*?[") {
+			if ok, _ := path.Match(p, c); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func matchName(base string, names []string) bool {
+	return matchAny(base, names)
+}
+
+// isUnder reports whether c is one of dirs or inside one of them.
+func isUnder(c string, dirs []string, self bool) bool {
+	for _, d := range dirs {
+		if c == d && self || strings.HasPrefix(c, d+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,719 @@
+package policy
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Development tools whose subcommands differ: package managers, build tools,
+// containers, clusters and clouds.
+
+func registerDev() {
+	reg("git", program{decision: Allow, rule: "git", reason: "git reads or changes the local repository", check: checkGit})
+	reg("npm", program{decision: Allow, rule: "build", reason: "npm runs a project script", check: checkNpm})
+	reg("pnpm", program{decision: Allow, rule: "build", reason: "pnpm runs a project script", check: checkPnpm})
+	reg("yarn", program{decision: Allow, rule: "build", reason: "yarn runs a project script", check: checkYarn})
+	for _, n := range strings.Fields("pip pip3 pip2 uv poetry pipenv conda mamba micromamba gem bundle bundler composer " +
+		"cargo rustup go apt apt-get aptitude dnf yum zypper pacman yay paru apk port brew snap flatpak nix-env nix " +
+		"emerge pkg choco winget scoop cpan cpanm luarocks opam stack cabal mix hex deno-install dotnet-install " +
+		"helm-install sdk asdf mise rtx volta nvm fnm pyenv rbenv goenv jenv") {
+		name := n
+		base := programs[name]
+		if base.rule == "" {
+			base = program{decision: Allow, rule: "build", reason: "%s manages the project's packages locally"}
+		}
+		base.check = func(w *walker, c *call) { checkPackageManager(w, c, name) }
+		programs[name] = base
+	}
+	reg("docker podman nerdctl finch lima colima", program{decision: Confirm, rule: "docker", reason: "%s manages containers; approval is needed", check: checkDocker})
+	reg("docker-compose podman-compose", program{decision: Confirm, rule: "docker", reason: "%s starts or changes containers; approval is needed", check: checkDockerCompose})
+	reg("kubectl oc k9s kubectx kubens minikube kind k3d", program{decision: Confirm, rule: "cluster", reason: "%s talks to a cluster with the user's credentials; approval is needed", check: checkKubectl})
+	reg("helm helmfile kustomize skaffold tilt argocd flux istioctl linkerd", program{decision: Confirm, rule: "cluster", reason: "%s changes or reads a cluster with the user's credentials; approval is needed", check: checkCloud})
+	reg("terraform tofu terragrunt pulumi cdk cdktf serverless sls sam ansible ansible-playbook vagrant packer",
+		program{decision: Confirm, rule: "infrastructure", reason: "%s reads or changes infrastructure with the user's credentials; approval is needed", check: checkInfra})
+	reg("aws gcloud gsutil bq az doctl heroku fly flyctl vercel netlify firebase wrangler railway supabase linode-cli "+
+		"hcloud oci ibmcloud scw vultr-cli aliyun tccli s3cmd rclone azcopy eksctl sam-cli amplify",
+		program{decision: Confirm, rule: "cloud", reason: "%s talks to a cloud provider with the user's credentials; approval is needed", check: checkCloud})
+	reg("psql mysql mariadb sqlcmd mongo mongosh redis-cli cqlsh clickhouse-client clickhouse influx cockroach pgcli mycli litecli usql",
+		program{decision: Confirm, rule: "database", reason: "%s connects to a database server; approval is needed", check: checkDatabase})
+	reg("dropdb dropuser mysqladmin pg_dropcluster", program{decision: Deny, rule: "db-wipe", reason: "%s deletes databases or their users; do not drop data — ask the user"})
+	reg("createdb pg_dump pg_restore mysqldump mongodump mongorestore", program{decision: Confirm, rule: "database", reason: "%s reads or writes a whole database; approval is needed"})
+	reg("make gmake", program{decision: Allow, rule: "build", reason: "%s builds the project", check: func(w *walker, c *call) {
+		for _, a := range parseArgs(c.args(), spec("fCIjloW", "--file", "--makefile", "--directory", "--include-dir", "--jobs", "--load-average", "--old-file", "--what-if", "--eval")).ops {
+			if a.s == "install" || a.s == "uninstall" {
+				w.add(Confirm, "install", c.name+" "+a.s+" installs into system directories; approval is needed", c.part)
+			}
+		}
+		for _, a := range c.args() {
+			if strings.HasPrefix(a.s, "SHELL=") || strings.HasPrefix(a.s, "--eval") {
+				w.add(Confirm, "env-injection", c.name+" "+a.show()+" changes the shell or rules make uses; approval is needed", c.part)
+			}
+		}
+	}})
+	reg("code cursor subl atom idea pycharm goland webstorm zed", program{decision: Confirm, rule: "gui", reason: "%s opens an editor window outside the sandbox's terminal; approval is needed"})
+	reg("vim vi nvim emacs nano ed ex pico micro joe mg kak hx helix", program{decision: Allow, rule: "editor", reason: "%s edits files", check: checkEditor})
+	reg("man info", program{decision: Allow, rule: "read-only", reason: "%s shows documentation", check: checkMan, exempt: true})
+}
+
+// Package managers: installing, updating and removing packages fetches code
+// from the network (and often runs its install scripts) and needs approval;
+// listing and showing are allowed; running a project's scripts is allowed.
+var (
+	pkgInstall = set("install", "i", "in", "ins", "inst", "insta", "instal", "isnt", "isnta", "isntal", "isntall", "add",
+		"ci", "clean-install", "install-test", "it", "update", "up", "upgrade", "udpate", "uninstall", "remove",
+		"rm", "r", "un", "unlink", "link", "ln", "purge", "erase", "reinstall", "dist-upgrade", "full-upgrade",
+		"autoremove", "get", "download", "sync", "lock", "require", "create-project", "tap", "untap", "global",
+		"self-update", "selfupdate", "self", "dlx", "create", "fetch", "publish", "unpublish", "deprecate",
+		"dist-tag", "owner", "access", "adduser", "login", "logout", "token", "team", "hook", "yank", "vendor",
+		"dedupe", "ddp", "prune", "rebuild", "rb", "patch", "tool", "toolchain", "target", "component",
+		"default", "wheel", "bump", "outdated-install", "-S", "-R", "-U", "-Syu", "-Sy", "-Syyu", "-Rs", "-Rns",
+		"plugin", "use", "local", "env", "shell-init", "setup", "init-project", "new-project", "import", "restore",
+		"audit-fix", "fix-install", "pack-install", "refresh", "cleanup", "clean")
+	pkgRead = set("list", "ls", "la", "ll", "show", "info", "search", "view", "v", "why", "explain", "outdated",
+		"freeze", "check", "help", "--help", "-h", "--version", "-v", "-V", "version", "config", "doctor",
+		"prefix", "root", "bin", "policy", "query", "-Q", "-Qi", "-Ql", "-Ss", "-Si", "deps", "leaves", "which",
+		"where", "current", "env-list", "debug", "hash", "cache-dir", "home", "fund", "audit", "tree", "metadata",
+		"verify-project", "locate-project", "pkgid", "search-packages", "desc", "uses", "depends", "rdepends",
+		"madison", "showpkg", "pkgnames", "stats", "dump", "licenses")
+	pkgRun = set("run", "run-script", "test", "t", "tst", "start", "stop", "restart", "exec", "x", "build", "b",
+		"check", "c", "bench", "doc", "fmt", "clippy", "vet", "generate", "tool-run", "new", "init", "venv",
+		"shell", "lint", "dev", "serve", "preview", "compile", "pack", "package", "format", "typecheck", "miri", "fix",
+		"clean-build", "tidy-check", "mod-check", "work", "env-run", "expand", "tree-check")
+)
+
+func checkPackageManager(w *walker, c *call, name string) {
+	args := c.args()
+	// Skip leading options (npm --prefix x, apt-get -y, cargo +nightly).
+	i := 0
+	for i < len(args) && (isOpt(args[i].s) || strings.HasPrefix(args[i].s, "+")) {
+		s := args[i].s
+		if name == "pacman" || name == "yay" || name == "paru" {
+			break
+		}
+		switch s {
+		case "-C", "--prefix", "--cwd", "--dir", "--directory", "--manifest-path", "-p", "--package", "-w", "--workspace", "--project", "--python":
+			i++
+		}
+		i++
+	}
+	if i >= len(args) {
+		switch name {
+		case "bundle", "bundler", "composer", "poetry", "pipenv":
+			w.add(Confirm, "package-install", fmt.Sprintf("%s without a command installs the project's dependencies from the network; approval is needed", name), c.part)
+		}
+		return
+	}
+	sub := args[i].s
+	rest := args[i+1:]
+	next := ""
+	if len(rest) > 0 {
+		next = rest[0].s
+	}
+	switch name {
+	case "go":
+		checkGo(w, c, sub, rest)
+		return
+	case "uv":
+		switch sub {
+		case "run":
+			checkRunInner(w, c, name, rest, "--with", "--from", "--python", "-p", "--directory", "--project", "--package", "--extra", "--group", "--env-file", "--index")
+			return
+		case "pip":
+			sub, rest = next, rest[min(1, len(rest)):]
+		case "venv", "tree", "version", "help", "--version":
+			return
+		}
+	case "poetry", "pipenv", "conda", "mamba", "micromamba", "bundle", "bundler", "mix", "stack", "cabal", "mise", "asdf", "rtx", "volta", "pixi":
+		if sub == "run" || sub == "exec" {
+			checkRunInner(w, c, name, rest, "-n", "--name", "-p", "--prefix", "--env", "-e")
+			return
+		}
+	case "cargo":
+		if sub == "run" || sub == "r" {
+			return
+		}
+		if strings.HasPrefix(sub, "+") {
+			return
+		}
+	case "nix":
+		if sub == "shell" || sub == "develop" || sub == "run" || sub == "profile" || sub == "build" {
+			w.add(Confirm, "package-install", "nix "+sub+" fetches and builds packages from the network; approval is needed", c.part)
+			return
+		}
+	case "apt", "apt-get", "aptitude", "dnf", "yum", "zypper", "apk", "pkg", "snap", "flatpak", "port", "emerge":
+		if sub == "source" || sub == "build-dep" || sub == "download" || sub == "changelog" {
+			w.add(Confirm, "package-install", fmt.Sprintf("%s %s downloads packages; approval is needed", name, sub), c.part)
+			return
+		}
+	case "pacman", "yay", "paru":
+		if strings.HasPrefix(sub, "-S") || strings.HasPrefix(sub, "-R") || strings.HasPrefix(sub, "-U") || strings.HasPrefix(sub, "-D") {
+			if !strings.ContainsAny(sub, "si") || strings.HasPrefix(sub, "-R") || strings.HasPrefix(sub, "-U") || strings.Contains(sub, "y") || strings.Contains(sub, "u") || len(sub) == 2 {
+				w.add(Confirm, "package-install", fmt.Sprintf("%s %s installs or removes system packages; approval is needed", name, sub), c.part)
+				return
+			}
+		}
+		return
+	case "nvm", "fnm", "pyenv", "rbenv", "goenv", "jenv", "sdk", "rustup":
+		if sub == "use" || sub == "current" || sub == "which" || sub == "ls" || sub == "list" || sub == "version" || sub == "versions" || sub == "show" || sub == "doc" || sub == "--version" || sub == "help" {
+			return
+		}
+		w.add(Confirm, "package-install", fmt.Sprintf("%s %s installs or switches tool versions from the network; approval is needed", name, sub), c.part)
+		return
+	case "gem":
+		if sub == "build" || sub == "env" || sub == "contents" || sub == "specification" {
+			return
+		}
+	case "pip", "pip3", "pip2":
+		if sub == "cache" && next != "purge" && next != "remove" {
+			return
+		}
+	case "brew":
+		if sub == "services" || sub == "bundle" {
+			w.add(Confirm, "package-install", "brew "+sub+" installs packages or starts services; approval is needed", c.part)
+			return
+		}
+	}
+	switch {
+	case sub == "cache" && (next == "clean" || next == "purge" || next == "remove" || next == "rm" || next == "clear"):
+		w.add(Confirm, "package-cache", fmt.Sprintf("%s cache %s deletes the package cache; approval is needed", name, next), c.part)
+	case sub == "config" && (next == "set" || next == "delete" || next == "edit" || next == "unset" || strings.Contains(strings.Join(fieldStrings(rest), " "), "--global")):
+		w.add(Confirm, "package-config", fmt.Sprintf("%s config %s changes the package manager's settings (registries, scripts); approval is needed", name, next), c.part)
+	case sub == "publish" || sub == "unpublish" || sub == "yank" || sub == "owner" || sub == "push":
+		w.add(Confirm, "publish", fmt.Sprintf("%s %s publishes or changes a package on a registry; approval is needed", name, sub), c.part)
+	case pkgInstall[sub]:
+		w.add(Confirm, "package-install", fmt.Sprintf("%s %s fetches packages from the network and may run their install scripts; approval is needed", name, sub), c.part)
+	case pkgRead[sub], pkgRun[sub]:
+	default:
+		if name == "cargo" || name == "dotnet" {
+			return // cargo subcommands from plugins: cargo-nextest, cargo-watch
+		}
+		w.add(w.e.unknown, "unknown-program", fmt.Sprintf("%s %s is not a subcommand the policy knows; %s", name, sub, w.e.unknownAdvice()), c.part)
+	}
+}
+
+func fieldStrings(fs []field) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.s
+	}
+	return out
+}
+
+// checkRunInner classifies the command that "uv run", "poetry run" and the
+// like run in the project's environment.
+func checkRunInner(w *walker, c *call, name string, args []field, valued ...string) {
+	v := set(valued...)
+	i := 0
+	for i < len(args) && isOpt(args[i].s) {
+		if args[i].s == "--" {
+			i++
+			break
+		}
+		if v[args[i].s] {
+			i++
+		}
+		i++
+	}
+	if i < len(args) {
+		w.command(c.sub(args[i:]))
+	}
+}
+
+func checkGo(w *walker, c *call, sub string, rest []field) {
+	p := parseArgs(rest, spec("oCpX", "-o", "-C", "-p", "-exec", "-toolexec", "-overlay", "-modfile", "-pkgdir", "-tags", "-ldflags", "-gcflags", "-asmflags"))
+	for _, a := range rest {
+		if strings.HasPrefix(a.s, "-exec") || strings.HasPrefix(a.s, "-toolexec") || strings.HasPrefix(a.s, "--exec") || strings.HasPrefix(a.s, "--toolexec") {
+			w.add(Confirm, "build-program", "go "+sub+" -exec/-toolexec runs a program of the command's choosing around the build; drop the option", c.part)
+		}
+	}
+	switch sub {
+	case "get":
+		w.add(Confirm, "package-install", "go get downloads modules and changes go.mod; approval is needed", c.part)
+	case "install":
+		for _, o := range p.ops {
+			if strings.Contains(o.s, "@") {
+				w.add(Confirm, "package-install", "go install "+o.show()+" downloads and builds a program from the network; approval is needed", c.part)
+				return
+			}
+		}
+	case "run":
+		for _, o := range p.ops {
+			if strings.Contains(o.s, "@") {
+				w.add(Confirm, "package-install", "go run "+o.show()+" downloads and runs a program from the network; approval is needed", c.part)
+				return
+			}
+		}
+	case "mod":
+		if len(p.ops) > 0 && (p.ops[0].s == "download" || p.ops[0].s == "tidy" || p.ops[0].s == "vendor") {
+			w.add(Confirm, "package-install", "go mod "+p.ops[0].s+" downloads modules from the network; approval is needed", c.part)
+		}
+	case "clean":
+		if p.has("-modcache", "-cache", "-fuzzcache", "--modcache") || strings.Contains(c.part, "-modcache") {
+			w.add(Confirm, "package-cache", "go clean -modcache deletes the module cache; approval is needed", c.part)
+		}
+	case "env":
+		if p.has("-w", "-u") {
+			w.add(Confirm, "package-config", "go env -w changes Go's settings for the user; approval is needed", c.part)
+		}
+	case "build", "test", "vet", "fmt", "doc", "list", "version", "generate", "tool", "work", "fix", "bug", "help", "telemetry":
+	default:
+		w.add(w.e.unknown, "unknown-program", fmt.Sprintf("go %s is not a subcommand the policy knows; %s", sub, w.e.unknownAdvice()), c.part)
+	}
+}
+
+func checkNpm(w *walker, c *call) {
+	args := c.args()
+	i := 0
+	for i < len(args) && isOpt(args[i].s) {
+		switch args[i].s {
+		case "--prefix", "-C", "--workspace", "-w":
+			i++
+		}
+		i++
+	}
+	if i >= len(args) {
+		return
+	}
+	sub, rest := args[i].s, args[i+1:]
+	switch sub {
+	case "exec", "x":
+		w.command(c.sub(append([]field{lit("npx")}, rest...)))
+	case "init", "create", "innit":
+		if len(parseArgs(rest, spec("w", "--workspace", "--scope")).ops) > 0 {
+			w.add(Confirm, "npx-download", "npm "+sub+" <initializer> downloads and runs a create-* package; approval is needed", c.part)
+		}
+	case "run", "run-script", "rum", "urn", "test", "tst", "t", "start", "stop", "restart", "ls", "list", "ll", "la",
+		"outdated", "view", "info", "show", "v", "help", "prefix", "root", "bin", "explain", "why", "fund", "doctor",
+		"pack", "version", "query", "pkg", "completion", "help-search", "search", "find", "s", "se", "ping", "whoami", "sbom", "diff", "repo", "docs", "home", "bugs":
+		if sub == "version" && len(rest) > 0 {
+			return
+		}
+	case "audit":
+		if len(rest) > 0 && rest[0].s == "fix" {
+			w.add(Confirm, "package-install", "npm audit fix installs package updates; approval is needed", c.part)
+		}
+	case "config", "c", "set", "get":
+		checkPackageManager(w, c, "npm")
+	case "cache":
+		checkPackageManager(w, c, "npm")
+	case "token":
+		w.add(Confirm, "publish", "npm token manages the user's registry tokens; approval is needed", c.part)
+	default:
+		checkPackageManager(w, c, "npm")
+	}
+}
+
+func checkPnpm(w *walker, c *call) {
+	args := c.args()
+	i := 0
+	for i < len(args) && isOpt(args[i].s) {
+		switch args[i].s {
+		case "--dir", "-C", "--filter", "-F", "--workspace-root":
+			if args[i].s != "--workspace-root" {
+				i++
+			}
+		}
+		i++
+	}
+	if i >= len(args) {
+		w.add(Confirm, "package-install", "pnpm without a command installs dependencies; approval is needed", c.part)
+		return
+	}
+	sub, rest := args[i].s, args[i+1:]
+	switch sub {
+	case "dlx":
+		w.command(c.sub(append([]field{lit("pnpx")}, rest...)))
+	case "exec":
+		checkRunInner(w, c, "pnpm", rest)
+	case "create":
+		w.add(Confirm, "npx-download", "pnpm create downloads and runs a create-* package; approval is needed", c.part)
+	default:
+		if pkgInstall[sub] || sub == "import" || sub == "setup" || sub == "env" {
+			checkPackageManager(w, c, "pnpm")
+		}
+		// Anything else is a script of package.json: pnpm runs them by name.
+	}
+}
+
+func checkYarn(w *walker, c *call) {
+	args := c.args()
+	i := 0
+	for i < len(args) && isOpt(args[i].s) {
+		if args[i].s == "--cwd" {
+			i++
+		}
+		i++
+	}
+	if i >= len(args) {
+		w.add(Confirm, "package-install", "yarn without a command installs dependencies from the network; approval is needed", c.part)
+		return
+	}
+	sub, rest := args[i].s, args[i+1:]
+	switch sub {
+	case "dlx":
+		w.command(c.sub(append([]field{lit("pnpx")}, rest...)))
+	case "exec", "node":
+		if sub == "exec" {
+			checkRunInner(w, c, "yarn", rest)
+		}
+	case "create":
+		w.add(Confirm, "npx-download", "yarn create downloads and runs a create-* package; approval is needed", c.part)
+	case "workspace", "workspaces":
+		if len(rest) > 1 && sub == "workspace" {
+			w.command(c.sub(append([]field{lit("yarn")}, rest[1:]...)))
+		}
+	default:
+		if pkgInstall[sub] || sub == "set" || sub == "plugin" || sub == "npm" {
+			checkPackageManager(w, c, "yarn")
+		}
+	}
+}
+
+// Containers.
+var (
+	dockerValued = set("-v", "--volume", "-e", "--env", "-p", "--publish", "--name", "-w", "--workdir", "-u", "--user",
+		"--entrypoint", "--network", "--net", "--mount", "--env-file", "-l", "--label", "--cpus", "-m", "--memory",
+		"--restart", "-h", "--hostname", "--add-host", "--dns", "--platform", "--pull", "--log-driver", "--log-opt",
+		"--cap-add", "--cap-drop", "--device", "--security-opt", "--tmpfs", "--ulimit", "--volumes-from", "--gpus",
+		"--runtime", "--pid", "--ipc", "--userns", "--uts", "--cgroupns", "--cidfile", "--health-cmd", "--stop-signal",
+		"--stop-timeout", "--shm-size", "--sysctl", "-a", "--attach", "--expose", "--link", "--ip", "--label-file",
+		"--cgroup-parent", "--memory-swap", "--cpu-shares", "-c", "--cpuset-cpus", "--group-add", "--privileged-mode",
+		"-f", "--file", "-t", "--tag", "--build-arg", "--target", "--secret", "--ssh", "--cache-from", "--output", "-o",
+		"-H", "--host", "--context", "--config", "--project-name", "--profile", "--env-prefix", "--init-path", "--mac-address")
+	dockerReadOnly = set("ps", "images", "version", "info", "inspect", "logs", "stats", "top", "history", "port",
+		"diff", "events", "search", "help", "--version", "-v", "--help")
+	minerImage = regexp.MustCompile(`(?i)xmrig|miner|monero|xmr-stak|cryptonight|nicehash|ethminer|nanopool`)
+)
+
+func checkDocker(w *walker, c *call) {
+	args := c.args()
+	i := 0
+	for i < len(args) && isOpt(args[i].s) {
+		s := args[i].s
+		if s == "-H" || s == "--host" || strings.HasPrefix(s, "--host=") || s == "--context" || s == "-c" {
+			w.add(Confirm, "docker-remote", c.name+" "+s+" talks to another container engine; approval is needed", c.part)
+		}
+		if dockerValued[s] {
+			i++
+		}
+		i++
+	}
+	if i >= len(args) {
+		return
+	}
+	sub, rest := args[i].s, args[i+1:]
+	// "docker container run", "docker image ls", "docker compose up".
+	switch sub {
+	case "container", "image", "volume", "network", "system", "builder", "buildx", "context", "plugin", "secret", "swarm", "node", "service", "stack", "config", "trust", "manifest", "scout":
+		if len(rest) > 0 {
+			verb := rest[0].s
+			if verb == "ls" || verb == "list" || verb == "inspect" || verb == "df" || verb == "history" || verb == "show" || verb == "logs" {
+				w.add(Allow, "docker-read", fmt.Sprintf("%s %s %s only lists or shows", c.name, sub, verb), c.part)
+				return
+			}
+			if sub == "container" && (verb == "run" || verb == "create") {
+				sub, rest = verb, rest[1:]
+			}
+		}
+	case "compose":
+		checkDockerCompose(w, c.sub(append([]field{lit("docker-compose")}, rest...)))
+		return
+	}
+	if dockerReadOnly[sub] {
+		if sub == "logs" || sub == "inspect" || sub == "ps" || sub == "images" || sub == "version" || sub == "info" || sub == "stats" || sub == "top" || sub == "history" || sub == "port" || sub == "diff" || sub == "help" || strings.HasPrefix(sub, "-") {
+			w.add(Allow, "docker-read", fmt.Sprintf("%s %s only lists or shows", c.name, sub), c.part)
+			return
+		}
+	}
+	switch sub {
+	case "run", "create", "exec":
+		checkDockerRun(w, c, sub, rest)
+	case "cp":
+		for _, a := range rest {
+			if !strings.Contains(a.s, ":") {
+				w.pathOp(opCopy, a, c.name+" cp", "", false)
+				w.pathOp(opWrite, a, c.name+" cp", "", false)
+			}
+		}
+		w.add(Confirm, "docker", c.name+" cp copies files between the host and a container; approval is needed", c.part)
+	default:
+		w.add(Confirm, "docker", fmt.Sprintf("%s %s manages containers or images; approval is needed", c.name, sub), c.part)
+	}
+}
+
+// hostMountClasses are the paths whose bind mount gives a container the host.
+func (w *walker) hostMount(c *call, src field, how string) {
+	if strings.HasSuffix(src.s, "docker.sock") || strings.HasSuffix(src.s, "containerd.sock") || strings.HasSuffix(src.s, "podman.sock") {
+		w.add(Deny, "docker-host-mount", fmt.Sprintf("%s mounts the container engine's socket (%s), which controls the host as root; do not mount it", how, src.show()), c.part)
+		return
+	}
+	if !strings.HasPrefix(src.s, "/") && !strings.HasPrefix(src.s, "~") && !strings.HasPrefix(src.s, ".") && !strings.HasPrefix(src.s, unknown) {
+		return // a named volume
+	}
+	info := w.classifyPath(src)
+	switch info.class {
+	case pcRoot, pcHome, pcSystem, pcSecret, pcSSH, pcDevice, pcKernel, pcAncestor, pcStartup, pcHistory:
+		w.add(Deny, "docker-host-mount", fmt.Sprintf("%s mounts %s into a container, giving it the host's files; mount only directories of the workspace", how, info.what), c.part)
+	case pcEmptyVar, pcUnknown, pcOutside, pcHomeFile:
+		w.add(Confirm, "docker-host-mount", fmt.Sprintf("%s mounts %s into a container; approval is needed", how, info.what), c.part)
+	}
+}
+
+func checkDockerRun(w *walker, c *call, sub string, args []field) {
+	i := 0
+	for i < len(args) && isOpt(args[i].s) {
+		s := args[i].s
+		name, val, has := strings.Cut(s, "=")
+		if !has && dockerValued[name] && i+1 < len(args) {
+			i++
+			val = args[i].s
+			has = true
+		}
+		vf := lit(val)
+		if i < len(args) {
+			vf = args[i]
+			vf.s = val
+		}
+		switch name {
+		case "--privileged":
+			w.add(Deny, "docker-privileged", c.name+" "+sub+" --privileged gives the container full control of the host; run it without --privileged", c.part)
+		case "--pid", "--ipc", "--userns", "--uts", "--cgroupns":
+			if val == "host" {
+				w.add(Deny, "docker-privileged", fmt.Sprintf("%s %s=host shares the host's namespace with the container; drop the option", c.name, name), c.part)
+			}
+		case "--net", "--network":
+			if val == "host" {
+				w.add(Confirm, "docker", c.name+" --network=host gives the container the host's network; approval is needed", c.part)
+			}
+		case "--cap-add":
+			if v := strings.ToUpper(val); v == "ALL" || strings.Contains(v, "SYS_ADMIN") || strings.Contains(v, "SYS_MODULE") || strings.Contains(v, "SYS_PTRACE") || strings.Contains(v, "DAC_READ_SEARCH") || strings.Contains(v, "SYS_RAWIO") {
+				w.add(Deny, "docker-privileged", fmt.Sprintf("%s --cap-add=%s lets the container break out to the host; drop the capability", c.name, val), c.part)
+			}
+		case "--security-opt":
+			if strings.Contains(val, "unconfined") || strings.Contains(val, "label=disable") || strings.Contains(val, "label:disable") {
+				w.add(Deny, "docker-privileged", c.name+" --security-opt "+val+" turns off the container's confinement; drop the option", c.part)
+			}
+		case "--device":
+			w.add(Deny, "docker-privileged", c.name+" --device "+val+" gives the container a host device; drop the option", c.part)
+		case "-v", "--volume":
+			src, _, _ := strings.Cut(val, ":")
+			f := vf
+			f.s = src
+			w.hostMount(c, f, c.name+" -v "+val)
+		case "--mount":
+			for _, kv := range strings.Split(val, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				if k == "source" || k == "src" {
+					f := vf
+					f.s = v
+					if strings.Contains(val, "type=bind") || strings.HasPrefix(v, "/") || strings.HasPrefix(v, "~") {
+						w.hostMount(c, f, c.name+" --mount "+val)
+					}
+				}
+			}
+		case "--entrypoint", "--health-cmd":
+			w.programString(vf, c.part, c.name+" "+name)
+		}
+		i++
+	}
+	if i < len(args) && sub != "exec" {
+		if img := args[i]; minerImage.MatchString(img.s) {
+			w.add(Deny, "miner", c.name+" "+sub+" "+img.show()+" runs a cryptocurrency miner; mining is not allowed", c.part)
+		}
+	}
+	if sub == "exec" {
+		w.add(Confirm, "docker", c.name+" exec runs a command in another container; approval is needed", c.part)
+		return
+	}
+	w.add(Confirm, "docker", fmt.Sprintf("%s %s starts a container; approval is needed", c.name, sub), c.part)
+}
+
+func checkDockerCompose(w *walker, c *call) {
+	args := c.args()
+	i := 0
+	for i < len(args) && isOpt(args[i].s) {
+		if dockerValued[args[i].s] {
+			i++
+		}
+		i++
+	}
+	if i < len(args) {
+		switch args[i].s {
+		case "ps", "logs", "config", "ls", "images", "version", "top", "port", "events":
+			w.add(Allow, "docker-read", "docker compose "+args[i].s+" only lists or shows", c.part)
+			return
+		case "run", "exec":
+			checkDockerRun(w, c, args[i].s, args[i+1:])
+			return
+		}
+		w.add(Confirm, "docker", "docker compose "+args[i].s+" starts, stops or changes containers; approval is needed", c.part)
+	}
+}
+
+// Clusters and clouds: everything needs approval; deleting whole namespaces,
+// projects or infrastructure is denied.
+var destroyVerb = regexp.MustCompile(`(?i)^(delete|destroy|terminate|purge|rb|remove|rm|drop|wipe|nuke|apps:destroy|destroy-.*|delete-.*|terminate-.*|.*:delete|.*:destroy|deregister-.*|uninstall)$`)
+
+func checkKubectl(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("nlfoc", "--namespace", "--selector", "--filename", "--output", "--context", "--kubeconfig", "--cluster", "--user", "--server", "--token", "--field-selector", "--as", "--as-group"))
+	ops := fieldStrings(p.ops)
+	if len(ops) == 0 {
+		return
+	}
+	switch ops[0] {
+	case "version", "help", "completion", "api-resources", "api-versions", "explain":
+		w.add(Allow, "info", c.name+" "+ops[0]+" prints information about the tool", c.part)
+		return
+	case "delete":
+		if len(ops) > 1 && (ops[1] == "namespace" || ops[1] == "ns" || ops[1] == "namespaces" || ops[1] == "node" || ops[1] == "nodes" ||
+			strings.HasPrefix(ops[1], "namespace/") || ops[1] == "pv" || ops[1] == "persistentvolume" || ops[1] == "crd") ||
+			p.has("--all", "-A", "--all-namespaces") {
+			w.add(Deny, "cluster-destroy", c.name+" delete of namespaces, nodes or everything at once destroys a cluster's workloads; delete only the resources you mean, and ask the user", c.part)
+			return
+		}
+	case "config":
+		if p.has("--raw") || len(ops) > 1 && ops[1] == "view" && p.has("--flatten") {
+			w.add(Deny, "secret-read", c.name+" config view --raw prints the cluster credentials; credentials must not be read — ask the user", c.part)
+			return
+		}
+	case "get", "describe":
+		if len(ops) > 1 && (ops[1] == "secret" || ops[1] == "secrets" || strings.HasPrefix(ops[1], "secret/")) {
+			if out := p.values("-o", "--output"); len(out) > 0 && !strings.HasPrefix(out[0].s, "name") || ops[0] == "describe" && false {
+				w.add(Deny, "secret-read", c.name+" get secret -o prints the secrets' values; credentials must not be read — ask the user", c.part)
+				return
+			}
+		}
+	case "exec", "cp", "port-forward", "proxy", "debug", "attach", "run":
+		w.add(Confirm, "cluster", fmt.Sprintf("%s %s runs or reaches into workloads on a cluster; approval is needed", c.name, ops[0]), c.part)
+		return
+	}
+	w.add(Confirm, "cluster", fmt.Sprintf("%s %s talks to a cluster with the user's credentials; approval is needed", c.name, ops[0]), c.part)
+}
+
+func checkInfra(w *walker, c *call) {
+	args := fieldStrings(c.args())
+	sub := ""
+	for _, a := range args {
+		if !isOpt(a) {
+			sub = a
+			break
+		}
+	}
+	switch sub {
+	case "fmt", "validate", "version", "providers", "-version", "--version", "help", "graph", "syntax-check", "lint", "init-check":
+		if c.name != "ansible" && c.name != "ansible-playbook" {
+			w.add(Allow, "infrastructure-local", fmt.Sprintf("%s %s works on local files only", c.name, sub), c.part)
+			return
+		}
+	case "destroy", "down", "nuke":
+		w.add(Deny, "infrastructure-destroy", fmt.Sprintf("%s %s destroys infrastructure; do not destroy resources — ask the user", c.name, sub), c.part)
+		return
+	}
+	for _, a := range args {
+		if a == "-destroy" || a == "--destroy" || (sub == "state" && (a == "rm" || a == "push")) {
+			w.add(Deny, "infrastructure-destroy", fmt.Sprintf("%s %s destroys infrastructure or its state; do not destroy resources — ask the user", c.name, sub), c.part)
+			return
+		}
+	}
+	w.add(Confirm, "infrastructure", fmt.Sprintf("%s %s reads or changes infrastructure with the user's credentials; approval is needed", c.name, sub), c.part)
+}
+
+var cloudSecretVerb = regexp.MustCompile(`(?i)^(get-secret-value|print-access-token|print-identity-token|get-access-token|get-session-token|get-login-password|export-credentials|get-authorization-token|decrypt|get-parameters?|access)$`)
+
+func checkCloud(w *walker, c *call) {
+	var words []string
+	for _, a := range c.args() {
+		if isOpt(a.s) {
+			continue
+		}
+		words = append(words, a.s)
+		if len(words) >= 4 {
+			break
+		}
+	}
+	for i, v := range words {
+		if cloudSecretVerb.MatchString(v) && (v != "get-parameter" && v != "get-parameters" || strings.Contains(c.part, "--with-decryption")) &&
+			(v != "access" || i > 0 && words[i-1] == "versions") {
+			w.add(Deny, "secret-read", fmt.Sprintf("%s %s prints credentials or secrets; credentials must not be read or sent — ask the user", c.name, v), c.part)
+			return
+		}
+		if v == "configure" && i+1 < len(words) && (words[i+1] == "get" || words[i+1] == "export-credentials") {
+			w.add(Deny, "secret-read", c.name+" configure get prints stored credentials; credentials must not be read — ask the user", c.part)
+			return
+		}
+	}
+	for _, v := range words {
+		if destroyVerb.MatchString(v) {
+			if (v == "rm" || v == "remove") && c.name == "aws" && !c.flag("", "--recursive") {
+				continue
+			}
+			if (v == "rm" || v == "remove" || v == "uninstall") && (c.name == "helm" || c.name == "gsutil" || c.name == "rclone" || c.name == "s3cmd") && !c.flag("r", "--recursive") {
+				continue
+			}
+			w.add(Deny, "cloud-destroy", fmt.Sprintf("%s %s deletes cloud resources, which may not be recoverable; do not delete them — ask the user", c.name, strings.Join(words, " ")), c.part)
+			return
+		}
+	}
+	what := c.name
+	if len(words) > 0 {
+		what += " " + strings.Join(words[:min(2, len(words))], " ")
+	}
+	w.add(Confirm, "cloud", fmt.Sprintf("%s talks to a cloud or cluster with the user's credentials; approval is needed", what), c.part)
+}
+
+var dbWipe = regexp.MustCompile(`(?i)\b(drop\s+(database|schema|table|user|role)|truncate\s+(table\s+)?\w|flushall|flushdb|dropDatabase|deleteMany\s*\(\s*\{\s*\}|delete\s+from\s+\w+\s*(;|$))`)
+
+func checkDatabase(w *walker, c *call) {
+	for _, a := range c.args() {
+		if dbWipe.MatchString(a.s) {
+			w.add(Deny, "db-wipe", fmt.Sprintf("%s would delete a database, a table or all its data (%s); do not delete data — ask the user", c.name, a.show()), c.part)
+			return
+		}
+	}
+	if c.stdin.hasText && dbWipe.MatchString(c.stdin.text) {
+		w.add(Deny, "db-wipe", c.name+" would delete a database, a table or all its data; do not delete data — ask the user", c.part)
+		return
+	}
+	w.add(Confirm, "database", c.name+" connects to a database server; approval is needed", c.part)
+}
+
+func checkEditor(w *walker, c *call) {
+	for i, a := range c.args() {
+		s := a.s
+		var cmd string
+		switch {
+		case strings.HasPrefix(s, "+"):
+			cmd = s[1:]
+		case (s == "-c" || s == "--cmd" || s == "-e" || s == "--eval") && i+1 < len(c.args()):
+			cmd = c.args()[i+1].s
+		case s == "-s" || s == "-S" || s == "-u" || s == "--script" || s == "-l" || s == "--load":
+			w.add(Confirm, "editor-script", c.name+" "+s+" runs an editor script; approval is needed", c.part)
+		}
+		if cmd == "" {
+			continue
+		}
+		if j := strings.IndexByte(cmd, '!'); j >= 0 || strings.Contains(cmd, "system(") || strings.Contains(cmd, "shell-command") || strings.Contains(cmd, "call-process") {
+			w.add(Confirm, "editor-exec", c.name+" runs a shell command from its command line; run the command directly", c.part)
+			if j >= 0 {
+				w.script(cmd[j+1:], c.part)
+			}
+		} else if strings.ContainsAny(cmd, "wW") && strings.Contains(cmd, "w ") {
+			w.add(Allow, "editor", c.name+" runs editor commands", c.part)
+		}
+	}
+	c.judgedPaths = false
+}
+
+func checkMan(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("PHMmSsCREL", "--pager", "--html", "--manpath", "--sections", "--config-file", "--encoding", "--preprocessor", "--locale"))
+	for _, o := range p.opts {
+		switch o.name {
+		case "-P", "--pager", "-H", "--html":
+			w.add(Confirm, "program-option", c.name+" "+o.name+" runs a program of the command's choosing; drop the option", c.part)
+			if o.has {
+				w.programString(o.val, c.part, c.name+" "+o.name)
+			}
+		}
+	}
+}

@@ -1,0 +1,764 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// Checks of programs that change files.
+
+func registerFS() {
+	check := func(names string, base program, fn func(w *walker, c *call)) {
+		base.check = fn
+		reg(names, base)
+	}
+	check("rm", pEdit, checkRm)
+	check("unlink rmdir", pEdit, func(w *walker, c *call) {
+		c.judgedPaths = true
+		for _, f := range parseArgs(c.args(), spec("")).ops {
+			w.pathOp(opDelete, f, actor(c), "", false)
+		}
+	})
+	check("shred", pEdit, func(w *walker, c *call) {
+		c.judgedPaths = true
+		p := parseArgs(c.args(), spec("nsx", "--iterations", "--size", "--random-source"))
+		for _, f := range p.ops {
+			if w.pathOp(opWrite, f, actor(c), "", false) == Allow {
+				w.add(Confirm, "shred", fmt.Sprintf("shred destroys %s beyond recovery; approval is needed", f.show()), c.part)
+			}
+		}
+	})
+	check("cp", pEdit, func(w *walker, c *call) { checkCopy(w, c, false) })
+	check("mv", pEdit, func(w *walker, c *call) { checkCopy(w, c, true) })
+	check("install", pEdit, checkInstall)
+	check("ln", pEdit, checkLn)
+	check("chmod chown chgrp chattr setfacl", pEdit, checkChmod)
+	check("touch mkdir mkfifo mknod", pEdit, func(w *walker, c *call) {
+		c.judgedPaths = true
+		p := parseArgs(c.args(), spec("mrdtTZ", "--mode", "--reference", "--date", "--context"))
+		for _, f := range p.ops {
+			w.pathOp(opWrite, f, actor(c), "", false)
+		}
+	})
+	check("tee", pEdit, func(w *walker, c *call) {
+		c.judgedPaths = true
+		for _, f := range parseArgs(c.args(), spec("", "--output-error")).ops {
+			w.pathOp(opWrite, f, actor(c), "", false)
+		}
+	})
+	check("truncate", pEdit, func(w *walker, c *call) {
+		c.judgedPaths = true
+		p := parseArgs(c.args(), spec("sr", "--size", "--reference"))
+		for _, f := range p.ops {
+			w.pathOp(opWrite, f, actor(c), "", false)
+		}
+	})
+	check("dd", pEdit, checkDd)
+	check("sed gsed", pEdit, checkSed)
+	check("awk gawk mawk nawk busybox-awk", pText, checkAwk)
+	check("find gfind", pRead, checkFind)
+	check("fd fdfind", pRead, checkFd)
+	check("xargs", pText, checkXargs)
+	check("tar gtar bsdtar", pEdit, checkTar)
+	check("zip", pEdit, func(w *walker, c *call) {
+		args := c.args()
+		for i, a := range args {
+			v := a
+			switch {
+			case (a.s == "-TT" || a.s == "--unzip-command") && i+1 < len(args):
+				v = args[i+1]
+			case strings.HasPrefix(a.s, "--unzip-command="):
+				v.s = strings.TrimPrefix(a.s, "--unzip-command=")
+			default:
+				continue
+			}
+			w.add(Confirm, "archive-exec", "zip -TT runs a program to test the archive; drop the option", c.part)
+			w.programString(v, c.part, "zip -TT")
+		}
+		var rest []field
+		for i := 0; i < len(args); i++ {
+			if args[i].s == "-TT" || args[i].s == "--unzip-command" {
+				i++
+				continue
+			}
+			rest = append(rest, args[i])
+		}
+		p := parseArgs(rest, spec("bnOtxiPd", "--unzip-command", "--temp-path", "--password", "--out"))
+		c.judgedPaths = true
+		for i, f := range p.ops {
+			if i == 0 {
+				w.pathOp(opWrite, f, actor(c), "", false)
+			} else {
+				w.pathOp(opCopy, f, actor(c), "", false)
+			}
+		}
+	})
+	check("unzip", pEdit, func(w *walker, c *call) {
+		p := parseArgs(c.args(), spec("dxP"))
+		c.judgedPaths = true
+		for _, d := range p.values("-d") {
+			w.pathOp(opWrite, d, actor(c), "", false)
+		}
+	})
+	check("gzip gunzip bzip2 bunzip2 xz unxz zstd unzstd lz4 compress uncompress", pEdit, func(w *walker, c *call) {
+		p := parseArgs(c.args(), spec("SbTo", "--suffix", "--threads", "--output"))
+		if p.has("-c", "--stdout", "--to-stdout", "-l", "--list", "-t", "--test") {
+			return
+		}
+		c.judgedPaths = true
+		for _, f := range p.ops {
+			w.pathOp(opCopy, f, actor(c), "", false)
+			w.pathOp(opWrite, f, actor(c), "", false)
+		}
+	})
+	check("patch", pEdit, func(w *walker, c *call) {
+		p := parseArgs(c.args(), spec("pioDBFrVYzdgs", "--input", "--output", "--directory", "--reject-file"))
+		for _, f := range p.values("-o", "--output", "-r", "--reject-file") {
+			w.pathOp(opWrite, f, actor(c), "", false)
+		}
+		for _, f := range p.values("-d", "--directory") {
+			w.pathOp(opWrite, f, actor(c), "", false)
+		}
+		if len(p.ops) > 0 {
+			w.pathOp(opWrite, p.ops[0], actor(c), "", false)
+		}
+	})
+}
+
+// checkRm: rm of the workspace's files is allowed, a recursive rm needs
+// approval, and rm of the filesystem's root, the home directory, system
+// directories or credentials is denied.
+func checkRm(w *walker, c *call) {
+	c.judgedPaths = true
+	p := parseArgs(c.args(), spec(""))
+	recursive := p.has("-r", "-R", "--recursive")
+	if p.has("--no-preserve-root") {
+		w.add(Deny, "rm-no-preserve-root", "rm --no-preserve-root exists only to delete the whole filesystem; remove only the paths you mean, inside the workspace", c.part)
+	}
+	o := opDelete
+	if recursive {
+		o = opDeleteTree
+	}
+	for _, f := range p.ops {
+		w.pathOp(o, f, actor(c), "", false)
+	}
+}
+
+// checkCopy: cp and mv read their sources (mv also removes them) and write the
+// destination.
+func checkCopy(w *walker, c *call, move bool) {
+	c.judgedPaths = true
+	p := parseArgs(c.args(), spec("tSZ", "--target-directory", "--suffix", "--backup", "--context"))
+	ops := p.ops
+	dests := p.values("-t", "--target-directory")
+	if len(dests) == 0 && len(ops) > 1 {
+		dests = ops[len(ops)-1:]
+		ops = ops[:len(ops)-1]
+	}
+	recursive := p.has("-r", "-R", "-a", "--recursive", "--archive")
+	for _, f := range ops {
+		if move {
+			w.pathOp(opDelete, f, actor(c), "", false)
+		}
+		w.pathOp(opCopy, f, actor(c), "", false)
+	}
+	for _, d := range dests {
+		if recursive || move {
+			w.pathOp(opWrite, d, actor(c), "", false)
+		} else {
+			w.pathOp(opWrite, d, actor(c), "", false)
+		}
+	}
+}
+
+func checkInstall(w *walker, c *call) {
+	c.judgedPaths = true
+	p := parseArgs(c.args(), spec("gmotSZ", "--group", "--mode", "--owner", "--target-directory", "--suffix", "--strip-program"))
+	for _, v := range p.values("--strip-program") {
+		w.programString(v, c.part, "install --strip-program")
+	}
+	ops := p.ops
+	if p.has("-d", "--directory") {
+		for _, f := range ops {
+			w.pathOp(opWrite, f, actor(c), "", false)
+		}
+		return
+	}
+	dests := p.values("-t", "--target-directory")
+	if len(dests) == 0 && len(ops) > 1 {
+		dests = ops[len(ops)-1:]
+		ops = ops[:len(ops)-1]
+	}
+	for _, f := range ops {
+		w.pathOp(opCopy, f, actor(c), "", false)
+	}
+	for _, d := range dests {
+		w.pathOp(opWrite, d, actor(c), "", false)
+	}
+}
+
+func checkLn(w *walker, c *call) {
+	c.judgedPaths = true
+	p := parseArgs(c.args(), spec("tS", "--target-directory", "--suffix", "--backup"))
+	ops := p.ops
+	dests := p.values("-t", "--target-directory")
+	if len(dests) == 0 {
+		if len(ops) > 1 {
+			dests = ops[len(ops)-1:]
+			ops = ops[:len(ops)-1]
+		} else if len(ops) == 1 {
+			dests = []field{lit(path.Base(ops[0].s))}
+		}
+	}
+	for _, f := range ops {
+		target := f
+		if !strings.HasPrefix(f.s, "/") && !strings.HasPrefix(f.s, "~") && len(dests) == 1 && p.has("-s", "--symbolic") {
+			// A relative symlink target is relative to the link's directory.
+			if dir := path.Dir(dests[0].s); dir != "." && !strings.Contains(dests[0].s, unknown) {
+				target.s = dir + "/" + f.s
+			}
+		}
+		w.pathOp(opLink, target, actor(c), "", false)
+	}
+	for _, d := range dests {
+		w.pathOp(opWrite, d, actor(c), "", false)
+	}
+}
+
+var setuidMode = regexp.MustCompile(`^(?:[0-7]?[2-7][0-7]{3}|.*[ugoa]*[+=][rwxXt]*s.*)$`)
+
+func checkChmod(w *walker, c *call) {
+	c.judgedPaths = true
+	p := parseArgs(c.args(), spec("", "--reference", "--from"))
+	ops := p.ops
+	if !p.has("--reference") && len(ops) > 0 && c.name != "chattr" {
+		mode := ops[0]
+		ops = ops[1:]
+		if c.name == "chmod" && mode.known() && setuidMode.MatchString(mode.s) {
+			w.add(Confirm, "setuid", fmt.Sprintf("chmod %s sets the setuid or setgid bit, which lets a program run with its owner's rights; approval is needed", mode.s), c.part)
+		}
+		if c.name != "chmod" && c.name != "setfacl" {
+			w.add(Confirm, "chown", c.name+" changes who owns files; approval is needed", c.part)
+		}
+	}
+	if c.name == "chattr" {
+		w.add(Confirm, "chattr", "chattr changes file attributes such as immutability; approval is needed", c.part)
+		var rest []field
+		for _, f := range ops {
+			if !strings.HasPrefix(f.s, "+") && !strings.HasPrefix(f.s, "=") {
+				rest = append(rest, f)
+			}
+		}
+		ops = rest
+	}
+	o := opMeta
+	if p.has("-R", "--recursive") {
+		o = opMetaTree
+	}
+	for _, f := range ops {
+		w.pathOp(o, f, actor(c), "", false)
+	}
+}
+
+func checkDd(w *walker, c *call) {
+	c.judgedPaths = true
+	for _, a := range c.args() {
+		k, v, ok := strings.Cut(a.s, "=")
+		if !ok {
+			continue
+		}
+		f := a
+		f.s, f.raw, f.glob = v, "", false
+		switch k {
+		case "of":
+			w.pathOp(opWrite, f, actor(c), "", false)
+		case "if":
+			w.pathOp(opRead, f, actor(c), "", false)
+		}
+	}
+}
+
+// checkSed: sed's scripts can write files (w), read them (r) and, in GNU sed,
+// run commands (the e command and the e flag of s).
+func checkSed(w *walker, c *call) {
+	c.judgedPaths = true
+	p := parseArgs(c.args(), spec("efl", "--expression", "--file", "--line-length"))
+	scripts := p.values("-e", "--expression")
+	ops := p.ops
+	if len(scripts) == 0 && len(p.values("-f", "--file")) == 0 && len(ops) > 0 {
+		scripts, ops = ops[:1], ops[1:]
+	}
+	inPlace := false
+	for _, o := range p.opts {
+		if o.name == "-i" || o.name == "--in-place" {
+			inPlace = true
+		}
+	}
+	// -i may be clustered with a suffix (-i.bak) or with other letters (-ni).
+	for _, a := range c.args() {
+		if hasShort(a.s, "i") || strings.HasPrefix(a.s, "--in-place") {
+			inPlace = true
+		}
+	}
+	for _, f := range ops {
+		if inPlace {
+			w.pathOp(opWrite, f, actor(c), "", false)
+		} else {
+			w.pathOp(opRead, f, actor(c), "", false)
+		}
+	}
+	for _, s := range scripts {
+		if !s.known() {
+			w.add(Confirm, "sed-dynamic", "the sed script is computed at run time, and sed scripts can write files and run commands; write the script literally", c.part)
+			continue
+		}
+		w.sedScript(c, s.s)
+	}
+}
+
+func (w *walker) sedScript(c *call, script string) {
+	i := 0
+	n := len(script)
+	restOfLine := func() string {
+		j := strings.IndexByte(script[i:], '\n')
+		var s string
+		if j < 0 {
+			s, i = script[i:], n
+		} else {
+			s, i = script[i:i+j], i+j+1
+		}
+		return strings.TrimSpace(s)
+	}
+	delimited := func(d byte) string {
+		var sb strings.Builder
+		for i < n && script[i] != d {
+			if script[i] == '\\' && i+1 < n {
+				if script[i+1] != d {
+					sb.WriteByte('\\')
+				}
+				i++
+			}
+			if script[i] != '\n' || true {
+				sb.WriteByte(script[i])
+			}
+			i++
+		}
+		i++ // the delimiter
+		return sb.String()
+	}
+	for i < n {
+		ch := script[i]
+		switch {
+		case ch == ' ' || ch == '\t' || ch == '\n' || ch == ';' || ch == '!' || ch == '{' || ch == '}' || ch == ',' ||
+			ch == '$' || ch == '~' || ch == '+' || ch >= '0' && ch <= '9':
+			i++
+		case ch == '/' || ch == '\\':
+			// An address /regex/ or \cregexc.
+			i++
+			d := byte('/')
+			if ch == '\\' && i < n {
+				d = script[i]
+				i++
+			}
+			delimited(d)
+			for i < n && (script[i] == 'I' || script[i] == 'M') {
+				i++
+			}
+		case ch == 's' || ch == 'y':
+			i++
+			if i >= n {
+				return
+			}
+			d := script[i]
+			i++
+			delimited(d)
+			repl := delimited(d)
+			if ch == 'y' {
+				continue
+			}
+			exec := false
+			for i < n && strings.IndexByte("gpeiImM0123456789w", script[i]) >= 0 {
+				switch script[i] {
+				case 'e':
+					exec = true
+				case 'w':
+					i++
+					w.pathOp(opWrite, lit(restOfLine()), actor(c), "", false)
+					continue
+				}
+				i++
+			}
+			if exec {
+				w.add(Confirm, "sed-exec", "the e flag makes sed run the result of the substitution as a shell command; use sed for text only", c.part)
+				cmd := strings.NewReplacer(`\n`, "\n", "&", "", `\1`, "", `\2`, "").Replace(repl)
+				w.script(cmd, c.part)
+			}
+		case ch == 'e':
+			i++
+			cmd := restOfLine()
+			w.add(Confirm, "sed-exec", "the sed e command runs a shell command; use sed for text only", c.part)
+			if cmd != "" {
+				w.script(cmd, c.part)
+			}
+		case ch == 'w' || ch == 'W':
+			i++
+			w.pathOp(opWrite, lit(restOfLine()), actor(c), "", false)
+		case ch == 'r' || ch == 'R':
+			i++
+			w.pathOp(opRead, lit(restOfLine()), actor(c), "", false)
+		case ch == 'a' || ch == 'i' || ch == 'c' || ch == ':' || ch == 'b' || ch == 't' || ch == 'T' || ch == '#':
+			i++
+			restOfLine()
+		default:
+			i++
+		}
+	}
+}
+
+var (
+	awkExec  = regexp.MustCompile(`\bsystem\s*\(|\|\s*getline|\|&|\bprint[f]?\b[^;{}\n]*[^|]\|[^|]`)
+	awkWrite = regexp.MustCompile(`\bprint[f]?\b[^;{}\n]*?>>?\s*"([^"]*)"`)
+)
+
+// checkAwk: awk programs can run commands (system, pipes to and from
+// commands) and write files.
+func checkAwk(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("fvFWE", "--file", "--assign", "--field-separator", "--source", "--include", "--load"))
+	progs := p.values("--source")
+	ops := p.ops
+	if len(p.values("-f", "--file", "-E", "--include")) == 0 && len(progs) == 0 && len(ops) > 0 {
+		progs, ops = ops[:1], ops[1:]
+	}
+	if len(p.values("-l", "--load")) > 0 {
+		w.add(Confirm, "awk-exec", "gawk -l loads a compiled extension, which runs native code; drop the option", c.part)
+	}
+	for _, f := range ops {
+		if !strings.Contains(f.s, "=") {
+			w.pathOp(opRead, f, actor(c), "", false)
+		}
+	}
+	c.judgedPaths = true
+	for _, prog := range progs {
+		if !prog.known() {
+			w.add(Confirm, "awk-dynamic", "the awk program is computed at run time, and awk can run commands; write the program literally", c.part)
+			continue
+		}
+		code := stripStrings(prog.s)
+		if awkExec.MatchString(code) {
+			w.add(Confirm, "awk-exec", c.name+" runs shell commands from its program (system, or a pipe to or from a command); run the commands directly", c.part)
+			for _, s := range stringLiterals(prog.s) {
+				w.scriptQuiet(s, c.part)
+			}
+		}
+		for _, m := range awkWrite.FindAllStringSubmatch(prog.s, 8) {
+			w.pathOp(opWrite, lit(m[1]), actor(c), "", false)
+		}
+	}
+}
+
+// stripStrings blanks out the contents of double-quoted strings in code, so
+// that a "|" inside a string does not look like a pipe.
+func stripStrings(code string) string {
+	b := []byte(code)
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == '\\' && in && i+1 < len(b):
+			b[i], b[i+1] = ' ', ' '
+			i++
+		case b[i] == '"':
+			in = !in
+		case in:
+			b[i] = ' '
+		}
+	}
+	return string(b)
+}
+
+// stringLiterals returns the quoted strings in a piece of code.
+func stringLiterals(code string) []string {
+	var out []string
+	for i := 0; i < len(code) && len(out) < 64; i++ {
+		q := code[i]
+		if q != '"' && q != '\'' && q != '`' {
+			continue
+		}
+		var sb strings.Builder
+		j := i + 1
+		for ; j < len(code) && code[j] != q; j++ {
+			if code[j] == '\\' && j+1 < len(code) && q != '\'' {
+				j++
+				switch code[j] {
+				case 'n':
+					sb.WriteByte('\n')
+					continue
+				case 't':
+					sb.WriteByte('\t')
+					continue
+				}
+			}
+			sb.WriteByte(code[j])
+		}
+		if s := sb.String(); strings.TrimSpace(s) != "" && len(s) <= maxValue {
+			out = append(out, s)
+		}
+		i = j
+	}
+	return out
+}
+
+// checkFind: find only reads, unless an action runs a command (-exec, -ok) or
+// deletes (-delete), or writes a file (-fprint).
+func checkFind(w *walker, c *call) {
+	args := c.args()
+	var roots []field
+	i := 0
+	for ; i < len(args); i++ {
+		s := args[i].s
+		if s == "-H" || s == "-L" || s == "-P" || strings.HasPrefix(s, "-D") || strings.HasPrefix(s, "-O") {
+			continue
+		}
+		if isOpt(s) || s == "(" || s == "!" || s == "\\(" {
+			break
+		}
+		roots = append(roots, args[i])
+	}
+	if len(roots) == 0 {
+		roots = []field{lit(".")}
+	}
+	namePat := "*"
+	for j := i; j+1 < len(args); j++ {
+		switch args[j].s {
+		case "-name", "-iname":
+			if args[j+1].known() && !strings.Contains(args[j+1].s, "/") {
+				namePat = args[j+1].s
+			}
+		}
+	}
+	for _, r := range roots {
+		w.pathOp(opRead, r, actor(c), "", false)
+	}
+	c.judgedPaths = true
+	for ; i < len(args); i++ {
+		s := args[i].s
+		switch s {
+		case "-delete":
+			for _, r := range roots {
+				if w.pathOp(opDeleteTree, r, "find -delete", "", false) == Allow {
+					w.add(Confirm, "find-delete", fmt.Sprintf("find -delete deletes every match under %s; approval is needed", r.show()), c.part)
+				}
+			}
+			if len(roots) == 0 {
+				w.add(Confirm, "find-delete", "find -delete deletes every match; approval is needed", c.part)
+			}
+		case "-exec", "-execdir", "-ok", "-okdir":
+			j := i + 1
+			for j < len(args) && args[j].s != ";" && args[j].s != "+" {
+				j++
+			}
+			inner := append([]field(nil), args[i+1:j]...)
+			i = j
+			if len(inner) == 0 {
+				continue
+			}
+			for _, r := range roots {
+				sub := make([]field, len(inner))
+				for k, a := range inner {
+					sub[k] = a
+					if strings.Contains(a.s, "{}") {
+						sub[k] = placeholder(a, "{}", strings.TrimSuffix(r.s, "/")+"/"+namePat)
+					}
+				}
+				w.add(Allow, "find-exec", fmt.Sprintf("find %s runs %s on every match; that command is checked", s, sub[0].show()), c.part)
+				if deleters[path.Base(sub[0].s)] {
+					w.add(Confirm, "find-exec-delete", fmt.Sprintf("find %s %s deletes or destroys every file find matches under %s; approval is needed", s, sub[0].show(), r.show()), c.part)
+				}
+				w.command(c.sub(sub))
+				if !r.known() {
+					break
+				}
+			}
+		case "-fprint", "-fprint0", "-fprintf", "-fls":
+			if i+1 < len(args) {
+				w.pathOp(opWrite, args[i+1], actor(c), "", false)
+			}
+		}
+	}
+}
+
+var deleters = set("rm", "unlink", "shred", "rmdir", "truncate", "srm", "wipe")
+
+// placeholder replaces marker in a word with the names a program will put
+// there at run time (find's {}, xargs -I): a glob standing for any of them.
+func placeholder(a field, marker, with string) field {
+	out := a
+	out.s = strings.ReplaceAll(a.s, marker, with)
+	out.pat = strings.ReplaceAll(quoteGlob(a.s), marker, with)
+	out.glob = true
+	out.dyn = true
+	out.literal = false
+	return out
+}
+
+func checkFd(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("xXedtEcj", "--exec", "--exec-batch", "--extension", "--type", "--exclude", "--max-depth", "--min-depth", "--search-path", "--base-directory"))
+	var inner []field
+	for i, a := range c.args() {
+		if a.s == "-x" || a.s == "--exec" || a.s == "-X" || a.s == "--exec-batch" {
+			inner = c.args()[i+1:]
+			break
+		}
+	}
+	_ = p
+	if len(inner) == 0 {
+		return
+	}
+	for i := range inner {
+		if inner[i].s == ";" {
+			inner = inner[:i]
+			break
+		}
+	}
+	if len(inner) == 0 {
+		return
+	}
+	sub := make([]field, len(inner))
+	for k, a := range inner {
+		sub[k] = a
+		for _, m := range []string{"{}", "{/}", "{//}", "{.}", "{/.}"} {
+			if strings.Contains(a.s, m) {
+				sub[k] = placeholder(a, m, "*")
+			}
+		}
+	}
+	if deleters[path.Base(sub[0].s)] {
+		w.add(Confirm, "find-exec-delete", "fd --exec "+sub[0].show()+" deletes every file fd matches; approval is needed", c.part)
+	}
+	w.command(c.sub(sub))
+}
+
+// checkXargs: xargs runs a command with arguments read from its input.
+func checkXargs(w *walker, c *call) {
+	args := c.args()
+	valued := set("-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "--eof", "-I", "-i", "--replace", "-L",
+		"-l", "--max-lines", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var")
+	replace := ""
+	i := 0
+	for ; i < len(args); i++ {
+		s := args[i].s
+		if s == "--" {
+			i++
+			break
+		}
+		if !isOpt(s) {
+			break
+		}
+		name, val, hasVal := strings.Cut(s, "=")
+		if !hasVal && len(name) > 2 && name[1] != '-' {
+			// -I{} -n1 -a file
+			name, val, hasVal = name[:2], name[2:], true
+		}
+		if (name == "-I" || name == "--replace" || name == "-i") && hasVal {
+			replace = val
+		}
+		if valued[name] && !hasVal {
+			if name == "-i" || name == "-e" || name == "-l" {
+				// optional values: attached only
+				if name == "-i" {
+					replace = "{}"
+				}
+				continue
+			}
+			i++
+			if i < len(args) && (name == "-I" || name == "--replace") {
+				replace = args[i].s
+			}
+		}
+		if name == "-a" || name == "--arg-file" {
+			f := args[min(i, len(args)-1)]
+			if hasVal {
+				f = lit(val)
+			}
+			w.pathOp(opRead, f, actor(c), "", false)
+		}
+	}
+	c.judgedPaths = true
+	inner := append([]field(nil), args[i:]...)
+	if len(inner) == 0 {
+		return // echo
+	}
+	if replace != "" {
+		for k, a := range inner {
+			if strings.Contains(a.s, replace) {
+				inner[k] = placeholder(a, replace, "*")
+			}
+		}
+	} else if c.stdin.hasText && c.stdin.kind == dLiteral {
+		// The arguments are known: echo / | xargs rm -rf.
+		for _, s := range strings.Fields(c.stdin.text) {
+			f := lit(s)
+			f.dyn = true
+			inner = append(inner, f)
+			if len(inner) > maxFields {
+				break
+			}
+		}
+	} else {
+		inner = append(inner, field{s: unknown, raw: "…", dyn: true})
+	}
+	w.command(c.sub(inner))
+}
+
+// checkTar: tar reads and writes files, and several options run programs.
+func checkTar(w *walker, c *call) {
+	args := c.args()
+	// Old-style tar takes its options as the first word without a dash.
+	if len(args) > 0 && !isOpt(args[0].s) && args[0].known() && strings.Trim(args[0].s, "cxtrudfvzjJaOpPkmhlSWgGCMTIK") == "" {
+		a := args[0]
+		a.s = "-" + a.s
+		args = append([]field{a}, args[1:]...)
+	}
+	p := parseArgs(args, spec("fCIFLbgHKNTVX", "--file", "--directory", "--use-compress-program", "--to-command",
+		"--info-script", "--new-volume-script", "--rsh-command", "--exclude", "--files-from", "--checkpoint-action",
+		"--transform", "--xform", "--owner", "--group", "--mode", "--format", "--label", "--newer", "--after-date", "--blocking-factor"))
+	for _, o := range p.opts {
+		switch o.name {
+		case "-I", "--use-compress-program", "--to-command", "-F", "--info-script", "--new-volume-script", "--rsh-command":
+			w.add(Confirm, "archive-exec", fmt.Sprintf("tar %s runs a program (%s); use tar's own options instead", o.name, o.val.show()), c.part)
+			w.programString(o.val, c.part, "tar "+o.name)
+		case "--checkpoint-action":
+			if v, ok := strings.CutPrefix(o.val.s, "exec="); ok {
+				w.add(Confirm, "archive-exec", "tar --checkpoint-action=exec runs a program; drop the option", c.part)
+				val := o.val
+				val.s = v
+				w.programString(val, c.part, "tar --checkpoint-action")
+			}
+		}
+	}
+	c.judgedPaths = true
+	extract := p.has("-x", "--extract", "--get")
+	create := p.has("-c", "--create", "-r", "--append", "-u", "--update")
+	for _, f := range p.values("-f", "--file") {
+		if create {
+			w.pathOp(opWrite, f, actor(c), "", false)
+		} else {
+			w.pathOp(opRead, f, actor(c), "", false)
+		}
+	}
+	if extract {
+		dirs := p.values("-C", "--directory")
+		for _, d := range dirs {
+			w.pathOp(opWrite, d, "tar -x -C "+d.show(), "", false)
+		}
+		if p.has("-P", "--absolute-names") {
+			w.add(Confirm, "archive-absolute", "tar -P extracts members to absolute paths, anywhere on the filesystem; extract into the workspace", c.part)
+		}
+	}
+	if create {
+		for _, f := range p.ops {
+			w.pathOp(opCopy, f, actor(c), "", false)
+		}
+	}
+}

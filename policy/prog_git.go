@@ -1,0 +1,345 @@
+package policy
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// git: the commands that read and change the local repository are allowed;
+// those that talk to remotes, discard work or rewrite history need approval;
+// configuration and options that name a program are classified as programs.
+
+// gitProgramKey matches configuration keys whose value is a program git runs,
+// or that make git run programs of the repository's choosing.
+var gitProgramKey = regexp.MustCompile(`^(core\.(sshcommand|fsmonitor|pager|editor|askpass|hookspath|gitproxy|alternaterefscommand|worktree)` +
+	`|sequence\.editor|diff\.external|diff\..+\.(textconv|command)|difftool\..+\.cmd|mergetool\..+\.cmd|merge\..+\.driver` +
+	`|filter\..+\.(clean|smudge|process)|credential\.(.+\.)?helper|gpg\.(.+\.)?program|alias\..+|pager\..+` +
+	`|uploadpack\.packobjectshook|remote\..+\.(uploadpack|receivepack|proxy)|interactive\.difffilter|web\.browser` +
+	`|browser\..+\.(cmd|path)|man\..+\.(cmd|path)|protocol\..*allow|url\..+\.(insteadof|pushinsteadof)|http\.proxy` +
+	`|include\.path|includeif\..+\.path|init\.templatedir|core\.sshcommand|ssh\.variant|imap\.tunnel|sendemail\..*` +
+	`|receive\.procreceiverefs|trace2\..+|submodule\..+\.update|instaweb\..+|color\.pager|column\..*|bisect\..*|status\..*fsmonitor.*)$`)
+
+// gitGlobalValued are git's global options that take the next word as value.
+var gitGlobalValued = set("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--exec-path",
+	"--config-env", "--list-cmds", "--attr-source")
+
+// gitSplit returns git's global options and the subcommand with its arguments.
+func gitSplit(args []field) (globals []opt, sub []field) {
+	for i := 0; i < len(args); i++ {
+		s := args[i].s
+		if !isOpt(s) {
+			return globals, args[i:]
+		}
+		name, val, has := strings.Cut(s, "=")
+		o := opt{name: name}
+		if has {
+			o.val, o.has = args[i], true
+			o.val.s, o.val.raw = val, ""
+		} else if gitGlobalValued[name] && i+1 < len(args) {
+			i++
+			o.val, o.has = args[i], true
+		}
+		globals = append(globals, o)
+	}
+	return globals, nil
+}
+
+// canonicalArgv returns argv without the global options that do not change
+// what a command is, so "git -C . push" matches a rule for "git push *".
+func canonicalArgv(name string, argv []string) []string {
+	if name != "git" || len(argv) < 2 {
+		return nil
+	}
+	fs := make([]field, len(argv)-1)
+	for i, a := range argv[1:] {
+		fs[i] = lit(a)
+	}
+	globals, sub := gitSplit(fs)
+	if len(globals) == 0 || len(sub) == 0 {
+		return nil
+	}
+	out := []string{argv[0]}
+	for _, f := range sub {
+		out = append(out, f.s)
+	}
+	return out
+}
+
+func (w *walker) gitConfig(c *call, key string, val field, how string) {
+	k := lower(key)
+	if !gitProgramKey.MatchString(k) {
+		return
+	}
+	w.add(Confirm, "git-config-program", fmt.Sprintf("%s sets %s, which makes git run a program or load settings of the command's choosing; approval is needed", how, key), c.part)
+	switch {
+	case strings.HasPrefix(k, "alias."):
+		if strings.HasPrefix(val.s, "!") {
+			v := val
+			v.s = strings.TrimPrefix(val.s, "!")
+			w.programString(v, c.part, how)
+		}
+	case strings.HasSuffix(k, "hookspath"), strings.HasPrefix(k, "include"), strings.HasSuffix(k, "templatedir"),
+		strings.HasPrefix(k, "url."), strings.HasPrefix(k, "protocol."), strings.HasSuffix(k, ".proxy"), strings.HasPrefix(k, "http."):
+	default:
+		w.programString(val, c.part, how)
+	}
+}
+
+var (
+	gitReadOnly = set("status", "diff", "log", "show", "blame", "annotate", "shortlog", "describe", "rev-parse",
+		"rev-list", "ls-files", "ls-tree", "cat-file", "grep", "whatchanged", "diff-tree", "diff-files", "diff-index",
+		"for-each-ref", "show-ref", "show-branch", "name-rev", "merge-base", "count-objects", "fsck", "verify-commit",
+		"verify-tag", "check-ignore", "check-attr", "check-ref-format", "check-mailmap", "var", "help", "version",
+		"range-diff", "cherry", "get-tar-commit-id", "ls-remote-local", "patch-id", "column", "stripspace",
+		"interpret-trailers", "mktree", "hash-object", "unpack-file", "fmt-merge-msg", "verify-pack", "show-index", "reflog-show")
+	gitLocal = set("add", "commit", "mv", "rm", "init", "merge", "cherry-pick", "revert", "am", "apply", "format-patch",
+		"bundle", "notes", "sparse-checkout", "worktree", "tag", "stage", "commit-tree", "update-index", "read-tree",
+		"write-tree", "checkout-index", "mergetool-local", "rerere", "mailinfo", "mailsplit", "fast-export",
+		"fast-import", "pack-objects", "pack-refs", "repack", "index-pack", "unpack-objects", "citool", "gui", "gitk", "restore-staged")
+	gitNetwork = set("push", "fetch", "pull", "clone", "ls-remote", "send-email", "request-pull", "svn", "p4",
+		"cvsimport", "cvsexportcommit", "cvsserver", "daemon", "instaweb", "http-backend", "http-fetch", "http-push",
+		"upload-pack", "receive-pack", "upload-archive", "remote-ext", "remote-fd", "imap-send", "archimport", "quiltimport")
+)
+
+func checkGit(w *walker, c *call) {
+	globals, rest := gitSplit(c.args())
+	for _, g := range globals {
+		switch g.name {
+		case "-c":
+			key, val, _ := strings.Cut(g.val.s, "=")
+			v := g.val
+			v.s, v.raw = val, ""
+			w.gitConfig(c, key, v, "git -c")
+		case "--config-env":
+			w.add(Confirm, "git-config-program", "git --config-env takes configuration from a variable, which can name a program; write -c key=value", c.part)
+		case "--exec-path":
+			if g.has {
+				w.add(Confirm, "git-program-option", "git --exec-path runs git's subcommands from another directory; drop the option", c.part)
+			}
+		case "--git-dir", "--work-tree":
+			w.pathOp(opRead, g.val, "git "+g.name, "", false)
+		}
+	}
+	c.judgedPaths = false
+	if len(rest) == 0 {
+		return
+	}
+	sub, args := rest[0].s, rest[1:]
+	p := parseArgs(args, spec("CmFcuOxSsbBtUX", "--upload-pack", "--receive-pack", "--exec", "--template", "--config",
+		"--output", "--message", "--file", "--author", "--date", "--format", "--pretty", "--branch", "--origin", "--depth",
+		"--reference", "--separate-git-dir", "--filter", "--strategy", "--onto", "--push-option", "--repo",
+		"--extcmd", "--tool", "--git-dir", "--work-tree", "--index-filter", "--tree-filter", "--env-filter",
+		"--msg-filter", "--commit-filter", "--parent-filter", "--tag-name-filter", "--subdirectory-filter", "--prune-empty"))
+	// Options of many subcommands that run programs.
+	for _, o := range p.opts {
+		switch o.name {
+		case "--upload-pack", "--receive-pack", "--exec":
+			if sub == "rebase" {
+				w.add(Confirm, "git-program-option", "git rebase --exec runs a command after each commit; run it directly instead", c.part)
+				w.programString(o.val, c.part, "git rebase --exec")
+				continue
+			}
+			w.add(Confirm, "git-program-option", fmt.Sprintf("git %s %s runs a program (%s); drop the option", sub, o.name, o.val.show()), c.part)
+			w.programString(o.val, c.part, "git "+sub+" "+o.name)
+		case "-u":
+			if sub == "fetch" || sub == "clone" || sub == "ls-remote" || sub == "pull" || sub == "archive" {
+				w.add(Confirm, "git-program-option", fmt.Sprintf("git %s -u runs a program as the remote's upload-pack; drop the option", sub), c.part)
+				w.programString(o.val, c.part, "git "+sub+" -u")
+			}
+		case "--config", "-c":
+			if sub == "clone" || sub == "submodule" {
+				key, val, _ := strings.Cut(o.val.s, "=")
+				v := o.val
+				v.s, v.raw = val, ""
+				w.gitConfig(c, key, v, "git "+sub+" --config")
+			}
+		case "--template":
+			w.add(Confirm, "git-program-option", "git "+sub+" --template copies hooks from a template directory; drop the option", c.part)
+		case "--ext-diff", "--textconv":
+			if o.name == "--ext-diff" {
+				w.add(Confirm, "git-program-option", "git "+sub+" --ext-diff runs the external diff program configured in the repository; drop the option", c.part)
+			}
+		case "--output":
+			w.pathOp(opWrite, o.val, "git "+sub+" --output", "", false)
+		case "-x", "--extcmd":
+			if sub == "rebase" || sub == "difftool" {
+				w.add(Confirm, "git-program-option", fmt.Sprintf("git %s %s runs a command; run it directly instead", sub, o.name), c.part)
+				w.programString(o.val, c.part, "git "+sub+" "+o.name)
+			}
+		case "--index-filter", "--tree-filter", "--env-filter", "--msg-filter", "--commit-filter", "--parent-filter", "--tag-name-filter":
+			w.programString(o.val, c.part, "git filter-branch "+o.name)
+		}
+	}
+	for _, a := range p.ops {
+		if strings.HasPrefix(a.s, "ext::") || strings.HasPrefix(a.s, "fd::") {
+			w.add(Confirm, "git-program-option", "git "+sub+" "+a.show()+" uses a transport that runs a command; use an ssh or https URL", c.part)
+			v := a
+			v.s = strings.TrimPrefix(strings.TrimPrefix(a.s, "ext::"), "fd::")
+			w.programString(v, c.part, "git ext:: transport")
+		}
+	}
+	switch {
+	case sub == "push":
+		reason := "git push updates a remote repository; approval is needed"
+		if p.has("-f", "--force", "--force-with-lease", "--mirror", "--delete", "-d", "--prune") {
+			reason = "git push with --force, --mirror or --delete rewrites or deletes history on the remote; approval is needed"
+		}
+		w.add(Confirm, "git-push", reason, c.part)
+	case sub == "pull" || sub == "fetch" || sub == "clone" || sub == "ls-remote":
+		w.add(Confirm, "git-network", fmt.Sprintf("git %s talks to a remote repository over the network; approval is needed", sub), c.part)
+		if sub == "clone" && len(p.ops) > 1 {
+			w.pathOp(opWrite, p.ops[1], "git clone", "", false)
+		}
+	case gitNetwork[sub]:
+		w.add(Confirm, "git-network", fmt.Sprintf("git %s talks to another machine or serves the repository; approval is needed", sub), c.part)
+	case sub == "reset":
+		if p.has("--hard", "--merge", "--keep") {
+			w.add(Confirm, "git-discard", "git reset --hard discards uncommitted changes and moves the branch; approval is needed", c.part)
+		}
+	case sub == "clean":
+		if !p.has("-n", "--dry-run") {
+			w.add(Confirm, "git-discard", "git clean deletes untracked files (with -x, ignored ones too); run git clean -n first to see what it would delete, then ask for approval", c.part)
+		}
+	case sub == "checkout" || sub == "restore" || sub == "switch":
+		discard := p.has("-f", "--force", "--discard-changes", "-p", "--patch", "--ours", "--theirs", "--overlay", "--no-overlay", "-W", "--worktree")
+		if sub == "restore" && !p.has("-S", "--staged") {
+			discard = true
+		}
+		if sub == "checkout" {
+			for i, a := range args {
+				if a.s == "--" && i+1 < len(args) || a.s == "." {
+					discard = true
+				}
+			}
+			if len(p.ops) > 1 {
+				discard = true // checkout TREE PATHS
+			}
+		}
+		if discard {
+			w.add(Confirm, "git-discard", fmt.Sprintf("git %s overwrites files in the working tree, discarding uncommitted changes; approval is needed", sub), c.part)
+		}
+	case sub == "branch":
+		if p.has("-D") || p.has("-d", "--delete") && p.has("-f", "--force") || p.has("-M", "-C") {
+			w.add(Confirm, "git-discard", "git branch -D deletes a branch even if it is not merged, losing its commits; approval is needed", c.part)
+		}
+	case sub == "stash":
+		if len(p.ops) > 0 && (p.ops[0].s == "drop" || p.ops[0].s == "clear") {
+			w.add(Confirm, "git-discard", "git stash "+p.ops[0].s+" deletes stashed changes; approval is needed", c.part)
+		}
+	case sub == "tag":
+		if p.has("-d", "--delete", "-f", "--force") {
+			w.add(Confirm, "git-discard", "git tag -d or -f deletes or moves a tag; approval is needed", c.part)
+		}
+	case sub == "reflog":
+		if len(p.ops) > 0 && (p.ops[0].s == "expire" || p.ops[0].s == "delete") {
+			w.add(Confirm, "git-history-rewrite", "git reflog "+p.ops[0].s+" deletes the record that lets lost commits be recovered; approval is needed", c.part)
+		}
+	case sub == "gc" || sub == "prune" || sub == "prune-packed":
+		if sub != "gc" || p.has("--prune", "--aggressive") {
+			w.add(Confirm, "git-history-rewrite", "git "+sub+" deletes unreachable objects, which makes lost work unrecoverable; approval is needed", c.part)
+		}
+	case sub == "filter-branch" || sub == "filter-repo" || sub == "replace" || sub == "update-ref" && p.has("-d") || sub == "rebase" && p.has("--root"):
+		w.add(Confirm, "git-history-rewrite", fmt.Sprintf("git %s rewrites history; approval is needed", sub), c.part)
+	case sub == "config":
+		checkGitConfig(w, c, args)
+	case sub == "remote":
+		if len(p.ops) > 0 {
+			switch p.ops[0].s {
+			case "add", "set-url", "rename", "remove", "rm", "set-head", "set-branches":
+				w.add(Confirm, "git-remote", "git remote "+p.ops[0].s+" changes where the repository pushes and fetches; approval is needed", c.part)
+			case "update", "prune":
+				w.add(Confirm, "git-network", "git remote "+p.ops[0].s+" talks to remote repositories; approval is needed", c.part)
+			}
+		}
+	case sub == "submodule":
+		if len(p.ops) > 0 {
+			switch p.ops[0].s {
+			case "status", "summary":
+			case "foreach":
+				w.add(Confirm, "git-program-option", "git submodule foreach runs a command in every submodule; approval is needed", c.part)
+				w.script(joinFields(p.ops[1:]), c.part)
+			default:
+				w.add(Confirm, "git-network", "git submodule "+p.ops[0].s+" fetches or changes submodules; approval is needed", c.part)
+			}
+		}
+	case sub == "bisect":
+		if len(p.ops) > 0 && p.ops[0].s == "run" && len(p.ops) > 1 {
+			w.command(c.sub(p.ops[1:]))
+		}
+	case sub == "credential" || sub == "credential-store" || sub == "credential-cache" || strings.HasPrefix(sub, "credential-"):
+		w.add(Deny, "secret-read", "git "+sub+" reads or stores the user's credentials; credentials must not be read or sent — ask the user if the task needs them", c.part)
+	case sub == "difftool" || sub == "mergetool":
+		w.add(Confirm, "git-program-option", "git "+sub+" runs an external program configured in the repository; approval is needed", c.part)
+	case sub == "hook":
+		w.add(Confirm, "git-program-option", "git hook runs the repository's hooks; approval is needed", c.part)
+	case sub == "maintenance":
+		w.add(Confirm, "persistence", "git maintenance can register scheduled jobs; approval is needed", c.part)
+	case sub == "lfs":
+		if len(p.ops) > 0 {
+			switch p.ops[0].s {
+			case "track", "untrack", "ls-files", "status", "env", "version", "migrate-info":
+			default:
+				w.add(Confirm, "git-network", "git lfs "+p.ops[0].s+" transfers or installs large-file data; approval is needed", c.part)
+			}
+		}
+	case sub == "archive":
+		if p.has("--remote") {
+			w.add(Confirm, "git-network", "git archive --remote fetches from another repository; approval is needed", c.part)
+		}
+		for _, f := range p.values("-o", "--output") {
+			w.pathOp(opWrite, f, "git archive -o", "", false)
+		}
+	case gitReadOnly[sub], gitLocal[sub], sub == "merge", sub == "rebase", sub == "cherry-pick", sub == "revert":
+	default:
+		if !rest[0].known() {
+			w.add(Confirm, "dynamic-command", "the git subcommand is computed at run time; write it literally", c.part)
+			return
+		}
+		w.add(Confirm, "git-unknown", fmt.Sprintf("git %s is not a git command the policy knows; it may be an alias in the repository's configuration that runs a program — approval is needed", sub), c.part)
+	}
+}
+
+func checkGitConfig(w *walker, c *call, args []field) {
+	p := parseArgs(args, spec("f", "--file", "--blob", "--type", "--default", "--comment", "--value"))
+	ops := p.ops
+	if len(ops) > 0 {
+		switch ops[0].s {
+		case "get", "list", "get-regexp", "get-urlmatch", "get-color", "get-colorbool", "edit":
+			if ops[0].s == "edit" {
+				w.add(Confirm, "git-config", "git config edit opens the configuration in an editor; set keys one by one instead", c.part)
+			}
+			return
+		case "set", "unset", "rename-section", "remove-section":
+			ops = ops[1:]
+		}
+	}
+	if p.has("--get", "--get-all", "--get-regexp", "--get-urlmatch", "-l", "--list", "--get-color", "--get-colorbool", "--show-origin", "--show-scope", "--name-only") {
+		if p.has("--show-origin", "--list", "-l") {
+			return
+		}
+		return
+	}
+	if p.has("-e", "--edit") {
+		w.add(Confirm, "git-config", "git config --edit opens the configuration in an editor; set keys one by one instead", c.part)
+		return
+	}
+	if len(ops) == 0 {
+		return
+	}
+	key := ops[0].s
+	val := lit("")
+	if len(ops) > 1 {
+		val = ops[1]
+	}
+	if p.has("--unset", "--unset-all", "--remove-section", "--rename-section") {
+		if p.has("--global", "--system") {
+			w.add(Confirm, "git-config", "git config --global or --system changes the user's or machine's git settings; approval is needed", c.part)
+		}
+		return
+	}
+	w.gitConfig(c, key, val, "git config")
+	if p.has("--global", "--system") || len(p.values("-f", "--file")) > 0 {
+		w.add(Confirm, "git-config", "git config --global or --system changes the user's or machine's git settings; approval is needed", c.part)
+	}
+}

@@ -1,0 +1,401 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Programs that talk to the network.
+
+func registerNet() {
+	net := func(names, rule, reason string, fn func(w *walker, c *call)) {
+		reg(names, program{decision: Confirm, rule: rule, reason: reason, check: func(w *walker, c *call) {
+			c.network = true
+			if fn != nil {
+				fn(w, c)
+			}
+		}})
+	}
+	net("curl", "download", "", checkCurl)
+	net("wget", "download", "", checkWget)
+	net("aria2c axel lwp-request lynx w3m links elinks http https xh httpie curlie fetch", "download", "%s fetches data from the network; approval is needed", nil)
+	net("nc ncat netcat nc.openbsd nc.traditional", "network", "%s opens a raw network connection; approval is needed", checkNetcat)
+	net("socat", "network", "socat relays data over the network; approval is needed", checkSocat)
+	net("telnet ftp lftp tftp sftp smbclient mosh rlogin rsh rexec", "network", "%s connects to another machine; approval is needed", nil)
+	net("ssh", "ssh", "", checkSSH)
+	net("scp", "ssh", "", checkScp)
+	net("rsync", "network", "", checkRsync)
+	net("ping ping6 arping traceroute traceroute6 tracepath mtr dig host nslookup drill whois", "network", "%s sends packets to another host; approval is needed", nil)
+	net("nmap masscan zmap nikto sqlmap hydra", "network-scan", "%s scans or attacks other machines; approval is needed", nil)
+	net("tcpdump tshark wireshark ngrep", "network-capture", "%s captures network traffic; approval is needed", nil)
+	net("mail mailx sendmail mutt msmtp swaks", "network", "%s sends email; approval is needed", nil)
+	net("gh glab hub tea", "forge", "", checkForge)
+	net("ssh-copy-id", "ssh", "ssh-copy-id installs a key on another machine; approval is needed", nil)
+	net("ngrok cloudflared localtunnel lt bore frpc chisel", "tunnel", "%s exposes this machine to the internet through a tunnel; approval is needed", nil)
+	reg("openssl", program{decision: Allow, rule: "crypto", reason: "openssl works on keys, certificates and data locally", check: checkOpenssl})
+	reg("wall write", program{decision: Confirm, rule: "message", reason: "%s writes to other users' terminals; approval is needed"})
+}
+
+// isLocalURL reports whether a URL names this machine.
+func isLocalURL(u string) bool {
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	}
+	if i := strings.LastIndexByte(strings.SplitN(u, "/", 2)[0], '@'); i >= 0 {
+		u = u[i+1:]
+	}
+	host := u
+	if strings.HasPrefix(host, "[") {
+		if j := strings.IndexByte(host, ']'); j > 0 {
+			host = host[1:j]
+		}
+	} else if j := strings.IndexAny(host, ":/?#"); j >= 0 {
+		host = host[:j]
+	}
+	switch lower(host) {
+	case "localhost", "127.0.0.1", "0.0.0.0", "::1", "host.docker.internal":
+		return true
+	}
+	return strings.HasSuffix(lower(host), ".localhost") || strings.HasPrefix(host, "127.")
+}
+
+var curlSpec = spec("oTdFHuXAeKrbcwmxEyYzQtCUP",
+	"--output", "--upload-file", "--data", "--data-binary", "--data-raw", "--data-ascii", "--data-urlencode",
+	"--form", "--form-string", "--header", "--user", "--request", "--user-agent", "--referer", "--config",
+	"--range", "--cookie", "--cookie-jar", "--write-out", "--max-time", "--proxy", "--cert", "--key",
+	"--url", "--output-dir", "--json", "--connect-timeout", "--retry", "--resolve", "--cacert", "--capath",
+	"--dump-header", "--trace", "--trace-ascii", "--stderr", "--netrc-file", "--oauth2-bearer", "--proxy-user",
+	"--variable", "--expand-url", "--limit-rate", "--interface", "--local-port", "--unix-socket", "--abstract-unix-socket")
+
+func checkCurl(w *walker, c *call) {
+	p := parseArgs(c.args(), curlSpec)
+	urls := append(p.values("--url"), p.ops...)
+	local := len(urls) > 0
+	for _, u := range urls {
+		if !isLocalURL(u.s) {
+			local = false
+		}
+		if strings.HasPrefix(lower(u.s), "file://") {
+			f := u
+			f.s = strings.TrimPrefix(u.s, u.s[:7])
+			w.pathOp(opRead, f, "curl", "", false)
+		}
+	}
+	for _, o := range p.values("-o", "--output", "--dump-header", "-D", "--trace", "--trace-ascii", "-c", "--cookie-jar", "--stderr") {
+		if o.s == "-" {
+			continue
+		}
+		w.pathOp(opWrite, o, actor(c), "", false)
+		w.download(o)
+	}
+	for _, d := range p.values("--output-dir") {
+		w.pathOp(opWrite, d, actor(c), "", false)
+	}
+	if p.has("-O", "--remote-name", "--remote-name-all") {
+		for _, u := range urls {
+			w.download(lit(urlBase(u.s)))
+		}
+	}
+	for _, f := range p.values("-T", "--upload-file") {
+		if f.s != "-" {
+			w.pathOp(opCopy, f, actor(c), "", false)
+		}
+		if !local {
+			w.add(Confirm, "upload", fmt.Sprintf("curl uploads %s to another machine; approval is needed", f.show()), c.part)
+		}
+	}
+	for _, f := range p.values("-K", "--config", "--netrc-file") {
+		w.add(Confirm, "download", "curl "+f.show()+" reads options or credentials from a file; approval is needed", c.part)
+	}
+	if local {
+		w.add(Allow, "local-http", "curl talks to a server on this machine (the sandbox)", c.part)
+		return
+	}
+	if len(p.values("-d", "--data", "--data-binary", "--data-raw", "--data-ascii", "--data-urlencode", "-F", "--form", "--json")) > 0 {
+		w.add(Confirm, "upload", "curl sends data to another machine; approval is needed", c.part)
+		return
+	}
+	target := "the network"
+	if len(urls) > 0 {
+		target = urls[0].show()
+	}
+	w.add(Confirm, "download", fmt.Sprintf("curl fetches %s from the network; approval is needed", target), c.part)
+}
+
+// urlBase is the file name curl -O and wget give a download.
+func urlBase(u string) string {
+	u, _, _ = strings.Cut(u, "?")
+	u, _, _ = strings.Cut(u, "#")
+	b := path.Base(u)
+	if b == "." || b == "/" || strings.Contains(b, ":") {
+		return "index.html"
+	}
+	return b
+}
+
+// download remembers a file fetched from the network, so that running it
+// later in the same command is seen.
+func (w *walker) download(f field) {
+	if !f.known() {
+		return
+	}
+	if w.downloads == nil {
+		w.downloads = map[string]bool{}
+	}
+	w.downloads[w.canon(f.s)] = true
+}
+
+var wgetSpec = spec("OoaPeiBtTwQUYlADRIXkH",
+	"--output-document", "--output-file", "--append-output", "--directory-prefix", "--execute", "--input-file",
+	"--base", "--tries", "--timeout", "--wait", "--quota", "--user-agent", "--level", "--accept", "--domains",
+	"--reject", "--include-directories", "--exclude-directories", "--post-data", "--post-file", "--body-data",
+	"--body-file", "--header", "--user", "--password", "--method", "--load-cookies", "--save-cookies", "--ca-certificate",
+	"--certificate", "--private-key", "--use-askpass")
+
+func checkWget(w *walker, c *call) {
+	p := parseArgs(c.args(), wgetSpec)
+	local := len(p.ops) > 0
+	for _, u := range p.ops {
+		if !isLocalURL(u.s) {
+			local = false
+		}
+	}
+	outs := p.values("-O", "--output-document")
+	for _, o := range outs {
+		if o.s == "-" {
+			continue
+		}
+		w.pathOp(opWrite, o, actor(c), "", false)
+		w.download(o)
+	}
+	dir := ""
+	for _, d := range p.values("-P", "--directory-prefix") {
+		w.pathOp(opWrite, d, actor(c), "", false)
+		dir = d.s + "/"
+	}
+	if len(outs) == 0 {
+		for _, u := range p.ops {
+			w.download(lit(dir + urlBase(u.s)))
+		}
+	}
+	for _, f := range p.values("--post-file", "--body-file", "--load-cookies", "--private-key") {
+		w.pathOp(opCopy, f, actor(c), "", false)
+	}
+	for _, f := range p.values("--use-askpass") {
+		w.programString(f, c.part, "wget --use-askpass")
+	}
+	if local {
+		w.add(Allow, "local-http", "wget talks to a server on this machine (the sandbox)", c.part)
+		return
+	}
+	target := "the network"
+	if len(p.ops) > 0 {
+		target = p.ops[0].show()
+	}
+	w.add(Confirm, "download", fmt.Sprintf("wget fetches %s from the network; approval is needed", target), c.part)
+}
+
+func checkNetcat(w *walker, c *call) {
+	for _, a := range c.args() {
+		s := a.s
+		if s == "-e" || s == "-c" || s == "--exec" || s == "--sh-exec" || s == "--lua-exec" ||
+			strings.HasPrefix(s, "--exec=") || strings.HasPrefix(s, "--sh-exec=") || (hasShort(s, "ec") && !strings.HasPrefix(s, "--")) {
+			w.add(Deny, "reverse-shell", fmt.Sprintf("%s %s connects a program's input and output to the network (a reverse or bind shell); run the commands you need directly", c.name, s), c.part)
+			return
+		}
+	}
+	if c.flag("l", "--listen") {
+		w.add(Confirm, "listen", c.name+" -l listens for connections from other machines; approval is needed", c.part)
+		return
+	}
+	w.add(Confirm, "network", c.name+" opens a raw network connection; approval is needed", c.part)
+}
+
+func checkSocat(w *walker, c *call) {
+	for _, a := range c.args() {
+		l := lower(a.s)
+		if strings.HasPrefix(l, "exec:") || strings.HasPrefix(l, "system:") || strings.Contains(l, ",exec:") {
+			w.add(Deny, "reverse-shell", "socat "+a.show()+" runs a program connected to a socket (a reverse or bind shell); run the commands you need directly", c.part)
+			return
+		}
+	}
+	w.add(Confirm, "network", "socat relays data over the network; approval is needed", c.part)
+}
+
+var sshSpec = spec("BbcDEeFIiJLlmOopQRSWw")
+
+// sshOptions classifies the -o options of ssh, scp and sftp: several name a
+// program that runs on this machine.
+func (w *walker) sshOptions(c *call, p parsed) {
+	for _, o := range p.values("-o") {
+		key, val, ok := strings.Cut(o.s, "=")
+		if !ok {
+			key, val, _ = strings.Cut(strings.TrimSpace(o.s), " ")
+		}
+		switch lower(strings.TrimSpace(key)) {
+		case "proxycommand", "localcommand", "knownhostscommand", "remotecommand", "permitlocalcommand":
+			if lower(key) == "permitlocalcommand" {
+				continue
+			}
+			w.add(Confirm, "ssh-program", fmt.Sprintf("%s -o %s runs a program on this machine; connect without it", c.name, key), c.part)
+			f := o
+			f.s = strings.TrimSpace(val)
+			w.programString(f, c.part, c.name+" "+key)
+		}
+	}
+	for _, f := range p.values("-F") {
+		w.add(Confirm, "ssh-program", c.name+" -F reads a configuration file that can run programs; approval is needed", c.part)
+		_ = f
+	}
+}
+
+func checkSSH(w *walker, c *call) {
+	c.judgedPaths = true // -i names a key ssh uses, not one it sends
+	p := parseArgs(c.args(), sshSpec)
+	w.sshOptions(c, p)
+	if len(p.values("-R")) > 0 {
+		w.add(Deny, "ssh-reverse-tunnel", "ssh -R opens a tunnel from another machine back into this one, exposing it; do not open tunnels", c.part)
+	}
+	if len(p.values("-L", "-D", "-w")) > 0 {
+		w.add(Confirm, "ssh-tunnel", "ssh opens a network tunnel; approval is needed", c.part)
+	}
+	if len(p.ops) == 0 {
+		return
+	}
+	host := p.ops[0].show()
+	if len(p.ops) > 1 {
+		w.add(Confirm, "ssh", fmt.Sprintf("ssh runs a command on %s, another machine; approval is needed", host), c.part)
+		w.script(joinFields(p.ops[1:]), c.part)
+		return
+	}
+	w.add(Confirm, "ssh", fmt.Sprintf("ssh logs in to %s, another machine; approval is needed", host), c.part)
+}
+
+// isRemote reports whether an scp or rsync operand names another machine.
+func isRemote(s string) bool {
+	if strings.HasPrefix(s, "rsync://") || strings.HasPrefix(s, "scp://") || strings.HasPrefix(s, "sftp://") {
+		return true
+	}
+	i := strings.IndexByte(s, ':')
+	j := strings.IndexByte(s, '/')
+	return i > 0 && (j < 0 || i < j)
+}
+
+func checkScp(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("cFiJloPSXD"))
+	w.sshOptions(c, p)
+	for _, s := range p.values("-S") {
+		w.add(Confirm, "ssh-program", "scp -S runs a program instead of ssh; approval is needed", c.part)
+		w.programString(s, c.part, "scp -S")
+	}
+	c.judgedPaths = true
+	ops := p.ops
+	if len(ops) == 0 {
+		return
+	}
+	dest := ops[len(ops)-1]
+	for _, src := range ops[:len(ops)-1] {
+		if !isRemote(src.s) {
+			w.pathOp(opCopy, src, actor(c), "", false)
+		}
+	}
+	if !isRemote(dest.s) {
+		w.pathOp(opWrite, dest, actor(c), "", false)
+	}
+	w.add(Confirm, "ssh", "scp copies files to or from another machine; approval is needed", c.part)
+}
+
+var rsyncSpec = spec("eBfTM",
+	"--rsh", "--rsync-path", "--exclude", "--include", "--filter", "--files-from", "--log-file", "--password-file",
+	"--backup-dir", "--compare-dest", "--link-dest", "--copy-dest", "--temp-dir", "--chmod", "--chown", "--partial-dir",
+	"--bwlimit", "--port", "--timeout", "--out-format", "--info", "--debug", "--max-size", "--min-size", "--usermap",
+	"--groupmap", "--iconv", "--sockopts", "--suffix", "--exclude-from", "--include-from", "--remote-option", "--address")
+
+func checkRsync(w *walker, c *call) {
+	p := parseArgs(c.args(), rsyncSpec)
+	for _, o := range p.values("-e", "--rsh") {
+		w.add(Confirm, "ssh-program", "rsync -e runs a program as the remote shell; approval is needed", c.part)
+		w.programString(o, c.part, "rsync -e")
+	}
+	for _, o := range p.values("--rsync-path") {
+		w.add(Confirm, "ssh-program", "rsync --rsync-path runs a program on the other machine; approval is needed", c.part)
+		w.programString(o, c.part, "rsync --rsync-path")
+	}
+	for _, f := range p.values("--password-file", "--files-from", "--exclude-from", "--include-from") {
+		w.pathOp(opRead, f, actor(c), "", false)
+	}
+	c.judgedPaths = true
+	ops := p.ops
+	remote := false
+	for _, o := range ops {
+		if isRemote(o.s) {
+			remote = true
+		}
+	}
+	del := false
+	for _, o := range p.opts {
+		if strings.HasPrefix(o.name, "--delete") || o.name == "--remove-source-files" {
+			del = true
+		}
+	}
+	if len(ops) >= 2 {
+		dest := ops[len(ops)-1]
+		for _, src := range ops[:len(ops)-1] {
+			if !isRemote(src.s) {
+				w.pathOp(opCopy, src, actor(c), "", false)
+			}
+		}
+		if !isRemote(dest.s) {
+			if del {
+				w.pathOp(opDeleteTree, dest, "rsync --delete", "", false)
+			} else {
+				w.pathOp(opWrite, dest, actor(c), "", false)
+			}
+		}
+	}
+	if remote {
+		w.add(Confirm, "network", "rsync copies files to or from another machine; approval is needed", c.part)
+	} else {
+		c.network = false
+	}
+}
+
+func checkForge(w *walker, c *call) {
+	args := c.args()
+	if len(args) == 0 {
+		return
+	}
+	sub := args[0].s
+	next := ""
+	if len(args) > 1 {
+		next = args[1].s
+	}
+	switch {
+	case sub == "--version" || sub == "version" || sub == "help" || sub == "--help":
+		c.network = false
+		w.add(Allow, "info", c.name+" prints help or its version", c.part)
+	case sub == "auth" && next == "token":
+		w.add(Deny, "secret-read", c.name+" auth token prints the user's access token; credentials must not be read or sent — ask the user if the task needs them", c.part)
+	case sub == "auth":
+		w.add(Confirm, "forge", c.name+" auth changes or shows the user's login; approval is needed", c.part)
+	case sub == "extension" || sub == "ext":
+		w.add(Confirm, "package-install", c.name+" extension installs or runs extensions from the network; approval is needed", c.part)
+	case sub == "gist" && next == "create", sub == "release" && next == "upload":
+		w.add(Confirm, "upload", fmt.Sprintf("%s %s %s publishes files; approval is needed", c.name, sub, next), c.part)
+	default:
+		w.add(Confirm, "forge", fmt.Sprintf("%s %s talks to the code host with the user's credentials; approval is needed", c.name, sub), c.part)
+	}
+}
+
+func checkOpenssl(w *walker, c *call) {
+	args := c.args()
+	if len(args) == 0 {
+		return
+	}
+	switch args[0].s {
+	case "s_client", "s_server", "s_time", "ocsp":
+		c.network = true
+		w.add(Confirm, "network", "openssl "+args[0].s+" connects to another machine; approval is needed", c.part)
+	}
+}

@@ -1,0 +1,447 @@
+package policy
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Programs that act on the machine: processes, services, disks, users,
+// schedules; and the shell builtins whose arguments matter.
+
+func registerChecks() {
+	registerFS()
+	registerWrap()
+	registerNet()
+	registerDev()
+	registerSys()
+}
+
+func registerSys() {
+	deny := func(names, rule, reason string) {
+		reg(names, program{decision: Deny, rule: rule, reason: reason})
+	}
+	deny("shutdown reboot poweroff halt kexec", "power", "%s would shut down or restart the machine; never stop the machine — finish the task instead")
+	deny("mkfs mke2fs mkswap mkdosfs mkntfs mkexfatfs fdisk sfdisk cfdisk gdisk sgdisk parted gparted wipefs blkdiscard "+
+		"hdparm badblocks tune2fs resize2fs e2fsck fsck debugfs lvremove vgremove pvremove lvcreate mdadm cryptsetup "+
+		"zpool zfs btrfs losetup dmsetup nvme sg_format", "disk", "%s would change disks, partitions or file systems, which can destroy all their data; do not touch disks")
+	deny("mount umount swapon swapoff", "mount", "%s changes what is mounted on the machine; work with the files already in the workspace")
+	deny("useradd userdel usermod adduser deluser groupadd groupdel groupmod passwd chpasswd chage chsh chfn gpasswd "+
+		"visudo vipw vigr pwconv", "user-admin", "%s changes users, groups or passwords; account changes are not allowed")
+	deny("insmod rmmod modprobe depmod setenforce auditctl aa-disable aa-complain grub-install update-grub efibootmgr "+
+		"setcap capsh chroot nsenter pivot_root switch_root", "system-config", "%s changes the kernel, boot or security configuration of the machine, or escapes confinement; this is not allowed")
+	deny("iptables ip6tables iptables-restore nft ufw firewall-cmd pfctl ebtables", "firewall", "%s changes the firewall; network security settings are not the task's to change")
+	reg("sysctl", program{decision: Allow, rule: "info", reason: "sysctl prints kernel settings", check: func(w *walker, c *call) {
+		for _, a := range c.args() {
+			if a.s == "-w" || a.s == "--write" || a.s == "-p" || a.s == "--load" || a.s == "--system" || strings.Contains(a.s, "=") {
+				w.add(Deny, "system-config", "sysctl -w changes kernel settings; this is not allowed", c.part)
+				return
+			}
+		}
+	}})
+	reg("ufw", program{decision: Deny, rule: "firewall", reason: "ufw changes the firewall", check: func(w *walker, c *call) {
+		if a := c.args(); len(a) == 1 && (a[0].s == "status" || a[0].s == "version") {
+			w.add(Allow, "info", "ufw status only shows the firewall", c.part)
+			return
+		}
+		w.add(Deny, "firewall", "ufw changes the firewall; network security settings are not the task's to change", c.part)
+	}})
+	reg("init telinit", program{decision: Confirm, rule: "power", reason: "%s changes the machine's run level", check: func(w *walker, c *call) {
+		for _, a := range c.args() {
+			switch a.s {
+			case "0", "6", "1", "s", "S", "single", "emergency":
+				w.add(Deny, "power", c.name+" "+a.s+" would halt, restart or take down the machine; never stop the machine", c.part)
+			}
+		}
+	}})
+	reg("kill", program{decision: Confirm, rule: "kill", reason: "kill", check: checkKill, exempt: true})
+	reg("pkill killall killall5 skill slay pkill5 xkill", program{decision: Confirm, rule: "kill", reason: "kill", check: checkPkill, exempt: true})
+	reg("systemctl", program{decision: Confirm, rule: "service", reason: "", check: checkSystemctl})
+	reg("service rc-service sv", program{decision: Confirm, rule: "service", reason: "%s starts, stops or changes a service; approval is needed", check: func(w *walker, c *call) {
+		for _, a := range c.args() {
+			if a.s == "status" || a.s == "--status-all" {
+				w.add(Allow, "info", c.name+" "+a.s+" only shows services", c.part)
+				return
+			}
+		}
+	}})
+	reg("launchctl", program{decision: Confirm, rule: "persistence", reason: "", check: func(w *walker, c *call) {
+		if a := c.args(); len(a) > 0 {
+			switch a[0].s {
+			case "list", "print", "print-disabled", "blame", "version", "help", "managerpid", "getenv":
+				w.add(Allow, "info", "launchctl "+a[0].s+" only shows services", c.part)
+				return
+			case "reboot", "halt":
+				w.add(Deny, "power", "launchctl reboot would restart the machine; never stop the machine", c.part)
+				return
+			}
+		}
+		w.add(Confirm, "persistence", "launchctl loads or changes services that run outside this session; approval is needed", c.part)
+	}})
+	reg("crontab", program{decision: Confirm, rule: "persistence", reason: "", check: checkCrontab})
+	reg("at batch", program{decision: Confirm, rule: "deferred", reason: "", check: checkAt})
+	reg("atq atrm", program{decision: Allow, rule: "info", reason: "%s lists or removes scheduled jobs"})
+	reg("systemd-run", program{decision: Confirm, rule: "persistence", reason: "", check: func(w *walker, c *call) {
+		w.add(Confirm, "persistence", "systemd-run runs a command as a service outside this session; run it directly instead", c.part)
+		p := parseArgs(c.args(), spec("pMHuESt", "--property", "--machine", "--host", "--unit", "--setenv", "--slice", "--description", "--on-calendar", "--on-active", "--uid", "--gid", "--working-directory"))
+		if len(p.ops) > 0 {
+			w.command(c.sub(p.ops))
+		}
+	}})
+	reg("history", program{decision: Allow, rule: "shell-builtin", reason: "history lists the shell history", exempt: true, check: func(w *walker, c *call) {
+		for _, a := range c.args() {
+			if hasShort(a.s, "cdw") || a.s == "-a" && false {
+				w.add(Deny, "history-wipe", "history "+a.s+" clears or rewrites the shell history, which hides what was run; leave the history alone", c.part)
+				return
+			}
+		}
+	}})
+	reg("set", program{decision: Allow, rule: "shell-builtin", reason: "set changes shell options", exempt: true, check: func(w *walker, c *call) {
+		args := c.args()
+		for i, a := range args {
+			if (a.s == "+o" || a.s == "-o") && i+1 < len(args) && args[i+1].s == "history" && a.s == "+o" {
+				w.add(Deny, "history-wipe", "set +o history stops the shell from recording commands, which hides what was run; leave the history on", c.part)
+			}
+		}
+	}})
+	reg("unset", program{decision: Allow, rule: "shell-builtin", reason: "unset removes variables", exempt: true, check: func(w *walker, c *call) {
+		fn := false
+		for _, a := range c.args() {
+			switch {
+			case a.s == "-f":
+				fn = true
+			case a.s == "-v" || a.s == "-n":
+			case a.s == "HISTFILE" || a.s == "HISTSIZE" || a.s == "HISTFILESIZE":
+				w.add(Deny, "history-wipe", "unset "+a.s+" stops the shell history from being saved, which hides what was run; leave the history settings alone", c.part)
+			default:
+				w.embedded(a.s, c.part)
+				if fn {
+					delete(w.funcs, a.s)
+				} else {
+					w.setVar(a.s, varState{known: true, unset: true})
+				}
+			}
+		}
+	}})
+	reg("cd pushd", program{decision: Allow, rule: "shell-builtin", reason: "%s changes the current directory", exempt: true, check: checkCd})
+	reg("read mapfile readarray", program{decision: Allow, rule: "shell-builtin", reason: "%s reads input into variables", exempt: true, check: func(w *walker, c *call) {
+		p := parseArgs(c.args(), spec("adinNptuCcO"))
+		for _, v := range append(p.ops, p.values("-a")...) {
+			w.embedded(v.s, c.part)
+			w.setVar(strings.SplitN(v.s, "[", 2)[0], varState{})
+		}
+	}})
+	reg("printf", program{decision: Allow, rule: "read-only", reason: "printf only prints", exempt: true, check: func(w *walker, c *call) {
+		if a := c.args(); len(a) > 1 && a[0].s == "-v" {
+			w.embedded(a[1].s, c.part)
+			w.setVar(a[1].s, varState{})
+		}
+	}})
+	reg("test [", program{decision: Allow, rule: "read-only", reason: "%s only tests", exempt: true, check: func(w *walker, c *call) {
+		a := c.args()
+		for i := 0; i+1 < len(a); i++ {
+			if a[i].s == "-v" || a[i].s == "-R" {
+				w.embedded(a[i+1].s, c.part)
+			}
+		}
+	}})
+	reg("enable", program{decision: Allow, rule: "shell-builtin", reason: "enable turns shell builtins on or off", exempt: true, check: func(w *walker, c *call) {
+		if c.flag("f") {
+			w.add(Confirm, "env-injection", "enable -f loads a builtin from a shared library, which runs native code; approval is needed", c.part)
+		}
+	}})
+	reg("grep egrep fgrep rg ag ack ugrep git-grep", program{decision: Allow, rule: "read-only", reason: "%s searches files and prints matches", check: checkGrep})
+	reg("hostname", program{decision: Allow, rule: "info", reason: "hostname prints the machine's name", exempt: true, check: func(w *walker, c *call) {
+		p := parseArgs(c.args(), spec("F", "--file"))
+		if len(p.ops) > 0 || len(p.values("-F", "--file")) > 0 {
+			w.add(Deny, "system-config", "hostname NAME renames the machine; system settings are not the task's to change", c.part)
+		}
+	}})
+	reg("ip", program{decision: Allow, rule: "info", reason: "ip shows the network configuration", exempt: true, check: func(w *walker, c *call) {
+		for _, a := range c.args() {
+			switch a.s {
+			case "add", "del", "delete", "set", "flush", "change", "replace", "append", "prepend":
+				w.add(Deny, "system-config", "ip "+a.s+" changes the machine's network configuration; this is not allowed", c.part)
+				return
+			}
+		}
+	}})
+	reg("security", program{decision: Confirm, rule: "keychain", reason: "", check: func(w *walker, c *call) {
+		if a := c.args(); len(a) > 0 {
+			switch a[0].s {
+			case "find-generic-password", "find-internet-password", "dump-keychain", "export", "find-certificate", "unlock-keychain", "dump-trust-settings", "find-identity", "authorizationdb", "delete-keychain", "delete-generic-password", "delete-internet-password":
+				w.add(Deny, "keychain", "security "+a[0].s+" reads or changes the keychain's secrets; credentials must not be read — ask the user if the task needs them", c.part)
+				return
+			}
+		}
+		w.add(Confirm, "keychain", "security manages the keychain; approval is needed", c.part)
+	}})
+	deny("secret-tool kwallet-query keyctl", "keychain", "%s reads secrets from the keyring; credentials must not be read — ask the user if the task needs them")
+	reg("pass gopass op bw lpass vault doppler infisical chamber sops age", program{decision: Confirm, rule: "keychain", reason: "", check: checkSecretTool})
+	reg("gpg gpg2", program{decision: Allow, rule: "crypto", reason: "gpg works on signatures and encrypted files", check: func(w *walker, c *call) {
+		for _, a := range c.args() {
+			if strings.HasPrefix(a.s, "--export-secret") || a.s == "--export-ownertrust" {
+				w.add(Deny, "secret-read", "gpg "+a.s+" exports private keys; credentials must not be read or sent — ask the user", c.part)
+				return
+			}
+			if a.s == "--delete-secret-keys" || a.s == "--delete-secret-and-public-key" || a.s == "--delete-keys" || a.s == "--import" || a.s == "--recv-keys" || a.s == "--send-keys" || a.s == "--gen-key" || a.s == "--full-generate-key" {
+				w.add(Confirm, "keychain", "gpg "+a.s+" changes the user's keyring or talks to a key server; approval is needed", c.part)
+				return
+			}
+		}
+	}})
+	reg("ssh-keygen", program{decision: Allow, rule: "crypto", reason: "ssh-keygen works on keys", exempt: true, check: func(w *walker, c *call) {
+		p := parseArgs(c.args(), spec("abCEfFGJjKMmNnOPrsSTtVwZzIhDRYlLkuUyeBQ", "-f"))
+		if p.has("-R", "-F", "-l", "-L", "-y", "-B", "-Y", "-Q") {
+			for _, f := range p.values("-f") {
+				if p.has("-y") {
+					w.pathOp(opRead, f, "ssh-keygen -y", "", false)
+				}
+			}
+			return
+		}
+		out := p.values("-f")
+		if len(out) == 0 {
+			w.add(Confirm, "ssh-key", "ssh-keygen creates a key pair in ~/.ssh; pass -f with a path in the workspace, or ask for approval", c.part)
+			return
+		}
+		for _, f := range out {
+			w.pathOp(opWrite, f, "ssh-keygen -f", "", false)
+		}
+	}})
+	reg("ssh-add ssh-agent", program{decision: Confirm, rule: "ssh-key", reason: "%s loads keys into the SSH agent; approval is needed", exempt: true})
+	reg("open xdg-open gio gnome-open kde-open sensible-browser x-www-browser www-browser firefox chromium chromium-browser google-chrome start explorer.exe", program{decision: Confirm, rule: "open", reason: "%s opens a file, URL or program outside the terminal; approval is needed", exempt: true})
+	reg("osascript", program{decision: Confirm, rule: "inline-code", reason: "osascript runs AppleScript, which can control other applications; approval is needed", check: checkInterpreter})
+	// AI agents: another agent's actions are invisible to this policy.
+	reg("claude gemini codex aider cursor-agent opencode amp goose qwen crush cline continue plandex gptme interpreter llm sgpt q kiro", program{decision: Confirm, rule: "agent", reason: "", check: checkAgent})
+}
+
+var minerName = regexp.MustCompile(`(?i)xmrig|xmr-stak|cpuminer|minerd|ethminer|nbminer|t-rex|lolminer|phoenixminer|cgminer|bfgminer|nanominer|teamredminer|gminer|srbminer|nheqminer|ccminer|claymore|bminer|miniz|wildrig|xmr-node-proxy`)
+
+// isMiner reports whether a program's name is a cryptocurrency miner's.
+func isMiner(name string) bool { return minerName.MatchString(name) }
+
+func checkKill(w *walker, c *call) {
+	args := c.args()
+	i := 0
+	if i < len(args) && (args[i].s == "-l" || args[i].s == "-L" || args[i].s == "--list" || args[i].s == "--table") {
+		w.add(Allow, "info", "kill -l lists signals", c.part)
+		return
+	}
+	if i < len(args) && isOpt(args[i].s) && args[i].s != "--" {
+		if args[i].s == "-s" || args[i].s == "-n" || args[i].s == "--signal" {
+			i++
+		}
+		i++
+	}
+	if i < len(args) && args[i].s == "--" {
+		i++
+	}
+	for _, a := range args[i:] {
+		switch a.s {
+		case "-1", "1":
+			w.add(Deny, "kill-all", fmt.Sprintf("kill of %s would kill init or every process the user can signal, the session and the agent included; kill only the process you started, by its id", a.s), c.part)
+			return
+		}
+	}
+	w.add(Confirm, "kill", "kill stops processes; approval is needed — kill only processes you started, by their id", c.part)
+}
+
+func checkPkill(w *walker, c *call) {
+	if c.name == "killall5" {
+		w.add(Deny, "kill-all", "killall5 kills every process on the machine; kill only the process you started, by its id", c.part)
+		return
+	}
+	p := parseArgs(c.args(), spec("uUgGPsteFcnoO", "--euid", "--uid", "--group", "--pgroup", "--parent", "--session", "--terminal", "--signal", "--pidfile", "--ns", "--nslist", "--older", "--younger", "--user"))
+	if len(p.values("-u", "-U", "--euid", "--uid", "--user", "-G", "--group", "-s", "--session", "-t", "--terminal", "-P", "--parent")) > 0 && c.name != "killall" ||
+		c.name == "killall" && len(p.values("-u", "--user")) > 0 {
+		w.add(Deny, "kill-all", c.name+" -u kills every process of a user (or session), the agent's own session included; kill only the process you started, by its id", c.part)
+		return
+	}
+	for _, o := range p.ops {
+		switch o.s {
+		case ".", ".*", "", "^", "init", "systemd", "sshd", "dockerd", "containerd", "bash", "sh", "zsh", "login", "-1":
+			w.add(Deny, "kill-all", fmt.Sprintf("%s %s would kill system processes or the shells everything runs in; kill only the process you started, by its id", c.name, o.show()), c.part)
+			return
+		}
+	}
+	w.add(Confirm, "kill", fmt.Sprintf("%s stops every process whose name matches; approval is needed — prefer kill with the id of a process you started", c.name), c.part)
+}
+
+func checkSystemctl(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("tpHMno", "--type", "--property", "--host", "--machine", "--lines", "--output", "--signal", "--state", "--root", "--kill-whom"))
+	if len(p.ops) == 0 {
+		w.add(Allow, "info", "systemctl lists services", c.part)
+		return
+	}
+	switch verb := p.ops[0].s; verb {
+	case "poweroff", "reboot", "halt", "kexec", "suspend", "hibernate", "hybrid-sleep", "suspend-then-hibernate", "emergency", "rescue", "default", "isolate", "soft-reboot", "exit", "switch-root":
+		w.add(Deny, "power", "systemctl "+verb+" would stop, restart or change the state of the whole machine; never stop the machine", c.part)
+	case "status", "list-units", "list-unit-files", "list-timers", "list-sockets", "list-jobs", "list-dependencies", "list-machines",
+		"list-automounts", "list-paths", "is-active", "is-enabled", "is-failed", "is-system-running", "cat", "show", "help",
+		"get-default", "show-environment":
+		w.add(Allow, "info", "systemctl "+verb+" only shows services", c.part)
+	case "enable", "link", "preset", "preset-all", "set-default", "add-wants", "add-requires", "edit", "revert", "reenable":
+		w.add(Confirm, "persistence", "systemctl "+verb+" makes a service start on its own later; approval is needed", c.part)
+	default:
+		w.add(Confirm, "service", "systemctl "+verb+" starts, stops or changes services; approval is needed", c.part)
+	}
+}
+
+func checkCrontab(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("uTs"))
+	switch {
+	case p.has("-l"):
+		w.add(Allow, "info", "crontab -l lists scheduled jobs", c.part)
+	case p.has("-r"):
+		w.add(Deny, "crontab-remove", "crontab -r deletes every scheduled job of the user, with no backup; edit the crontab instead, with approval", c.part)
+	case p.has("-e"):
+		w.add(Confirm, "persistence", "crontab -e changes jobs that run later, outside this session; approval is needed", c.part)
+	default:
+		w.add(Confirm, "persistence", "crontab installs jobs that run later, outside this session; approval is needed", c.part)
+		text := ""
+		if len(p.ops) == 0 || p.ops[0].s == "-" {
+			if c.stdin.hasText {
+				text = c.stdin.text
+			} else if c.stdin.kind&(dDownload|dDecoded) != 0 {
+				w.execData(c, c.stdin, "crontab", true)
+			}
+		}
+		for _, line := range strings.Split(text, "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			fields := strings.Fields(line)
+			n := 5
+			if strings.HasPrefix(line, "@") {
+				n = 1
+			}
+			if len(fields) > n {
+				w.script(strings.Join(fields[n:], " "), c.part)
+			}
+		}
+	}
+}
+
+func checkAt(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("qfmMt"))
+	if p.has("-l", "-d", "-r", "-c") {
+		w.add(Allow, "info", c.name+" lists or removes scheduled jobs", c.part)
+		return
+	}
+	w.add(Confirm, "deferred", c.name+" runs commands later, outside this session, where no one watches them; run them now instead", c.part)
+	for _, f := range p.values("-f") {
+		w.scriptFile(c, f, c.name+" -f")
+	}
+	if len(p.values("-f")) == 0 {
+		w.execData(c, c.stdin, c.name, true)
+	}
+}
+
+func checkCd(w *walker, c *call) {
+	p := parseArgs(c.args(), spec(""))
+	if len(p.ops) == 0 {
+		w.cwd = "~"
+		return
+	}
+	d := p.ops[0]
+	if !d.known() || d.s == "-" {
+		w.cwd = unknown
+		return
+	}
+	c2 := w.canon(d.s)
+	if c2 == "." {
+		c2 = ""
+	}
+	w.cwd = c2
+}
+
+var credentialPattern = regexp.MustCompile(`(?i)AKIA|ASIA|PRIVATE KEY|BEGIN (RSA|OPENSSH|EC|DSA|PGP)|passw(or)?d|secret|token|api[_-]?key|ghp_|gho_|github_pat|xox[abpr]-|sk-[a-z0-9]|AIza|credential|bearer|aws_access|authorization`)
+
+// checkGrep: searching the workspace is allowed; searching the whole home
+// directory or filesystem needs approval, and hunting for credentials there is
+// denied.
+func checkGrep(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("efABCmdDgtTMj", "--regexp", "--file", "--after-context", "--before-context", "--context",
+		"--max-count", "--include", "--exclude", "--exclude-dir", "--glob", "--type", "--type-not", "--max-depth", "--label",
+		"--binary-files", "--devices", "--directories", "--color", "--colour", "--replace", "--pre", "--pre-glob", "--ignore-file",
+		"--max-filesize", "--threads", "--sort", "--sortr", "--field-match-separator", "--path-separator", "--engine"))
+	for _, v := range p.values("--pre") {
+		w.add(Confirm, "program-option", c.name+" --pre runs a program on every file it searches; drop the option", c.part)
+		w.programString(v, c.part, c.name+" --pre")
+	}
+	patterns := p.values("-e", "--regexp")
+	ops := p.ops
+	if len(patterns) == 0 && len(p.values("-f", "--file")) == 0 && len(ops) > 0 {
+		patterns, ops = ops[:1], ops[1:]
+	}
+	recursive := c.name == "rg" || c.name == "ag" || c.name == "ack" || c.name == "ugrep" || p.has("-r", "-R", "--recursive", "--dereference-recursive")
+	credential := false
+	for _, pt := range patterns {
+		if credentialPattern.MatchString(pt.s) {
+			credential = true
+		}
+	}
+	c.judgedPaths = true
+	for _, f := range ops {
+		if d := w.pathOp(opRead, f, actor(c), "", false); d == Deny {
+			continue
+		}
+		if !recursive {
+			continue
+		}
+		info := w.classifyPath(f)
+		switch info.class {
+		case pcHome, pcRoot, pcSystem, pcSSH:
+			if credential {
+				w.add(Deny, "credential-search", fmt.Sprintf("%s searches %s for credentials; do not harvest secrets — ask the user if the task needs one", c.name, info.what), c.part)
+			} else if info.class != pcSystem {
+				w.add(Confirm, "search-home", fmt.Sprintf("%s searches all of %s, which holds private files; search the workspace instead, or ask for approval", c.name, info.what), c.part)
+			}
+		}
+	}
+}
+
+func checkSecretTool(w *walker, c *call) {
+	args := fieldStrings(c.args())
+	read := false
+	for _, a := range args {
+		switch a {
+		case "show", "get", "read", "inject", "export", "item", "cat", "decrypt", "-d", "--decrypt", "run", "secrets", "kv", "unseal", "login", "token":
+			read = true
+		}
+	}
+	if c.name == "pass" || c.name == "gopass" {
+		if len(args) == 0 || args[0] != "ls" && args[0] != "list" && args[0] != "find" && args[0] != "grep" && args[0] != "init" && args[0] != "version" && args[0] != "help" {
+			read = true
+		}
+	}
+	if read {
+		w.add(Deny, "secret-read", fmt.Sprintf("%s %s reads secrets from a password manager or vault; credentials must not be read — ask the user if the task needs them", c.name, strings.Join(args[:min(2, len(args))], " ")), c.part)
+		return
+	}
+	w.add(Confirm, "keychain", c.name+" manages secrets; approval is needed", c.part)
+}
+
+var yoloFlag = regexp.MustCompile(`^(--dangerously-skip-permissions|--dangerously-bypass-approvals-and-sandbox|--dangerously-allow-all|--yolo|-y|--yes|--yes-always|--force|-f|--full-auto|--approval-mode=yolo|--auto-approve|--trust-all-tools|--allow-all-tools|--no-confirm|--permission-mode=bypassPermissions|--bypass-permissions)$`)
+
+func checkAgent(w *walker, c *call) {
+	args := c.args()
+	for i, a := range args {
+		s := a.s
+		if s == "--permission-mode" || s == "--approval-mode" || s == "-a" || s == "--ask-for-approval" || s == "-s" || s == "--sandbox" {
+			if i+1 < len(args) {
+				v := lower(args[i+1].s)
+				if v == "bypasspermissions" || v == "yolo" || v == "never" || v == "danger-full-access" {
+					s = "--yolo"
+				}
+			}
+		}
+		if yoloFlag.MatchString(s) && !(s == "-y" && c.name == "llm") && !(s == "-f" && c.name != "cursor-agent") {
+			w.add(Deny, "yolo-agent", fmt.Sprintf("%s %s would start another AI agent that approves its own actions, out of this policy's sight; do the work here, step by step", c.name, a.show()), c.part)
+			return
+		}
+	}
+	w.add(Confirm, "agent", c.name+" starts another AI agent, whose actions this policy does not see; approval is needed", c.part)
+}

@@ -1,0 +1,946 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Programs that run other programs: wrappers, shells, interpreters, eval.
+
+// wrapperSpecs lists the wrappers that run the rest of their argv as a command
+// after their own options, and which of those options take a value.
+var wrapperSpecs = map[string]struct {
+	sp   optSpec
+	skip int // operands of the wrapper's own before the command (timeout's duration)
+}{
+	"nohup":           {spec(""), 0},
+	"nice":            {spec("n", "--adjustment"), 0},
+	"ionice":          {spec("cnpPu", "--class", "--classdata", "--pid", "--pgid", "--uid"), 0},
+	"timeout":         {spec("sk", "--signal", "--kill-after"), 1},
+	"gtimeout":        {spec("sk", "--signal", "--kill-after"), 1},
+	"time":            {spec("fo", "--format", "--output"), 0},
+	"command":         {spec(""), 0},
+	"builtin":         {spec(""), 0},
+	"exec":            {spec("a"), 0},
+	"stdbuf":          {spec("ioe", "--input", "--output", "--error"), 0},
+	"chrt":            {spec(""), 1},
+	"taskset":         {spec(""), 1},
+	"setsid":          {spec(""), 0},
+	"unbuffer":        {spec(""), 0},
+	"caffeinate":      {spec("tw"), 0},
+	"xvfb-run":        {spec("nsfe", "--server-num", "--server-args", "--auth-file", "--error-file"), 0},
+	"strace":          {spec("eoOpPsSuXIabE"), 0},
+	"ltrace":          {spec("eoOpPsSuXIabEAnlL"), 0},
+	"catchsegv":       {spec(""), 0},
+	"valgrind":        {spec(""), 0},
+	"firejail":        {spec(""), 0},
+	"proxychains":     {spec("f"), 0},
+	"proxychains4":    {spec("f"), 0},
+	"torsocks":        {spec(""), 0},
+	"tsocks":          {spec(""), 0},
+	"cpulimit":        {spec("lpe", "--limit", "--pid", "--exe"), 0},
+	"systemd-inhibit": {spec("", "--what", "--who", "--why", "--mode"), 0},
+	"dbus-launch":     {spec(""), 0},
+	"fakeroot":        {spec("ls"), 0},
+	"faketime":        {spec("f"), 1},
+	"cross-env":       {spec(""), 0},
+	"dotenv":          {spec("ec", "--e", "--c"), 0},
+	"with-contenv":    {spec(""), 0},
+	"then":            {spec(""), 0},
+	"retry":           {spec("tdm", "--times", "--delay"), 0},
+	"entr":            {spec(""), 0},
+	"parallel":        {spec("jPS", "--jobs"), 0},
+	"busybox":         {spec(""), 0},
+	"toybox":          {spec(""), 0},
+	"sem":             {spec("j", "--jobs", "--id"), 0},
+	"doas":            {spec("uC"), 0},
+	"sudo":            {spec("ugCDhprtTUc", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--command-timeout", "--other-user", "--login-class"), 0},
+	"pkexec":          {spec("", "--user"), 0},
+	"runuser":         {spec("ugG", "--user", "--group", "--supp-group"), 0},
+	"run0":            {spec("uD", "--user", "--chdir"), 0},
+}
+
+// unwrap returns the command a wrapper runs, or nil when name is not a
+// wrapper or runs nothing.
+func (w *walker) unwrap(name string, argv []field) []field {
+	ws, ok := wrapperSpecs[name]
+	if !ok {
+		if name == "env" {
+			inner, _, _ := w.envCommand(argv[1:])
+			return inner
+		}
+		return nil
+	}
+	args := argv[1:]
+	switch name {
+	case "command":
+		for _, a := range args {
+			if a.s == "-v" || a.s == "-V" {
+				return nil
+			}
+			if !isOpt(a.s) {
+				break
+			}
+		}
+	case "chrt", "taskset":
+		// chrt [opts] PRIO CMD; taskset [opts] MASK CMD; with -p they act on a pid.
+		for _, a := range args {
+			if hasShort(a.s, "p") || a.s == "--pid" {
+				return nil
+			}
+		}
+	case "time", "nohup", "builtin", "unbuffer", "setsid", "catchsegv", "entr", "then", "dbus-launch", "with-contenv":
+	case "valgrind", "firejail", "proxychains", "proxychains4", "cross-env":
+		// Options are all --opt=value or -x; variable assignments for cross-env.
+		i := 0
+		for i < len(args) && (isOpt(args[i].s) || name == "cross-env" && strings.Contains(args[i].s, "=")) {
+			i++
+		}
+		return args[i:]
+	case "parallel", "sem":
+		// parallel CMD ::: ARGS
+		p := parseArgs(args, ws.sp)
+		for i, o := range p.ops {
+			if o.s == ":::" || o.s == "::::" {
+				return p.ops[:i]
+			}
+		}
+		return p.ops
+	}
+	// Stop at the first operand: the wrapper's options come before it.
+	i := 0
+	for i < len(args) {
+		s := args[i].s
+		if s == "--" {
+			i++
+			break
+		}
+		if !isOpt(s) {
+			break
+		}
+		if strings.HasPrefix(s, "--") {
+			if _, _, has := strings.Cut(s, "="); !has && ws.sp.long[s] {
+				i++
+			}
+		} else if j := strings.IndexAny(s[1:], ws.sp.short); j >= 0 && j == len(s)-2 {
+			i++ // a short option that takes the next word as its value
+		}
+		if name == "chrt" || name == "nice" {
+			// chrt -f 99: numbers after options are the priority, not a command
+		}
+		i++
+	}
+	i += ws.skip
+	if i >= len(args) {
+		return nil
+	}
+	return args[i:]
+}
+
+// envCommand parses env's arguments: options, NAME=VALUE assignments, then the
+// command. -S splits a string into words.
+func (w *walker) envCommand(args []field) (inner []field, assigns []envAssign, split bool) {
+	i := 0
+	for i < len(args) {
+		s := args[i].s
+		switch {
+		case s == "--":
+			i++
+			return append(inner, args[i:]...), assigns, split
+		case s == "-S" || s == "--split-string":
+			if i+1 < len(args) {
+				inner = append(inner, w.splitString(args[i+1])...)
+				split = true
+			}
+			i += 2
+			continue
+		case strings.HasPrefix(s, "-S") && len(s) > 2:
+			f := args[i]
+			f.s = s[2:]
+			inner = append(inner, w.splitString(f)...)
+			split = true
+		case strings.HasPrefix(s, "--split-string="):
+			f := args[i]
+			f.s = strings.TrimPrefix(s, "--split-string=")
+			inner = append(inner, w.splitString(f)...)
+			split = true
+		case s == "-u" || s == "--unset" || s == "-C" || s == "--chdir" || s == "-P":
+			i += 2
+			continue
+		case isOpt(s):
+		case strings.Contains(s, "=") && !strings.HasPrefix(s, "="):
+			name, val, _ := strings.Cut(s, "=")
+			f := args[i]
+			f.s = val
+			f.raw = ""
+			assigns = append(assigns, envAssign{name, f})
+		default:
+			return append(inner, args[i:]...), assigns, split
+		}
+		i++
+	}
+	return inner, assigns, split
+}
+
+// splitString splits a word into words the way env -S does (close enough to
+// the shell's own splitting to parse it with the shell's parser).
+func (w *walker) splitString(f field) []field {
+	if !f.known() {
+		return []field{{s: unknown, dyn: true, raw: f.raw}}
+	}
+	p := parsers.Get().(*syntax.Parser)
+	defer parsers.Put(p)
+	var out []field
+	err := p.Words(strings.NewReader(f.s), func(word *syntax.Word) bool {
+		out = append(out, w.expandWord(word)...)
+		return len(out) < maxFields
+	})
+	if err != nil {
+		return []field{{s: unknown, dyn: true, raw: f.raw}}
+	}
+	return out
+}
+
+func registerWrap() {
+	for name := range wrapperSpecs {
+		reg(name, program{decision: Allow, rule: "wrapper", reason: "%s runs the command after it; that command is checked", check: checkWrapper})
+	}
+	reg("env", program{decision: Allow, rule: "wrapper", reason: "env prints the environment or runs a command with changed variables", check: checkEnv, exempt: true})
+	for name := range shells {
+		reg(name, program{decision: Allow, rule: "shell", reason: "%s runs a script; its commands are checked", check: checkShell})
+	}
+	for name := range interpreters {
+		reg(name, program{decision: Allow, rule: "interpreter", reason: "%s runs a program from a file in the workspace", check: checkInterpreter})
+	}
+	reg("eval", program{decision: Allow, rule: "eval", reason: "eval runs its arguments as a command; that command is checked", check: checkEval, exempt: true})
+	reg("source .", program{decision: Allow, rule: "source", reason: "%s runs a script in the current shell", check: checkSource})
+	reg("trap", program{decision: Allow, rule: "trap", reason: "trap sets a command to run on a signal; that command is checked", check: checkTrap, exempt: true})
+	reg("watch", program{decision: Allow, rule: "wrapper", reason: "watch runs a command repeatedly; that command is checked", check: checkWatch})
+	reg("script", program{decision: Allow, rule: "wrapper", reason: "script records a terminal session", check: checkScript})
+	reg("flock", program{decision: Allow, rule: "wrapper", reason: "flock runs a command holding a lock", check: checkFlock})
+	reg("alias", program{decision: Allow, rule: "alias", reason: "alias defines a shortcut; its command is checked", check: checkAlias, exempt: true})
+	reg("unalias", pShell)
+	reg("su", program{decision: Deny, rule: "privilege", reason: "su runs commands as another user; privilege escalation is not allowed", check: checkSu})
+	reg("sudoedit", program{decision: Deny, rule: "privilege", reason: "sudoedit edits files as root; privilege escalation is not allowed — change files in the workspace"})
+	reg("newgrp sg", program{decision: Deny, rule: "privilege", reason: "%s changes the group the shell runs as; privilege changes are not allowed"})
+	reg("npx bunx pnpx", program{decision: Allow, rule: "npx", reason: "%s runs a package's binary installed in the project", check: checkNpx})
+	reg("uvx pipx", program{decision: Confirm, rule: "npx", reason: "%s downloads and runs a package", check: checkUvx})
+	reg("tmux screen byobu", program{decision: Allow, rule: "terminal", reason: "%s manages terminal sessions", check: checkTmux})
+}
+
+// checkWrapper unwraps a wrapper and classifies the command it runs.
+func checkWrapper(w *walker, c *call) {
+	name := c.name
+	switch name {
+	case "sudo", "doas", "pkexec", "runuser", "run0":
+		w.add(Deny, "privilege", fmt.Sprintf("%s would run a command as root (or another user); privilege escalation is not allowed — run the command without %s, on files inside the workspace", name, name), c.part)
+		p := parseArgs(c.args(), wrapperSpecs[name].sp)
+		if name == "sudo" && (p.has("-s", "--shell", "-i", "--login")) && len(p.ops) == 0 {
+			return
+		}
+	case "proxychains", "proxychains4", "torsocks", "tsocks":
+		w.add(Confirm, "network", name+" sends a program's connections through a proxy; approval is needed", c.part)
+	case "exec":
+		if len(c.args()) == 0 {
+			return
+		}
+	case "busybox", "toybox":
+		if len(c.args()) > 0 && c.args()[0].s == "--list" {
+			return
+		}
+	}
+	inner := w.unwrap(name, c.argv)
+	if len(inner) == 0 {
+		return
+	}
+	if name == "parallel" || name == "sem" {
+		// parallel runs its command through a shell.
+		w.script(joinFields(inner), c.part)
+		return
+	}
+	w.command(c.sub(inner))
+}
+
+func joinFields(fs []field) string {
+	var parts []string
+	for _, f := range fs {
+		parts = append(parts, strings.ReplaceAll(f.s, unknown, "$_"))
+	}
+	return strings.Join(parts, " ")
+}
+
+func checkEnv(w *walker, c *call) {
+	inner, assigns, split := w.envCommand(c.args())
+	for _, a := range assigns {
+		w.envVar(a.name, a.val, c.part, true)
+	}
+	if split {
+		w.add(Allow, "wrapper", "env -S splits a string into a command; that command is checked", c.part)
+	}
+	if len(inner) == 0 {
+		return
+	}
+	sub := c.sub(inner)
+	sub.env = append(append([]envAssign(nil), c.env...), assigns...)
+	w.command(sub)
+}
+
+// checkShell: sh -c STRING runs STRING; sh FILE runs a script file; sh alone
+// reads its script from standard input.
+func checkShell(w *walker, c *call) {
+	name := c.name
+	if name == "busybox" {
+		return
+	}
+	args := c.args()
+	cmdString, stdinScript, interactive := false, false, false
+	i := 0
+	for i < len(args) {
+		s := args[i].s
+		if s == "--" || s == "-" {
+			if s == "-" {
+				stdinScript = true
+			}
+			i++
+			break
+		}
+		if strings.HasPrefix(s, "--") {
+			switch s {
+			case "--rcfile", "--init-file":
+				if i+1 < len(args) {
+					w.scriptFile(c, args[i+1], name+" "+s)
+				}
+				i += 2
+				continue
+			case "--command", "-Command", "--eval":
+				cmdString = true
+			}
+			i++
+			continue
+		}
+		if len(s) > 1 && (s[0] == '-' || s[0] == '+') {
+			if strings.EqualFold(s, "-Command") || strings.EqualFold(s, "-c") {
+				cmdString = true
+				i++
+				continue
+			}
+			if strings.EqualFold(s, "-EncodedCommand") || strings.EqualFold(s, "-enc") || strings.EqualFold(s, "-e") && (name == "pwsh" || name == "powershell") {
+				w.add(Deny, "decoded-code", name+" "+s+" runs base64-encoded code, hiding what runs; run the plain command instead so it can be checked", c.part)
+				return
+			}
+			if strings.ContainsRune(s[1:], 'c') {
+				cmdString = true
+			}
+			if strings.ContainsRune(s[1:], 's') {
+				stdinScript = true
+			}
+			if strings.ContainsRune(s[1:], 'i') {
+				interactive = true
+			}
+			if strings.ContainsAny(s[1:], "oO") && i+1 < len(args) {
+				i++
+			}
+			i++
+			continue
+		}
+		break
+	}
+	rest := args[i:]
+	if cmdString {
+		if len(rest) == 0 {
+			return
+		}
+		script := rest[0]
+		if !script.known() || script.subst {
+			k := script.data
+			if k == 0 {
+				k = dUnknown
+			}
+			w.execData(c, data{kind: k}, name+" -c", true)
+			if !script.known() {
+				return
+			}
+		}
+		w.add(Allow, "shell-string", fmt.Sprintf("%s -c runs the string as a script; its commands are checked one by one", name), c.part)
+		w.script(script.s, c.part)
+		return
+	}
+	if len(rest) > 0 && !stdinScript {
+		w.scriptFile(c, rest[0], name)
+		return
+	}
+	if c.stdin.kind != 0 {
+		w.execData(c, c.stdin, name, true)
+		return
+	}
+	if interactive {
+		w.add(Allow, "shell", name+" starts an interactive shell in the sandbox", c.part)
+	}
+}
+
+// scriptFile classifies running a script from a file.
+func (w *walker) scriptFile(c *call, f field, runner string) {
+	if f.data&dProc != 0 {
+		w.execData(c, f.proc, runner+" "+f.show(), !interpreters[interpreterName(runner)])
+		return
+	}
+	if f.s == "/dev/stdin" || f.s == "-" {
+		w.execData(c, c.stdin, runner, true)
+		return
+	}
+	if !f.known() {
+		w.add(Confirm, "dynamic-script", fmt.Sprintf("%s runs a script whose path is computed at run time (%s); name the script literally", runner, f.show()), c.part)
+		return
+	}
+	canon := w.canon(f.s)
+	if w.downloads[canon] {
+		w.add(Deny, "download-exec", fmt.Sprintf("%s runs %s, downloaded earlier in this command, without anyone reading it; download it, read it, then run it as a separate step", runner, f.show()), c.part)
+		return
+	}
+	info := w.classifyPath(f)
+	switch info.class {
+	case pcWorkspace, pcWorkspaceRoot:
+		w.add(Allow, "run-script", fmt.Sprintf("%s runs the workspace script %s", runner, f.show()), c.part)
+	case pcSystem:
+		w.add(Allow, "run-script", fmt.Sprintf("%s runs the system script %s", runner, f.show()), c.part)
+	case pcNet:
+		w.add(Deny, "remote-code", fmt.Sprintf("%s runs a script read from the network (%s); download it, read it, then run it", runner, f.show()), c.part)
+	case pcSecret:
+		w.pathOp(opRead, f, runner, "", false)
+	default:
+		w.add(Confirm, "outside-script", fmt.Sprintf("%s runs %s; the policy has not seen what it does — copy it into the workspace and read it first", runner, info.what), c.part)
+	}
+}
+
+// Interpreters: the options that take inline code, per language.
+var inlineFlags = map[string]struct {
+	code   []string // options whose value is code
+	short  string   // short option letters whose value is code, also in clusters
+	module []string // options that name a module to run
+	valued string   // other short options that take a value
+}{
+	"python":    {[]string{"-c"}, "c", []string{"-m"}, "WXQ"},
+	"python2":   {[]string{"-c"}, "c", []string{"-m"}, "WXQ"},
+	"python3":   {[]string{"-c"}, "c", []string{"-m"}, "WXQ"},
+	"pypy":      {[]string{"-c"}, "c", []string{"-m"}, "WX"},
+	"pypy3":     {[]string{"-c"}, "c", []string{"-m"}, "WX"},
+	"perl":      {[]string{"-e", "-E"}, "eE", nil, "IMmxdD"},
+	"ruby":      {[]string{"-e"}, "e", nil, "IrCEFx"},
+	"irb":       {[]string{"-e"}, "e", nil, ""},
+	"node":      {[]string{"-e", "--eval", "-p", "--print"}, "ep", nil, "rC"},
+	"nodejs":    {[]string{"-e", "--eval", "-p", "--print"}, "ep", nil, "rC"},
+	"deno":      {[]string{"eval"}, "", nil, ""},
+	"bun":       {[]string{"-e", "--eval", "-p", "--print"}, "ep", nil, "r"},
+	"php":       {[]string{"-r", "-B", "-R", "-E"}, "rBRE", nil, "cdfzSt"},
+	"lua":       {[]string{"-e"}, "e", nil, "l"},
+	"luajit":    {[]string{"-e"}, "e", nil, "lbj"},
+	"Rscript":   {[]string{"-e", "--expr"}, "e", nil, ""},
+	"R":         {[]string{"-e"}, "e", nil, "f"},
+	"julia":     {[]string{"-e", "--eval", "-E", "--print"}, "eE", nil, "LJp"},
+	"osascript": {[]string{"-e"}, "e", nil, "ls"},
+	"tclsh":     {nil, "", nil, ""},
+	"expect":    {[]string{"-c"}, "c", nil, "f"},
+	"groovy":    {[]string{"-e"}, "e", nil, ""},
+	"jshell":    {nil, "", nil, ""},
+	"guile":     {[]string{"-c"}, "c", nil, "lLsx"},
+	"racket":    {[]string{"-e", "--eval"}, "e", nil, "tlfr"},
+	"sbcl":      {[]string{"--eval"}, "", nil, ""},
+	"clisp":     {[]string{"-x"}, "x", nil, ""},
+	"ts-node":   {[]string{"-e", "--eval", "-p", "--print"}, "ep", nil, "rO"},
+	"tsx":       {[]string{"-e", "--eval", "-p", "--print"}, "ep", nil, ""},
+	"scala":     {[]string{"-e"}, "e", nil, ""},
+	"wish":      {nil, "", nil, ""},
+}
+
+// checkInterpreter: an interpreter running a script file is allowed; inline
+// code (python -c, perl -e, node -e) needs approval at least, and is scanned for
+// what it does; a script read from a pipe is judged by what feeds it.
+func checkInterpreter(w *walker, c *call) {
+	name := interpreterName(c.name)
+	spec := inlineFlags[name]
+	args := c.args()
+	if name == "deno" || name == "bun" {
+		if len(args) > 0 {
+			switch args[0].s {
+			case "run", "test", "bench", "check", "fmt", "lint", "doc", "info", "build", "dev", "start", "x", "upgrade", "repl", "task":
+				if name == "bun" && (args[0].s == "x") {
+					w.command(c.sub(append([]field{lit("bunx")}, args[1:]...)))
+					return
+				}
+				if args[0].s == "upgrade" {
+					w.add(Confirm, "package-install", name+" upgrade downloads a new version of "+name+"; approval is needed", c.part)
+				}
+				if name == "bun" && args[0].s == "run" && len(args) > 1 {
+					w.add(Allow, "build", "bun run runs a package.json script or a workspace file", c.part)
+					return
+				}
+				return
+			case "install", "i", "add", "remove", "rm", "update", "link", "unlink", "pm", "create", "init":
+				if args[0].s != "init" {
+					w.add(Confirm, "package-install", fmt.Sprintf("%s %s installs or changes packages from the network; approval is needed", name, args[0].s), c.part)
+				}
+				return
+			case "eval":
+				if len(args) > 1 {
+					w.inlineCode(c, args[len(args)-1].s, name+" eval")
+				}
+				return
+			}
+		}
+	}
+	for i := 0; i < len(args); i++ {
+		s := args[i].s
+		if s == "-" {
+			w.execData(c, c.stdin, name, false)
+			return
+		}
+		if !isOpt(s) {
+			if name == "deno" || name == "bun" {
+				return
+			}
+			w.scriptFile(c, args[i], name)
+			return
+		}
+		if s == "--" {
+			if i+1 < len(args) {
+				w.scriptFile(c, args[i+1], name)
+			}
+			return
+		}
+		// Code given as the value of an option.
+		code, found := "", false
+		for _, f := range spec.code {
+			switch {
+			case s == f && i+1 < len(args):
+				i++
+				code, found = args[i].s, true
+				if !args[i].known() {
+					w.execData(c, data{kind: args[i].data | dUnknown}, name+" "+f, false)
+					return
+				}
+			case strings.HasPrefix(s, f+"=") && strings.HasPrefix(f, "--"):
+				code, found = strings.TrimPrefix(s, f+"="), true
+			}
+		}
+		if !found && spec.short != "" && len(s) > 2 && s[0] == '-' && s[1] != '-' {
+			// A cluster: perl -pe 'code', python -uc 'code', perl -e'code'.
+			for j := 1; j < len(s); j++ {
+				if strings.IndexByte(spec.short, s[j]) >= 0 {
+					if j+1 < len(s) {
+						code = s[j+1:]
+					} else if i+1 < len(args) {
+						i++
+						code = args[i].s
+					}
+					found = true
+					break
+				}
+				if strings.IndexByte(spec.valued, s[j]) >= 0 {
+					break
+				}
+			}
+		}
+		if found {
+			w.inlineCode(c, code, name+" "+s)
+			// perl -e may repeat; the rest are its program's arguments.
+			continue
+		}
+		for _, m := range spec.module {
+			if s == m && i+1 < len(args) {
+				checkModule(w, c, name, args[i+1:])
+				return
+			}
+			if strings.HasPrefix(s, m) && len(s) > len(m) {
+				mod := args[i]
+				mod.s = s[len(m):]
+				checkModule(w, c, name, append([]field{mod}, args[i+1:]...))
+				return
+			}
+		}
+		if len(s) == 2 && strings.IndexByte(spec.valued, s[1]) >= 0 {
+			i++
+		}
+		if (name == "node" || name == "nodejs") && (s == "--require" || s == "-r" || s == "--import" || s == "--loader") {
+			w.add(Confirm, "inline-code", name+" "+s+" loads a module before the program; approval is needed", c.part)
+		}
+	}
+	// No script: the interpreter reads its program from standard input.
+	if c.stdin.kind != 0 {
+		w.execData(c, c.stdin, name, false)
+	} else if len(inlineFlagsUsed(args, spec.code, spec.short)) == 0 {
+		w.add(Allow, "interpreter", name+" starts an interactive interpreter in the sandbox", c.part)
+	}
+}
+
+func inlineFlagsUsed(args []field, code []string, short string) []string {
+	var out []string
+	for _, a := range args {
+		for _, f := range code {
+			if a.s == f {
+				out = append(out, f)
+			}
+		}
+		if short != "" && len(a.s) > 1 && a.s[0] == '-' && a.s[1] != '-' && strings.ContainsAny(a.s[1:], short) {
+			out = append(out, a.s)
+		}
+	}
+	return out
+}
+
+// Python modules run with -m.
+var (
+	pyDevModules = set("pytest", "unittest", "doctest", "mypy", "black", "isort", "ruff", "flake8", "pylint",
+		"pyflakes", "pycodestyle", "coverage", "tox", "nox", "build", "venv", "virtualenv", "json.tool", "timeit",
+		"pydoc", "compileall", "py_compile", "cProfile", "profile", "pdb", "trace", "tabnanny", "pyright",
+		"bandit", "ensurepip", "site", "sysconfig", "platform", "calendar", "this", "tokenize", "ast", "dis",
+		"zipfile", "tarfile", "gzip", "base64", "uuid", "hashlib", "sphinx", "mkdocs", "flask", "django",
+		"uvicorn", "gunicorn", "hypothesis", "behave", "nose", "nose2", "pytest_cov", "IPython", "jupyter", "notebook")
+)
+
+func checkModule(w *walker, c *call, interp string, argv []field) {
+	if len(argv) == 0 {
+		return
+	}
+	mod := argv[0].s
+	switch {
+	case mod == "pip" || mod == "pip3" || mod == "uv" || mod == "poetry" || mod == "pipx":
+		checkPackageManager(w, c.sub(append([]field{lit(mod)}, argv[1:]...)), mod)
+	case mod == "http.server" || mod == "SimpleHTTPServer" || mod == "smtpd" || mod == "ftplib" || mod == "pyftpdlib":
+		w.add(Confirm, "server", fmt.Sprintf("%s -m %s starts a server that serves files over the network; approval is needed", interp, mod), c.part)
+	case mod == "base64" && len(argv) > 1:
+		w.add(Allow, "text", interp+" -m base64 encodes or decodes text", c.part)
+	case pyDevModules[mod] || strings.HasPrefix(mod, "pytest"):
+		w.add(Allow, "build", fmt.Sprintf("%s -m %s runs a development tool", interp, mod), c.part)
+	case !argv[0].known():
+		w.add(Confirm, "dynamic-command", interp+" -m runs a module whose name is computed at run time; write it literally", c.part)
+	default:
+		w.add(w.e.unknown, "unknown-program", fmt.Sprintf("%s -m %s runs a module the policy does not know; %s", interp, mod, w.e.unknownAdvice()), c.part)
+	}
+}
+
+var (
+	codeSocket  = regexp.MustCompile(`(?i)socket|fsockopen|TCPSocket|IO::Socket|net\.connect|net\.Socket|createConnection|/dev/tcp|Socket\.new|socketserver`)
+	codeSpawn   = regexp.MustCompile(`(?i)dup2|subprocess|spawn|\bexec|/bin/(ba|z|da)?sh|\bpty\b|popen|system\s*\(|child_process|Process\.start|proc_open|passthru|shell_exec`)
+	codeEnv     = regexp.MustCompile(`(?i)environ|\bENV\b|process\.env|getenv|\$_ENV|System\.getenv|Sys\.getenv`)
+	codeNet     = regexp.MustCompile(`(?i)urlopen|urllib|requests\.|http\.client|httplib|fetch\s*\(|https?\.request|https?\.get|Net::HTTP|LWP|curl|socket|axios|XMLHttpRequest|http://|https://`)
+	codeFork    = regexp.MustCompile(`(?i)\bfork\b`)
+	codeLoop    = regexp.MustCompile(`(?i)\bwhile\b|\bfor\b|\bloop\b|until`)
+	codeExecAny = regexp.MustCompile(`(?i)system|popen|subprocess|\bexec|spawn|child_process|shell_exec|passthru|proc_open|backticks|\x60|%x|IO\.popen|Runtime\.getRuntime|do shell script|os\.execute`)
+	codeSecret  = regexp.MustCompile(`\.ssh/id_|\.ssh/authorized_keys|\.aws/credentials|\.kube/config|\.netrc|\.git-credentials|/etc/shadow|\.gnupg|\.docker/config\.json|\.config/gh/hosts`)
+	codeB64Exec = regexp.MustCompile(`(?i)(b64decode|base64|atob|decode\(['"]hex|fromhex|unhexlify|zlib\.decompress|marshal\.loads|codecs\.decode).*(exec|eval|system|popen|spawn)|(exec|eval)\s*\(.*(b64decode|base64|atob|fromhex|unhexlify|decompress|marshal)`)
+)
+
+// inlineCode classifies code given on the command line to an interpreter. The
+// policy cannot read every language; it needs approval at least, and is denied
+// when it plainly opens a reverse shell, sends the environment away, forks
+// without end, decodes hidden code and runs it, or runs a shell command that is
+// itself denied.
+func (w *walker) inlineCode(c *call, code, runner string) {
+	w.add(Confirm, "inline-code", fmt.Sprintf("%s runs inline code, which the policy cannot fully check; write it to a file in the workspace and run that, or ask for approval", runner), c.part)
+	switch {
+	case codeSocket.MatchString(code) && codeSpawn.MatchString(code):
+		w.add(Deny, "reverse-shell", runner+" opens a network connection and runs a shell or process through it (a reverse shell); run the commands you need directly", c.part)
+	case codeEnv.MatchString(code) && codeNet.MatchString(code):
+		w.add(Deny, "exfil", runner+" reads the environment and sends data over the network; do not send the environment or credentials anywhere", c.part)
+	case codeFork.MatchString(code) && codeLoop.MatchString(code):
+		w.add(Deny, "fork-bomb", runner+" forks in a loop, which exhausts the machine's processes; do not run it", c.part)
+	case codeB64Exec.MatchString(code):
+		w.add(Deny, "decoded-code", runner+" decodes hidden code and runs it; run the plain code instead so it can be checked", c.part)
+	}
+	if codeSecret.MatchString(code) {
+		w.add(Deny, "secret-read", runner+" reads credentials (a private key, a token file); credentials must not be read, copied or sent — ask the user if the task needs them", c.part)
+	}
+	if codeExecAny.MatchString(code) {
+		for _, s := range stringLiterals(code) {
+			w.scriptQuiet(s, c.part)
+		}
+	}
+}
+
+// scriptQuiet classifies a string that may be a shell command (a string literal
+// inside inline code); one that does not parse is ignored.
+func (w *walker) scriptQuiet(src, part string) {
+	if w.depth >= maxDepth || !strings.ContainsAny(src, " /;|&$") {
+		return
+	}
+	f, err := parse(src)
+	if err != nil {
+		return
+	}
+	saved, savedCwd := w.src, w.cwd
+	w.src = src
+	w.depth++
+	w.stmts(f.Stmts, data{})
+	w.depth--
+	w.src, w.cwd = saved, savedCwd
+}
+
+func checkEval(w *walker, c *call) {
+	args := c.args()
+	if len(args) == 0 {
+		return
+	}
+	var k dataKind
+	known := true
+	for _, a := range args {
+		if !a.known() || a.subst {
+			known = known && a.known()
+			k |= a.data
+			if a.data == 0 && !a.known() {
+				k |= dUnknown
+			}
+		}
+	}
+	if k != 0 || !known {
+		w.execData(c, data{kind: k | dUnknown}, "eval", true)
+		w.add(Confirm, "eval-dynamic", "eval runs a command computed at run time, which the policy cannot see; write the command directly", c.part)
+		if !known {
+			return
+		}
+	}
+	w.script(joinFields(args), c.part)
+}
+
+func checkSource(w *walker, c *call) {
+	args := c.args()
+	if len(args) == 0 {
+		return
+	}
+	w.scriptFile(c, args[0], c.name)
+}
+
+func checkTrap(w *walker, c *call) {
+	args := c.args()
+	if len(args) == 0 {
+		return
+	}
+	i := 0
+	for i < len(args) && (args[i].s == "-l" || args[i].s == "-p" || args[i].s == "--") {
+		if args[i].s != "--" {
+			return
+		}
+		i++
+	}
+	if i >= len(args) || len(args)-i < 2 {
+		return
+	}
+	h := args[i]
+	if h.s == "-" || h.s == "" || isFD(h.s) {
+		return
+	}
+	if !h.known() {
+		w.add(Confirm, "trap-dynamic", "trap sets a handler computed at run time; write the handler literally", c.part)
+		return
+	}
+	w.script(h.s, c.part)
+}
+
+func checkWatch(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("nqd", "--interval", "--differences", "--equexit", "--chgexit"))
+	if len(p.ops) == 0 {
+		return
+	}
+	if p.has("-x", "--exec") {
+		w.command(c.sub(p.ops))
+		return
+	}
+	w.script(joinFields(p.ops), c.part)
+}
+
+func checkScript(w *walker, c *call) {
+	args := c.args()
+	for i := 0; i < len(args); i++ {
+		s := args[i].s
+		var cmd *field
+		switch {
+		case s == "-c" || s == "--command":
+			if i+1 < len(args) {
+				cmd = &args[i+1]
+			}
+		case strings.HasPrefix(s, "--command="):
+			f := args[i]
+			f.s = strings.TrimPrefix(s, "--command=")
+			cmd = &f
+		case len(s) > 1 && s[0] == '-' && s[1] != '-' && strings.Contains(s, "c"):
+			j := strings.IndexByte(s, 'c')
+			if j == len(s)-1 && i+1 < len(args) {
+				cmd = &args[i+1]
+			} else if j < len(s)-1 {
+				f := args[i]
+				f.s = s[j+1:]
+				cmd = &f
+			}
+		}
+		if cmd != nil {
+			if !cmd.known() {
+				w.add(Confirm, "dynamic-command", "script -c runs a command computed at run time; write it literally", c.part)
+				return
+			}
+			w.script(cmd.s, c.part)
+			return
+		}
+	}
+}
+
+func checkFlock(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("wEc", "--timeout", "--wait", "--conflict-exit-code", "--command"))
+	if cmds := p.values("-c", "--command"); len(cmds) > 0 {
+		for _, s := range cmds {
+			w.script(s.s, c.part)
+		}
+		return
+	}
+	if len(p.ops) > 1 {
+		w.command(c.sub(p.ops[1:]))
+	}
+}
+
+func checkSu(w *walker, c *call) {
+	w.add(Deny, "privilege", "su would run commands as another user (root by default); privilege escalation is not allowed — run the command without su, on files inside the workspace", c.part)
+	p := parseArgs(c.args(), spec("cgGs", "--command", "--group", "--supp-group", "--shell", "--session-command"))
+	for _, s := range p.values("-c", "--command", "--session-command") {
+		if s.known() {
+			w.script(s.s, c.part)
+		}
+	}
+}
+
+func checkAlias(w *walker, c *call) {
+	for _, a := range c.args() {
+		name, val, ok := strings.Cut(a.s, "=")
+		if !ok || a.s == "-p" {
+			continue
+		}
+		if !a.known() {
+			w.add(Confirm, "alias", "alias defines a shortcut to a command computed at run time; write it literally", c.part)
+			continue
+		}
+		if w.aliases == nil {
+			w.aliases = map[string]string{}
+		}
+		w.aliases[name] = val
+		w.script(val, c.part)
+	}
+}
+
+// Local tools that npx runs from node_modules/.bin without downloading.
+var npxLocal = set("tsc", "eslint", "prettier", "jest", "vitest", "mocha", "ts-node", "tsx", "vite", "webpack",
+	"rollup", "esbuild", "next", "nuxt", "nuxi", "astro", "svelte-kit", "svelte-check", "playwright", "cypress", "nx", "turbo",
+	"lerna", "lint-staged", "stylelint", "biome", "oxlint", "knip", "depcheck", "c8", "nyc", "ava", "tap",
+	"karma", "concurrently", "node-gyp", "ng", "vue-cli-service", "react-scripts", "storybook", "standard",
+	"xo", "commitlint", "tailwindcss", "postcss", "babel", "swc", "tsup", "unbuild", "vue-tsc", "remix",
+	"expo", "react-native", "wrangler", "serve", "http-server", "kill-port", "cross-env", "dotenv", "rimraf",
+	"mkdirp", "jsdoc", "typedoc", "api-extractor", "changeset", "husky", "patch-package", "pnpm", "yarn",
+	"ncu", "npm-check-updates", "prisma", "drizzle-kit", "typeorm", "sequelize", "knex", "gulp", "grunt")
+
+// checkNpx: npx runs a package's binary, downloading the package when it is
+// not installed; -c runs a shell string.
+func checkNpx(w *walker, c *call) {
+	args := c.args()
+	valued := set("-p", "--package", "-c", "--call", "--registry", "--cache", "--userconfig", "-w", "--workspace", "--node-options", "--shell")
+	download := false
+	var pkgs []string
+	i := 0
+	for ; i < len(args); i++ {
+		s := args[i].s
+		if s == "--" {
+			i++
+			break
+		}
+		if !isOpt(s) {
+			break
+		}
+		name, val, hasVal := strings.Cut(s, "=")
+		if !hasVal && valued[name] && i+1 < len(args) {
+			i++
+			val = args[i].s
+		}
+		switch name {
+		case "-y", "--yes":
+			download = true
+		case "-p", "--package":
+			pkgs = append(pkgs, val)
+			download = true
+		case "-c", "--call":
+			w.add(Confirm, "npx", c.name+" -c runs a shell string through npx; run the command directly", c.part)
+			f := lit(val)
+			if hasVal || i < len(args) {
+				w.script(f.s, c.part)
+			}
+		case "--node-options", "--shell":
+			w.add(Confirm, "npx", c.name+" "+name+" changes how the package runs; approval is needed", c.part)
+		}
+	}
+	inner := args[i:]
+	if len(inner) == 0 {
+		return
+	}
+	pkg := inner[0].s
+	bare := pkg
+	if at := strings.LastIndexByte(pkg, '@'); at > 0 {
+		bare = pkg[:at]
+		download = true
+	}
+	if strings.ContainsAny(bare, ":/") && !strings.HasPrefix(bare, "@") || strings.HasPrefix(pkg, ".") {
+		download = true
+	}
+	if c.name == "pnpx" || strings.HasPrefix(c.name, "dlx") {
+		download = true
+	}
+	if !npxLocal[bare] || download || len(pkgs) > 0 {
+		w.add(Confirm, "npx-download", fmt.Sprintf("%s %s may download the package %s from the registry and run it; add it as a dev dependency and run it from node_modules/.bin, or ask for approval", c.name, pkg, bare), c.part)
+	}
+	sub := make([]field, len(inner))
+	copy(sub, inner)
+	sub[0].s = path.Base(bare)
+	if npxLocal[sub[0].s] || programs[sub[0].s].check != nil {
+		w.command(c.sub(sub))
+	}
+}
+
+func checkUvx(w *walker, c *call) {
+	args := c.args()
+	if c.name == "pipx" {
+		if len(args) == 0 || args[0].s != "run" {
+			if len(args) > 0 && (args[0].s == "list" || args[0].s == "--version" || args[0].s == "environment") {
+				w.add(Allow, "info", "pipx "+args[0].s+" prints information", c.part)
+				return
+			}
+			w.add(Confirm, "package-install", "pipx installs or changes Python applications from the network; approval is needed", c.part)
+			return
+		}
+		args = args[1:]
+	}
+	p := parseArgs(args, spec("pw", "--from", "--with", "--python", "--index-url", "--spec"))
+	if len(p.ops) == 0 {
+		return
+	}
+	w.add(Confirm, "npx-download", fmt.Sprintf("%s %s downloads the package and runs it; install it in the project, or ask for approval", c.name, p.ops[0].show()), c.part)
+	sub := append([]field(nil), p.ops...)
+	if at := strings.IndexByte(sub[0].s, '@'); at > 0 {
+		sub[0].s = sub[0].s[:at]
+	}
+	if programs[sub[0].s].check != nil {
+		w.command(c.sub(sub))
+	}
+}
+
+func checkTmux(w *walker, c *call) {
+	args := c.args()
+	for i, a := range args {
+		switch a.s {
+		case "new", "new-session", "new-window", "neww", "split-window", "splitw", "send-keys", "send", "respawn-pane", "run-shell", "run", "-dmS", "-dm":
+			w.add(Confirm, "terminal", c.name+" "+a.s+" runs a command in a session that outlives this one; run it directly instead", c.part)
+			for _, b := range args[i+1:] {
+				if b.known() && strings.Contains(b.s, " ") {
+					w.scriptQuiet(b.s, c.part)
+				}
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,422 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Rules are a user's rules, as read from a rules file.
+//
+// A rules file is TOML. Rules are argv patterns: words separated by blanks and
+// quoted as in the shell, where a * standing alone matches any number of words
+// (none included) and a * inside a word matches any characters in that word.
+// The first word is the program: a bare name matches the program wherever it
+// is (git matches /usr/bin/git), a word with a slash matches that path only.
+// A rule applies to every program a command runs — each part of a pipeline or
+// list, the command inside sudo, xargs, sh -c or find -exec:
+//
+//	# What to do with programs the policy does not know: allow (the default,
+//	# since the sandbox contains them), confirm or deny.
+//	unknown = "confirm"
+//
+//	allow   = ["git push origin feature/*", "docker build *"]
+//	confirm = ["npm publish *"]
+//	deny    = ["terraform *", "git push * --force *"]
+//
+//	# A rule with a reason: the reason is shown to the model when it decides.
+//	[[rule]]
+//	decision = "deny"
+//	match    = "kubectl * delete *"
+//	reason   = "never delete cluster resources; ask the operator"
+//
+// Deny beats confirm beats allow. A user's deny or confirm rule adds to the
+// defaults; a user's allow rule allows a program the defaults would only
+// confirm, but never one they deny, and never lifts what the structure of the
+// command decides (a computed program name, a redirection onto a protected
+// file, a download piped into a shell).
+type Rules struct {
+	// Unknown is the decision for programs the policy does not know, when the
+	// file sets it.
+	Unknown *Decision
+	List    []Rule
+}
+
+// Rule is one user rule.
+type Rule struct {
+	Decision Decision
+	// Pattern is the argv pattern as written, e.g. "git push *".
+	Pattern string
+	// Reason is shown as the verdict's reason when the rule decides; empty
+	// gives one that quotes the rule.
+	Reason string
+	// Source says where the rule was written ("rules.toml:12"), for messages.
+	Source string
+
+	words []patWord
+}
+
+// patWord is one word of a pattern: literal segments around * wildcards, or
+// any number of words when the word is a lone *.
+type patWord struct {
+	any  bool
+	segs []string // len(segs)-1 wildcards between them
+}
+
+// RulesError is a mistake in a rules file: where it is and what to fix.
+type RulesError struct {
+	File string
+	Line int // 0 when the line is not known
+	Msg  string
+}
+
+func (e *RulesError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// NewRule compiles a rule from a decision and an argv pattern.
+func NewRule(d Decision, pattern string) (Rule, error) {
+	words, err := compilePattern(pattern)
+	if err != nil {
+		return Rule{}, err
+	}
+	return Rule{Decision: d, Pattern: pattern, words: words}, nil
+}
+
+// name is how a rule is named in a verdict.
+func (r *Rule) name() string {
+	s := fmt.Sprintf("user:%s %q", r.Decision, r.Pattern)
+	if r.Source != "" {
+		s += " (" + r.Source + ")"
+	}
+	return s
+}
+
+var errPattern = errors.New(`a pattern is a program and its arguments as literal words, with * for "any words" or "any characters"`)
+
+func compilePattern(pattern string) ([]patWord, error) {
+	if strings.TrimSpace(pattern) == "" {
+		return nil, fmt.Errorf("empty pattern: write the program and its arguments, e.g. %q", "git push *")
+	}
+	p := parsers.Get().(*syntax.Parser)
+	defer parsers.Put(p)
+	var words []patWord
+	var perr error
+	err := p.Words(strings.NewReader(pattern), func(word *syntax.Word) bool {
+		pw, err := compileWord(word)
+		if err != nil {
+			perr = err
+			return false
+		}
+		words = append(words, pw)
+		return true
+	})
+	if perr != nil {
+		return nil, fmt.Errorf("pattern %q: %w", pattern, perr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pattern %q: %w (%v)", pattern, errPattern, err)
+	}
+	if len(words) == 0 || words[0].any {
+		return nil, fmt.Errorf("pattern %q: the first word must name the program", pattern)
+	}
+	return words, nil
+}
+
+func compileWord(word *syntax.Word) (patWord, error) {
+	var pw patWord
+	var cur strings.Builder
+	addLit := func(s string) { cur.WriteString(s) }
+	star := func() {
+		pw.segs = append(pw.segs, cur.String())
+		cur.Reset()
+	}
+	for _, part := range word.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			s := p.Value
+			for i := 0; i < len(s); i++ {
+				switch s[i] {
+				case '\\':
+					if i+1 < len(s) {
+						i++
+						cur.WriteByte(s[i])
+					}
+				case '*':
+					star()
+				default:
+					cur.WriteByte(s[i])
+				}
+			}
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				addLit(ansiC(p.Value))
+			} else {
+				addLit(p.Value)
+			}
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				l, ok := q.(*syntax.Lit)
+				if !ok {
+					return pw, fmt.Errorf("%w; $ expansions are not allowed (quote it with single quotes)", errPattern)
+				}
+				addLit(unescapeDouble(l.Value))
+			}
+		default:
+			return pw, fmt.Errorf("%w; $, ` and (...) are not allowed (quote them with single quotes)", errPattern)
+		}
+	}
+	pw.segs = append(pw.segs, cur.String())
+	if len(pw.segs) == 2 && pw.segs[0] == "" && pw.segs[1] == "" {
+		return patWord{any: true}, nil
+	}
+	return pw, nil
+}
+
+// matchWord reports whether s matches a pattern word with wildcards.
+func (pw patWord) matchWord(s string) bool {
+	if len(pw.segs) == 1 {
+		return s == pw.segs[0]
+	}
+	first, last := pw.segs[0], pw.segs[len(pw.segs)-1]
+	if !strings.HasPrefix(s, first) || len(s) < len(first)+len(last) || !strings.HasSuffix(s, last) {
+		return false
+	}
+	s = s[len(first) : len(s)-len(last)]
+	for _, seg := range pw.segs[1 : len(pw.segs)-1] {
+		i := strings.Index(s, seg)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(seg):]
+	}
+	return true
+}
+
+// match reports whether argv matches the rule. trusted says the program was
+// named by a bare name or a path in a system directory; an allow rule's bare
+// name matches only trusted programs.
+func (r *Rule) match(argv []string, trusted bool) bool {
+	if len(argv) == 0 || len(r.words) == 0 {
+		return false
+	}
+	first := r.words[0]
+	prog := argv[0]
+	if !strings.Contains(strings.Join(first.segs, ""), "/") {
+		if !trusted && strings.Contains(prog, "/") {
+			return false
+		}
+		prog = path.Base(prog)
+	}
+	if !first.matchWord(prog) {
+		return false
+	}
+	return matchWords(r.words[1:], argv[1:])
+}
+
+// matchWords matches words against pattern words, where a lone * matches any
+// number of words. It backtracks only to the last lone *, so it is linear in
+// practice.
+func matchWords(pat []patWord, argv []string) bool {
+	pi, ai := 0, 0
+	star, starAi := -1, 0
+	for ai < len(argv) {
+		switch {
+		case pi < len(pat) && pat[pi].any:
+			star, starAi = pi, ai
+			pi++
+		case pi < len(pat) && pat[pi].matchWord(argv[ai]):
+			pi++
+			ai++
+		case star >= 0:
+			pi = star + 1
+			starAi++
+			ai = starAi
+		default:
+			return false
+		}
+	}
+	for pi < len(pat) && pat[pi].any {
+		pi++
+	}
+	return pi == len(pat)
+}
+
+// LoadRules reads a rules file. Its errors name the file, the line and what to
+// fix.
+func LoadRules(file string) (*Rules, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("rules file: %w", err)
+	}
+	return ParseRules(file, data)
+}
+
+type rulesFile struct {
+	Unknown *Decision  `toml:"unknown"`
+	Allow   []string   `toml:"allow"`
+	Confirm []string   `toml:"confirm"`
+	Deny    []string   `toml:"deny"`
+	Rule    []fileRule `toml:"rule"`
+}
+
+type fileRule struct {
+	Decision *Decision `toml:"decision"`
+	Match    string    `toml:"match"`
+	Reason   string    `toml:"reason"`
+}
+
+const rulesUsage = `a rules file holds: unknown = "allow|confirm|deny"; allow, confirm and deny = ["pattern", ...]; and [[rule]] tables with decision, match and reason`
+
+// ParseRules parses the contents of a rules file; name is the file's name for
+// messages.
+func ParseRules(name string, data []byte) (*Rules, error) {
+	var f rulesFile
+	md, err := toml.Decode(string(data), &f)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			msg := pe.Message
+			if u := pe.Usage; u != "" {
+				msg += " (" + strings.TrimSpace(strings.SplitN(u, "\n\n", 2)[0]) + ")"
+			}
+			if strings.Contains(msg, "unknown decision") || strings.Contains(msg, "want allow") {
+				msg = fmt.Sprintf("%s: %s", pe.LastKey, msg)
+			}
+			return nil, &RulesError{File: name, Line: pe.Position.Line, Msg: msg}
+		}
+		return nil, &RulesError{File: name, Msg: fmt.Sprintf("%v; %s", err, rulesUsage)}
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		key := und[0].String()
+		return nil, &RulesError{File: name, Line: keyLine(data, und[0]), Msg: fmt.Sprintf("unknown key %q; %s", key, rulesUsage)}
+	}
+	rs := &Rules{Unknown: f.Unknown}
+	lines := newLineFinder(data)
+	add := func(d Decision, pattern, reason string, line int) error {
+		r, err := NewRule(d, pattern)
+		if err != nil {
+			return &RulesError{File: name, Line: line, Msg: err.Error()}
+		}
+		r.Reason = reason
+		if line > 0 {
+			r.Source = fmt.Sprintf("%s:%d", path.Base(name), line)
+		} else {
+			r.Source = path.Base(name)
+		}
+		rs.List = append(rs.List, r)
+		return nil
+	}
+	for _, list := range []struct {
+		key string
+		d   Decision
+		ps  []string
+	}{{"deny", Deny, f.Deny}, {"confirm", Confirm, f.Confirm}, {"allow", Allow, f.Allow}} {
+		from := lines.key(list.key)
+		for _, p := range list.ps {
+			line := lines.value(p, from)
+			if line > 0 {
+				from = line
+			}
+			if err := add(list.d, p, "", line); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i, fr := range f.Rule {
+		line := lines.table("rule", i)
+		if fr.Decision == nil {
+			return nil, &RulesError{File: name, Line: line, Msg: `[[rule]] without decision: add decision = "allow", "confirm" or "deny"`}
+		}
+		if fr.Match == "" {
+			return nil, &RulesError{File: name, Line: line, Msg: `[[rule]] without match: add match = "program args *"`}
+		}
+		if l := lines.value(fr.Match, line); l > 0 {
+			line = l
+		}
+		if err := add(*fr.Decision, fr.Match, fr.Reason, line); err != nil {
+			return nil, err
+		}
+	}
+	return rs, nil
+}
+
+// lineFinder finds where keys and values are in a TOML file, to name lines in
+// messages and rules (the TOML library reports lines only for its own errors).
+type lineFinder struct{ lines []string }
+
+func newLineFinder(data []byte) lineFinder {
+	return lineFinder{strings.Split(string(data), "\n")}
+}
+
+var tomlComment = regexp.MustCompile(`^\s*#`)
+
+// key returns the line where a top-level key is set, or 0.
+func (lf lineFinder) key(k string) int {
+	re := regexp.MustCompile(`^\s*"?` + regexp.QuoteMeta(k) + `"?\s*=`)
+	for i, l := range lf.lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "[") {
+			return 0 // past the top-level keys
+		}
+		if re.MatchString(l) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// value returns the first line at or after from (1-based) holding the string
+// value v, or 0.
+func (lf lineFinder) value(v string, from int) int {
+	if from <= 0 {
+		from = 1
+	}
+	quoted := []string{`"` + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), `"`, `\"`) + `"`, `'` + v + `'`}
+	for i := from - 1; i < len(lf.lines); i++ {
+		if tomlComment.MatchString(lf.lines[i]) {
+			continue
+		}
+		for _, q := range quoted {
+			if strings.Contains(lf.lines[i], q) {
+				return i + 1
+			}
+		}
+	}
+	return 0
+}
+
+// table returns the line of the n-th [[name]] header, or 0.
+func (lf lineFinder) table(name string, n int) int {
+	re := regexp.MustCompile(`^\s*\[\[\s*"?` + regexp.QuoteMeta(name) + `"?\s*\]\]`)
+	for i, l := range lf.lines {
+		if re.MatchString(l) {
+			if n == 0 {
+				return i + 1
+			}
+			n--
+		}
+	}
+	return 0
+}
+
+// keyLine finds the line of a key the decoder did not expect.
+func keyLine(data []byte, k toml.Key) int {
+	lf := newLineFinder(data)
+	last := k[len(k)-1]
+	re := regexp.MustCompile(`^\s*(\[+\s*)?"?` + regexp.QuoteMeta(last) + `"?\s*(=|\]|\.)`)
+	for i, l := range lf.lines {
+		if re.MatchString(l) {
+			return i + 1
+		}
+	}
+	return 0
+}

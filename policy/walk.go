@@ -1,0 +1,996 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// maxDepth bounds how deep strings that are themselves scripts (sh -c, eval,
+// aliases, trap handlers, git -c values) are parsed again; maxWork bounds the
+// nodes one classification visits.
+const (
+	maxDepth = 8
+	maxWork  = 200_000
+	maxAllow = 32 // allow steps kept when not explaining
+)
+
+var parsers = sync.Pool{New: func() any {
+	return syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(false))
+}}
+
+func parse(src string) (*syntax.File, error) {
+	p := parsers.Get().(*syntax.Parser)
+	defer parsers.Put(p)
+	return p.Parse(strings.NewReader(src), "")
+}
+
+// step is one finding: a verdict about one part of the command, with the id of
+// the command it belongs to (0 for findings about the structure, which a user's
+// allow rule cannot lift).
+type step struct {
+	Verdict
+	owner int
+}
+
+type varState struct {
+	s     string
+	data  dataKind // what the value carries, when it came from a substitution
+	known bool
+	unset bool // known to be unset in the script: its environment value is not used
+}
+
+// walker classifies one command. It visits what bash would execute in the order
+// bash would, keeping the little state that changes what later parts mean:
+// variables with literal values, functions and aliases, the current directory,
+// files downloaded so far.
+type walker struct {
+	e       *Engine
+	explain bool
+	src     string // the script being walked; positions refer to it
+	top     string // the command as given
+	depth   int
+
+	steps  []step
+	allows int
+	cur    int // id of the command whose findings are being recorded
+	ids    int
+	work   int
+	halted bool
+
+	vars      map[string]varState
+	cands     map[string][]string // values a loop variable takes
+	aliases   map[string]string
+	funcs     map[string]bool
+	cwd       string // "" for the workspace; else a canonical path
+	downloads map[string]bool
+	produced  map[*syntax.Stmt]data
+}
+
+func (w *walker) add(d Decision, rule, reason, part string) { w.addOwned(w.cur, d, rule, reason, part) }
+
+// addS records a finding about the command's structure.
+func (w *walker) addS(d Decision, rule, reason, part string) { w.addOwned(0, d, rule, reason, part) }
+
+func (w *walker) addOwned(owner int, d Decision, rule, reason, part string) {
+	if d == Allow {
+		w.allows++
+		if w.allows > maxAllow && !w.explain {
+			return
+		}
+	}
+	if len(w.steps) > 4*maxWork {
+		return
+	}
+	if !strings.Contains(rule, ":") {
+		rule = "default:" + rule
+	}
+	w.steps = append(w.steps, step{Verdict{Decision: d, Reason: reason, Rule: rule, Part: shorten(part)}, owner})
+}
+
+func shorten(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.TrimRight(s, ";& \t\n")
+	const max = 240
+	if len(s) > max {
+		cut := max
+		for cut > 0 && s[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// text returns the source text of a node as written.
+func (w *walker) text(n syntax.Node) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = ""
+		}
+	}()
+	if n == nil {
+		return ""
+	}
+	a, b := int(n.Pos().Offset()), int(n.End().Offset())
+	if a < 0 || b > len(w.src) || a >= b {
+		return ""
+	}
+	return w.src[a:b]
+}
+
+func (w *walker) tick() bool {
+	w.work++
+	if w.work > maxWork && !w.halted {
+		w.halted = true
+		w.addS(Deny, "too-complex", "the command is too large or too deeply nested to check; split it into smaller commands", "")
+	}
+	return !w.halted
+}
+
+// script parses src and walks it as a script of its own (sh -c, eval, an alias).
+// why says where the string came from, for the messages.
+func (w *walker) script(src, part string) {
+	if w.depth >= maxDepth {
+		w.addS(Deny, "too-deep", fmt.Sprintf("commands nested %d levels deep in strings cannot be checked; run the inner command directly", maxDepth), part)
+		return
+	}
+	f, err := parse(src)
+	if err != nil {
+		w.addS(Deny, "parse-error", parseMessage(err)+"; bash would not run it either — fix the quoting or syntax", part)
+		return
+	}
+	saved, savedCwd := w.src, w.cwd
+	w.src = src
+	w.depth++
+	w.stmts(f.Stmts, data{})
+	w.depth--
+	w.src = saved
+	if w.depth > 0 {
+		w.cwd = savedCwd
+	}
+}
+
+func parseMessage(err error) string {
+	var pe syntax.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("the command does not parse (%s: %s)", pe.Pos, pe.Text)
+	}
+	var le syntax.LangError
+	if errors.As(err, &le) {
+		return "the command does not parse as bash (" + le.Error() + ")"
+	}
+	return "the command does not parse (" + err.Error() + ")"
+}
+
+func (w *walker) stmts(list []*syntax.Stmt, stdin data) {
+	for _, s := range list {
+		w.stmt(s, stdin)
+	}
+}
+
+func (w *walker) stmt(s *syntax.Stmt, stdin data) {
+	if s == nil || !w.tick() {
+		return
+	}
+	part := w.text(s)
+	// Redirections happen before the command runs.
+	for _, r := range s.Redirs {
+		if in, ok := w.redirect(s, r); ok {
+			stdin = in
+		}
+	}
+	switch c := s.Cmd.(type) {
+	case nil:
+	case *syntax.CallExpr:
+		w.call(s, c, stdin, part)
+		w.trackWrites(s, c, stdin)
+	case *syntax.BinaryCmd:
+		if c.Op == syntax.Pipe || c.Op == syntax.PipeAll {
+			w.pipeline(c, stdin)
+			return
+		}
+		w.stmt(c.X, stdin)
+		w.stmt(c.Y, stdin)
+	case *syntax.Block:
+		w.stmts(c.Stmts, stdin)
+	case *syntax.Subshell:
+		saved := w.cwd
+		w.stmts(c.Stmts, stdin)
+		w.cwd = saved
+	case *syntax.IfClause:
+		for ic := c; ic != nil; ic = ic.Else {
+			w.stmts(ic.Cond, stdin)
+			w.stmts(ic.Then, stdin)
+		}
+	case *syntax.WhileClause:
+		w.stmts(c.Cond, stdin)
+		w.stmts(c.Do, stdin)
+		if !c.Until && alwaysTrue(c.Cond) || c.Until && alwaysFalse(c.Cond) {
+			if bg := background(c.Do); bg != nil {
+				w.addS(Deny, "process-flood", "an endless loop that starts a background process each time floods the machine with processes; run the command once, or a fixed number of times", part)
+			}
+		}
+	case *syntax.ForClause:
+		switch l := c.Loop.(type) {
+		case *syntax.WordIter:
+			var items []string
+			for _, it := range l.Items {
+				w.substs(it)
+				for _, f := range w.expandWord(it) {
+					items = append(items, f.s)
+				}
+			}
+			name := l.Name.Value
+			w.setVar(name, varState{})
+			if len(items) > 0 && len(items) <= 16 {
+				if w.cands == nil {
+					w.cands = map[string][]string{}
+				}
+				w.cands[name] = items
+			}
+		case *syntax.CStyleLoop:
+			w.substs(l)
+			if l.Cond == nil && background(c.Do) != nil {
+				w.addS(Deny, "process-flood", "an endless loop that starts a background process each time floods the machine with processes; run the command once, or a fixed number of times", part)
+			}
+		}
+		w.stmts(c.Do, stdin)
+	case *syntax.CaseClause:
+		w.substs(c.Word)
+		for _, it := range c.Items {
+			for _, p := range it.Patterns {
+				w.substs(p)
+			}
+			w.stmts(it.Stmts, stdin)
+		}
+	case *syntax.FuncDecl:
+		w.funcDecl(c, part)
+	case *syntax.ArithmCmd:
+		w.substs(c.X)
+		w.arithStrings(c.X, part)
+	case *syntax.LetClause:
+		for _, x := range c.Exprs {
+			w.substs(x)
+			w.arithStrings(x, part)
+		}
+	case *syntax.TestClause:
+		w.substs(c.X)
+		w.testStrings(c.X, part)
+	case *syntax.DeclClause:
+		w.declClause(c, part)
+	case *syntax.TimeClause:
+		w.stmt(c.Stmt, stdin)
+	case *syntax.CoprocClause:
+		w.stmt(c.Stmt, stdin)
+	case *syntax.TestDecl:
+		w.stmt(c.Body, stdin)
+	default:
+		w.substs(c)
+	}
+}
+
+// trackWrites remembers files a command fills with downloaded or decoded data
+// (curl URL > x.sh), so that running them later in the command is seen.
+func (w *walker) trackWrites(s *syntax.Stmt, c *syntax.CallExpr, stdin data) {
+	for _, r := range s.Redirs {
+		switch r.Op {
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrAll, syntax.AppAll:
+			if r.N != nil && r.N.Value != "1" {
+				continue
+			}
+			if len(c.Args) == 0 {
+				continue
+			}
+			d := w.produceCall(w.expandWords(c.Args), stdin)
+			if d.kind&(dDownload|dDecoded) == 0 {
+				continue
+			}
+			if fs := w.expandWord(r.Word); len(fs) == 1 {
+				w.download(fs[0])
+			}
+		}
+	}
+}
+
+// pipeline walks the stages of a pipeline, each with what the stages before it
+// write to its standard input.
+func (w *walker) pipeline(c *syntax.BinaryCmd, stdin data) {
+	var stages []*syntax.Stmt
+	var flatten func(s *syntax.Stmt)
+	flatten = func(s *syntax.Stmt) {
+		if b, ok := s.Cmd.(*syntax.BinaryCmd); ok && (b.Op == syntax.Pipe || b.Op == syntax.PipeAll) && len(s.Redirs) == 0 {
+			flatten(b.X)
+			flatten(b.Y)
+			return
+		}
+		stages = append(stages, s)
+	}
+	flatten(c.X)
+	flatten(c.Y)
+	in := stdin
+	saved := w.cwd
+	for _, st := range stages {
+		w.stmt(st, in)
+		w.cwd = saved // each stage runs in a subshell
+		in = w.produceStmt(st, in)
+	}
+}
+
+func alwaysTrue(cond []*syntax.Stmt) bool {
+	if len(cond) != 1 {
+		return false
+	}
+	switch c := cond[0].Cmd.(type) {
+	case *syntax.CallExpr:
+		if len(c.Args) == 0 {
+			return false
+		}
+		switch c.Args[0].Lit() {
+		case "true", ":":
+			return true
+		case "[", "test":
+			return len(c.Args) >= 2 && c.Args[1].Lit() != "" && c.Args[1].Lit() != "]"
+		}
+	case *syntax.ArithmCmd:
+		if x, ok := c.X.(*syntax.Word); ok {
+			return x.Lit() != "" && x.Lit() != "0"
+		}
+	}
+	return false
+}
+
+func alwaysFalse(cond []*syntax.Stmt) bool {
+	if len(cond) != 1 {
+		return false
+	}
+	c, ok := cond[0].Cmd.(*syntax.CallExpr)
+	return ok && len(c.Args) == 1 && c.Args[0].Lit() == "false"
+}
+
+// background returns a statement run in the background within list, if any.
+func background(list []*syntax.Stmt) *syntax.Stmt {
+	var found *syntax.Stmt
+	for _, s := range list {
+		syntax.Walk(s, func(n syntax.Node) bool {
+			if found != nil {
+				return false
+			}
+			if st, ok := n.(*syntax.Stmt); ok && st.Background {
+				found = st
+				return false
+			}
+			return true
+		})
+	}
+	return found
+}
+
+func (w *walker) funcDecl(c *syntax.FuncDecl, part string) {
+	name := ""
+	if c.Name != nil {
+		name = c.Name.Value
+	}
+	if w.funcs == nil {
+		w.funcs = map[string]bool{}
+	}
+	w.funcs[name] = true
+	// A function that starts itself in a pipe or in the background multiplies
+	// until the machine runs out of processes.
+	if name != "" && callsItselfConcurrently(c.Body, name) {
+		w.addS(Deny, "fork-bomb", "the function "+name+" starts copies of itself in a pipe or in the background (a fork bomb), which exhausts the machine's processes; do not run it", part)
+	}
+	// The body is classified where it is defined, as if it ran: a function is
+	// defined to be called.
+	w.stmt(c.Body, data{})
+}
+
+func callsItselfConcurrently(body *syntax.Stmt, name string) bool {
+	calls, concurrent := false, false
+	syntax.Walk(body, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.Stmt:
+			if n.Background {
+				concurrent = true
+			}
+		case *syntax.BinaryCmd:
+			if n.Op == syntax.Pipe || n.Op == syntax.PipeAll {
+				concurrent = true
+			}
+		case *syntax.CallExpr:
+			if len(n.Args) > 0 && n.Args[0].Lit() == name {
+				calls = true
+			}
+		}
+		return true
+	})
+	return calls && concurrent
+}
+
+// substs classifies every command and process substitution inside node (a
+// word, an arithmetic or test expression): they run before the command they
+// are part of.
+func (w *walker) substs(node syntax.Node) {
+	if node == nil {
+		return
+	}
+	syntax.Walk(node, func(n syntax.Node) bool {
+		if !w.tick() {
+			return false
+		}
+		switch n := n.(type) {
+		case *syntax.CmdSubst:
+			w.stmts(n.Stmts, data{})
+			return false
+		case *syntax.ProcSubst:
+			saved := w.cwd
+			w.stmts(n.Stmts, data{})
+			w.cwd = saved
+			return false
+		case *syntax.ParamExp:
+			if n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && n.Exp.Word != nil && strings.Contains(n.Exp.Word.Lit(), "P") {
+				w.addS(Confirm, "prompt-expansion", "${var@P} expands the variable as a prompt string, which can run commands hidden in its value; print the variable plainly instead", w.text(n))
+			}
+			if n.Excl && n.Param != nil {
+				w.addS(Allow, "indirect-expansion", "${!var} reads a variable named by another", w.text(n))
+			}
+		}
+		return true
+	})
+}
+
+// embedded classifies the command substitutions in a string that bash will
+// evaluate again at run time — an array subscript in [[ -v ]] or arithmetic.
+func (w *walker) embedded(s, part string) {
+	if !strings.Contains(s, "$(") && !strings.Contains(s, "`") && !strings.Contains(s, "<(") {
+		return
+	}
+	p := parsers.Get().(*syntax.Parser)
+	word, err := p.Document(strings.NewReader(s))
+	parsers.Put(p)
+	w.addS(Confirm, "arithmetic-subst", "bash evaluates this string as arithmetic, which runs the command substitution inside it; compute the value in a separate command", part)
+	if err != nil || w.depth >= maxDepth {
+		return
+	}
+	saved := w.src
+	w.src = s
+	w.depth++
+	w.substs(word)
+	w.depth--
+	w.src = saved
+}
+
+// arithStrings looks for strings inside arithmetic that bash evaluates again.
+func (w *walker) arithStrings(x syntax.ArithmExpr, part string) {
+	syntax.Walk(x, func(n syntax.Node) bool {
+		if word, ok := n.(*syntax.Word); ok {
+			for _, f := range w.expandWord(word) {
+				w.embedded(f.s, part)
+			}
+			return false
+		}
+		return true
+	})
+}
+
+func (w *walker) testStrings(x syntax.TestExpr, part string) {
+	switch x := x.(type) {
+	case *syntax.UnaryTest:
+		if x.Op == syntax.TsVarSet || x.Op == syntax.TsRefVar {
+			if word, ok := x.X.(*syntax.Word); ok {
+				for _, f := range w.expandWord(word) {
+					w.embedded(f.s, part)
+				}
+			}
+		}
+		w.testStrings(x.X, part)
+	case *syntax.BinaryTest:
+		switch x.Op {
+		case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+			for _, side := range []syntax.TestExpr{x.X, x.Y} {
+				if word, ok := side.(*syntax.Word); ok {
+					for _, f := range w.expandWord(word) {
+						w.embedded(f.s, part)
+					}
+				}
+			}
+		}
+		w.testStrings(x.X, part)
+		w.testStrings(x.Y, part)
+	case *syntax.ParenTest:
+		w.testStrings(x.X, part)
+	}
+}
+
+func (w *walker) setVar(name string, v varState) {
+	if w.vars == nil {
+		w.vars = map[string]varState{}
+	}
+	if len(v.s) > maxValue {
+		v = varState{}
+	}
+	w.vars[name] = v
+	delete(w.cands, name)
+}
+
+func (w *walker) declClause(c *syntax.DeclClause, part string) {
+	variant := ""
+	if c.Variant != nil {
+		variant = c.Variant.Value
+	}
+	for _, a := range c.Args {
+		w.substs(a.Value)
+		if a.Array != nil {
+			w.substs(a.Array)
+		}
+		if a.Name == nil {
+			if a.Value != nil {
+				for _, f := range w.expandWord(a.Value) {
+					w.embedded(f.s, part)
+					if name, val, ok := strings.Cut(f.s, "="); ok && f.known() {
+						w.envVar(name, lit(val), part, true)
+						w.setVar(name, varState{s: val, known: true})
+					}
+				}
+			}
+			continue
+		}
+		val := w.assignValue(a)
+		w.envVar(a.Name.Value, val, part, variant == "export")
+		w.setVar(a.Name.Value, varState{s: val.s, data: val.data, known: val.known() && a.Array == nil && !a.Append})
+	}
+}
+
+func (w *walker) assignValue(a *syntax.Assign) field {
+	if a.Value == nil {
+		if a.Array != nil {
+			return field{s: unknown, dyn: true}
+		}
+		return lit("")
+	}
+	fs := w.resolveParts(a.Value.Parts) // no field splitting in assignments
+	if len(fs) == 0 {
+		return lit("")
+	}
+	f := fs[0]
+	for _, g := range fs[1:] {
+		f.s += " " + g.s
+	}
+	f.raw = w.text(a.Value)
+	return f
+}
+
+// call walks a simple command: its assignments, the substitutions in its words,
+// then the program it runs.
+func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr, stdin data, part string) {
+	for _, a := range ce.Assigns {
+		w.substs(a.Value)
+		if a.Array != nil {
+			w.substs(a.Array)
+		}
+		if a.Index != nil {
+			w.substs(a.Index)
+			w.arithStrings(a.Index, part)
+		}
+	}
+	for _, word := range ce.Args {
+		w.substs(word)
+	}
+	var env []envAssign
+	for _, a := range ce.Assigns {
+		if a.Name == nil {
+			continue
+		}
+		val := w.assignValue(a)
+		if len(ce.Args) == 0 {
+			w.envVar(a.Name.Value, val, part, false)
+			w.setVar(a.Name.Value, varState{s: val.s, data: val.data, known: val.known() && a.Array == nil && !a.Append && a.Index == nil})
+			continue
+		}
+		env = append(env, envAssign{a.Name.Value, val})
+	}
+	if len(ce.Args) == 0 {
+		return
+	}
+	for _, a := range env {
+		w.envVar(a.name, a.val, part, true)
+	}
+	argv := w.expandWords(ce.Args)
+	if len(argv) == 0 {
+		return
+	}
+	// A loop variable takes each of its values in turn: classify the command
+	// with each (for d in / /tmp; do rm -rf $d; done).
+	for i, a := range argv {
+		if a.known() || i == 0 {
+			continue
+		}
+		cands := w.cands[strings.Trim(a.raw, "${}\"")]
+		if len(cands) == 0 || len(cands) > 8 {
+			continue
+		}
+		for _, cand := range cands {
+			alt := append([]field(nil), argv...)
+			alt[i].s = cand
+			if strings.ContainsAny(cand, "*?[") {
+				alt[i].glob, alt[i].pat = true, cand
+			}
+			w.command(&call{argv: alt, part: part, stdin: stdin, env: env, stmt: s})
+		}
+		return
+	}
+	w.command(&call{argv: argv, part: part, stdin: stdin, env: env, stmt: s})
+}
+
+type envAssign struct {
+	name string
+	val  field
+}
+
+// call is one program about to run, with its argv as resolved.
+type call struct {
+	argv  []field
+	part  string
+	stdin data
+	env   []envAssign
+	stmt  *syntax.Stmt // the statement, when the call is written in the source
+	name  string       // the program's name, without a standard directory
+	id    int
+	// set by checks
+	judgedPaths bool // the check looked at the path arguments itself
+	network     bool // the program talks to the network
+}
+
+func (c *call) args() []field { return c.argv[1:] }
+
+// sub makes a call for a program another one runs (a wrapper's command).
+func (c *call) sub(argv []field) *call {
+	return &call{argv: argv, part: c.part, stdin: c.stdin, env: c.env, stmt: c.stmt}
+}
+
+// command classifies one program run with its argv.
+func (w *walker) command(c *call) {
+	if len(c.argv) == 0 || !w.tick() {
+		return
+	}
+	w.ids++
+	c.id = w.ids
+	saved := w.cur
+	w.cur = c.id
+	defer func() { w.cur = saved }()
+
+	name := c.argv[0]
+	if name.dyn || name.glob || !name.known() {
+		w.dynamicName(c, name)
+		return
+	}
+	w.run(c, name.s, name.quoted)
+}
+
+// dynamicName handles a program whose name is computed: at least confirm, and
+// every program it could be is classified too.
+func (w *walker) dynamicName(c *call, name field) {
+	what := "is computed at run time"
+	switch {
+	case name.brace:
+		what = "comes from a brace expansion"
+	case name.glob:
+		what = "is a glob pattern that bash expands to a file name"
+	}
+	if c.stdin.kind&(dDownload|dDecoded) != 0 {
+		w.addS(Deny, "remote-code", "the program's name "+what+" and it reads "+c.stdin.kind.String()+" on its input; code would run unseen — save the data to a file, read it, and run a command you can name", c.part)
+	}
+	if name.data&(dDownload|dDecoded) != 0 {
+		w.addS(Deny, "decoded-command", "the program's name comes from "+name.data.String()+", which hides what runs; write the command literally", c.part)
+	}
+	w.addS(Confirm, "dynamic-command", fmt.Sprintf("the program's name %s (%s), so the policy cannot tell what runs; write the command name literally", what, name.show()), c.part)
+	switch {
+	case name.glob:
+		pat := path.Base(name.pat)
+		n := 0
+		for _, cand := range programNames() {
+			if ok, _ := path.Match(pat, cand); ok {
+				n++
+				if n > 16 {
+					break
+				}
+				w.run(c, cand, false)
+			}
+		}
+	case name.known():
+		w.run(c, name.s, false)
+	default:
+		// A loop variable: try each value it takes.
+		if v := c.argv[0].raw; strings.HasPrefix(v, "$") {
+			nm := strings.Trim(v, "${}\"")
+			for _, cand := range w.cands[nm] {
+				if !strings.Contains(cand, unknown) {
+					w.run(c, cand, false)
+				}
+			}
+		}
+	}
+}
+
+// run classifies a call whose program is known by name or path.
+func (w *walker) run(c *call, prog string, quoted bool) {
+	c.judgedPaths, c.network = false, false
+	start := len(w.steps)
+	name, trusted := prog, true
+	if strings.Contains(prog, "/") {
+		dir := path.Dir(prog)
+		name = path.Base(prog)
+		trusted = stdBinDirs[path.Clean(dir)]
+		if w.downloads[w.canon(prog)] {
+			w.add(Deny, "download-exec", prog+" was downloaded earlier in this command and is run without being read; download it, read it, then run it as a separate step", c.part)
+		}
+	}
+	c.name = name
+
+	if isMiner(name) {
+		w.add(Deny, "miner", name+" is a cryptocurrency miner; mining is not allowed", c.part)
+	}
+	p, known := lookup(name)
+	switch {
+	case !trusted:
+		d := w.e.unknown
+		reason := fmt.Sprintf("%s is a program at a path outside the system directories, not the system's %s; %s", prog, name, w.e.unknownAdvice())
+		if d == Allow {
+			reason = fmt.Sprintf("%s runs a program from %s (not the system's %s); the sandbox contains it", prog, path.Dir(prog), name)
+		}
+		w.add(d, "path-program", reason, c.part)
+		if known && p.check != nil {
+			// What the borrowed name's program would do still counts,
+			// but never its allowance.
+			mark := len(w.steps)
+			p.check(w, c)
+			w.dropAllows(mark)
+		}
+	case w.funcs[name] && !quoted:
+		w.add(Allow, "shell-function", name+" is a function defined in this command; its body was checked where it was defined", c.part)
+	case w.aliases[name] != "" && !quoted:
+		v := w.aliases[name]
+		w.add(Allow, "alias", name+" is an alias defined in this command, for "+v+"; the expanded command is checked", c.part)
+		w.script(v+" "+quoteArgs(c.args()), c.part)
+	case known:
+		if p.check != nil {
+			p.check(w, c)
+		}
+		if !w.owns(start) {
+			reason := p.reason
+			if strings.Contains(reason, "%s") {
+				reason = fmt.Sprintf(reason, name)
+			}
+			w.add(p.decision, p.rule, reason, c.part)
+		}
+	default:
+		w.add(w.e.unknown, "unknown-program", fmt.Sprintf("%s is not a program the policy knows; %s", name, w.e.unknownAdvice()), c.part)
+	}
+	w.generic(c)
+	w.userRules(c, prog, trusted, start)
+}
+
+// lookup finds what the policy knows about a program: by its name, or by the
+// family a versioned or suffixed name belongs to (python3.12, mkfs.ext4).
+func lookup(name string) (program, bool) {
+	if p, ok := programs[name]; ok {
+		return p, true
+	}
+	if p, ok := programs[interpreterName(name)]; ok {
+		return p, true
+	}
+	if i := strings.IndexAny(name, ".-"); i > 0 {
+		if p, ok := programs[name[:i]]; ok && p.decision == Deny {
+			return p, true
+		}
+	}
+	return program{}, false
+}
+
+// dropAllows removes the allow findings of the current command recorded since
+// mark.
+func (w *walker) dropAllows(mark int) {
+	out := w.steps[:mark]
+	for _, s := range w.steps[mark:] {
+		if s.owner == w.cur && s.Decision == Allow {
+			continue
+		}
+		out = append(out, s)
+	}
+	w.steps = out
+}
+
+// owns reports whether the current command has findings of its own since start.
+func (w *walker) owns(start int) bool {
+	for _, s := range w.steps[start:] {
+		if s.owner == w.cur {
+			return true
+		}
+	}
+	return w.allows > maxAllow
+}
+
+func quoteArgs(args []field) string {
+	var sb strings.Builder
+	for i, a := range args {
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		if !a.known() {
+			sb.WriteString(`"$_"`)
+			continue
+		}
+		q, err := syntax.Quote(a.s, syntax.LangBash)
+		if err != nil {
+			q = `"$_"`
+		}
+		sb.WriteString(q)
+	}
+	return sb.String()
+}
+
+// generic applies the checks every program gets, whatever it is: credentials
+// in its arguments, secrets in its variables, mining pools.
+func (w *walker) generic(c *call) {
+	p := programs[c.name]
+	for _, a := range c.args() {
+		if strings.Contains(a.s, "stratum+tcp://") || strings.Contains(a.s, "stratum+ssl://") || strings.Contains(a.s, "stratum2+tcp://") {
+			w.add(Deny, "miner", "the command connects to a mining pool ("+a.show()+"); cryptocurrency mining is not allowed", c.part)
+		}
+		if a.secret != "" {
+			if c.network {
+				w.add(Deny, "secret-exfil", fmt.Sprintf("%s would send the secret $%s over the network; never send credentials off the machine", c.name, a.secret), c.part)
+			} else if !p.exempt || c.name == "echo" || c.name == "printf" {
+				w.add(Confirm, "secret-var", fmt.Sprintf("the command expands $%s, which looks like a credential, into the transcript; use it without printing it", a.secret), c.part)
+			}
+		}
+		if c.network && a.data&(dEnv|dSecret) != 0 {
+			w.add(Deny, "exfil", fmt.Sprintf("%s would send %s, computed by a command substitution, over the network; do not send the machine's identity, environment or credentials anywhere", c.name, a.data.String()), c.part)
+		}
+		if c.judgedPaths || p.exempt {
+			continue
+		}
+		for _, cand := range pathCandidates(a) {
+			if info := w.classifyPath(cand); info.class == pcSecret {
+				w.add(Deny, "secret-read", fmt.Sprintf("%s would read %s; credentials must not be read, copied or sent — ask the user if the task needs them", c.name, info.what), c.part)
+				break
+			}
+		}
+	}
+	if c.network && c.stdin.kind&(dEnv|dSecret|dShell) != 0 {
+		switch {
+		case c.stdin.kind&dShell != 0:
+			w.add(Deny, "reverse-shell", c.name+" would connect a shell's input or output to the network (a reverse shell); run the commands you need directly", c.part)
+		default:
+			w.add(Deny, "exfil", fmt.Sprintf("%s would send %s over the network; do not send the machine's environment or credentials anywhere", c.name, c.stdin.kind.String()), c.part)
+		}
+	}
+}
+
+// pathCandidates returns the paths an argument may name: the argument itself,
+// and what follows "=" or "@" in options such as --key=FILE or -d @FILE.
+func pathCandidates(a field) []field {
+	out := []field{a}
+	s := a.s
+	if i := strings.IndexByte(s, '='); i >= 0 && i+1 < len(s) {
+		b := a
+		b.s = s[i+1:]
+		b.pat = ""
+		b.glob = false
+		out = append(out, b)
+		s = b.s
+	}
+	if i := strings.IndexByte(s, '@'); i >= 0 && i+1 < len(s) {
+		b := a
+		b.s = s[i+1:]
+		if j := strings.IndexByte(b.s, ';'); j > 0 {
+			b.s = b.s[:j]
+		}
+		b.pat = ""
+		b.glob = false
+		out = append(out, b)
+	}
+	if strings.HasPrefix(s, "file://") {
+		b := a
+		b.s = strings.TrimPrefix(s, "file://")
+		b.glob = false
+		out = append(out, b)
+	}
+	return out
+}
+
+// userRules applies the user's rules to the call: a deny or confirm rule adds
+// its finding; an allow rule replaces the program's own confirm findings (never
+// a deny).
+func (w *walker) userRules(c *call, prog string, trusted bool, start int) {
+	if len(w.e.rules) == 0 {
+		return
+	}
+	argv := make([]string, len(c.argv))
+	for i, a := range c.argv {
+		argv[i] = a.s
+	}
+	argv[0] = prog
+	forms := [][]string{argv}
+	if alt := canonicalArgv(c.name, argv); alt != nil {
+		forms = append(forms, alt)
+	}
+	var allow *Rule
+	for i := range w.e.rules {
+		r := &w.e.rules[i]
+		matched := false
+		for _, f := range forms {
+			if r.match(f, trusted || r.Decision != Allow) {
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			continue
+		}
+		switch r.Decision {
+		case Deny, Confirm:
+			reason := r.Reason
+			if reason == "" {
+				reason = fmt.Sprintf("the user's rule %s %q matches this command", r.Decision, r.Pattern)
+			}
+			w.add(r.Decision, r.name(), reason, c.part)
+		case Allow:
+			if allow == nil {
+				allow = r
+			}
+		}
+	}
+	if allow == nil {
+		return
+	}
+	lifted := false
+	for i := start; i < len(w.steps); i++ {
+		s := &w.steps[i]
+		if s.owner == w.cur && s.Decision == Confirm && !strings.HasPrefix(s.Rule, "user:") {
+			s.Decision = Allow
+			s.Reason = fmt.Sprintf("allowed by the user's rule %q (by default: %s)", allow.Pattern, s.Reason)
+			s.Rule = allow.name()
+			lifted = true
+		}
+	}
+	if !lifted {
+		reason := allow.Reason
+		if reason == "" {
+			reason = fmt.Sprintf("the user's rule allow %q matches this command", allow.Pattern)
+		}
+		w.add(Allow, allow.name(), reason, c.part)
+	}
+}
+
+// result folds the findings into one verdict: the strictest wins, the first of
+// equals.
+func (w *walker) result() Explanation {
+	var ex Explanation
+	best := -1
+	for i, s := range w.steps {
+		if best < 0 || s.Decision > w.steps[best].Decision {
+			best = i
+		}
+	}
+	if w.explain {
+		ex.Steps = make([]Verdict, len(w.steps))
+		for i, s := range w.steps {
+			ex.Steps[i] = s.Verdict
+		}
+	}
+	if best < 0 {
+		ex.Verdict = Verdict{Decision: Allow, Reason: "the command runs nothing", Rule: "default:empty"}
+		return ex
+	}
+	ex.Verdict = w.steps[best].Verdict
+	if ex.Decision == Allow && w.allows > 1 {
+		ex.Reason = fmt.Sprintf("all %d parts are allowed; first: %s", w.allows, ex.Reason)
+		ex.Part = shorten(w.top)
+	}
+	return ex
+}
