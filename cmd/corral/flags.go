@@ -27,7 +27,7 @@ type sandboxFlags struct {
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.workspace, "workspace", "w", ".", "the directory the tools work on; mounted read-write at the same path in the sandbox")
-	fs.StringVar(&f.image, "image", sandbox.DefaultImage, "the sandbox's image: any Linux image (build the default with `corral image build`)")
+	fs.StringVar(&f.image, "image", sandbox.DefaultImage, "the sandbox's image: any Linux image on the engine (build the default with: corral image build)")
 	fs.StringVar(&f.runtime, "runtime", "", "OCI runtime of the sandbox, e.g. runsc for gVisor (default: the engine's)")
 	fs.StringVar(&f.network, "network", sandbox.DefaultNetwork, "sandbox network: none, or bridge to let commands reach the network")
 	fs.Int64Var(&f.pids, "pids-limit", sandbox.DefaultPidsLimit, "most processes the sandbox may run at once (holds fork bombs)")
