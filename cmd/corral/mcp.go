@@ -66,7 +66,7 @@ when the client supports it; otherwise --confirm decides.`,
 		},
 	}
 	f.register(cmd.Flags())
-	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) instead of stdio; a non-loopback address needs --auth-token")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on `ADDR` (e.g. 127.0.0.1:8765) instead of stdio; a non-loopback address needs --auth-token")
 	cmd.Flags().StringVar(&authToken, "auth-token", "", "require the header \"Authorization: Bearer `TOKEN`\" on every HTTP request (default: $CORRAL_AUTH_TOKEN)")
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", 30*time.Minute, "over HTTP, end a session (and remove its sandbox) after this long without requests")
 	return cmd
