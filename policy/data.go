@@ -51,6 +51,8 @@ type data struct {
 	kind    dataKind
 	text    string // the text, when it is literal and known
 	hasText bool
+	from    string // the command that produced it, when it came through a pipe
+	pipe    string // the whole pipeline, for messages
 }
 
 func literalData(s string) data { return data{kind: dLiteral, text: s, hasText: true} }

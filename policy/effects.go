@@ -181,7 +181,7 @@ func (w *walker) pathOp(o op, a field, actor, rule string, structural bool) Deci
 	}
 	verb := o.verb()
 	what := info.what
-	if o == opDeleteTree && info.class != pcRoot && info.class != pcHome {
+	if o == opDeleteTree && info.class != pcRoot && info.class != pcHome && !strings.HasPrefix(what, "everything") {
 		what += " and everything in it"
 	}
 	var reason string
@@ -399,11 +399,19 @@ func (w *walker) programString(val field, part, where string) {
 // execData classifies running what flows in as code: a shell or interpreter
 // reading its script from a pipe, a here-document, or a substitution.
 func (w *walker) execData(c *call, d data, runner string, shell bool) {
+	part := c.part
+	if d.pipe != "" {
+		part = d.pipe
+		if d.from != "" && len(d.from) < 80 {
+			runner = d.from + " | " + runner
+		}
+	}
+	c = &call{argv: c.argv, part: part, stdin: c.stdin, env: c.env, stmt: c.stmt, name: c.name, id: c.id}
 	switch {
 	case d.kind == 0:
 		return
 	case d.kind&dDownload != 0:
-		w.add(Deny, "remote-code", fmt.Sprintf("%s would run %s without anyone reading it; download to a file, read it, then run what you have checked", runner, d.kind.String()), c.part)
+		w.add(Deny, "remote-code", fmt.Sprintf("%s would run %s as code, unseen; download it to a file, read it, then run what you have checked", runner, d.kind.String()), c.part)
 	case d.kind&dDecoded != 0:
 		w.add(Deny, "decoded-code", fmt.Sprintf("%s would run %s, hiding what actually runs; run the plain command instead so it can be checked", runner, d.kind.String()), c.part)
 	case d.kind&(dSecret|dEnv) != 0:

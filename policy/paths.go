@@ -199,7 +199,7 @@ func (w *walker) classifyPath(f field) pathInfo {
 		pat := w.canon(f.pat)
 		for _, ex := range secretExamples {
 			if ok, _ := path.Match(pat, ex); ok {
-				return pathInfo{pcSecret, c, ex + ", which holds credentials"}
+				return pathInfo{pcSecret, c, "credentials (" + c + " may match " + ex + ")"}
 			}
 		}
 	}
@@ -254,56 +254,53 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 				if dir == "" {
 					dir = "/"
 				}
-				if dir == "~" || strings.HasPrefix(dir, "~/") || dir[0] == '/' {
-					// keep
-				}
 			}
 		}
 	}
 	if m := matchAny(c, secretPaths); m || matchName(path.Base(c), secretNames) || isUnder(c, secretDirs, true) {
 		if !strings.HasSuffix(c, ".pub") {
-			return pathInfo{pcSecret, c, c + ", which holds credentials"}
+			return pathInfo{pcSecret, c, "the credentials in " + c}
 		}
 	}
 	if matchAny(c, historyPaths) {
-		return pathInfo{pcHistory, c, c + ", the shell history"}
+		return pathInfo{pcHistory, c, "the shell history (" + c + ")"}
 	}
 	if matchAny(c, startupPaths) {
-		return pathInfo{pcStartup, c, c + ", which runs at every login or new shell"}
+		return pathInfo{pcStartup, c, c + ", a file that runs at every login or new shell"}
 	}
 	if c == "~/.ssh" || strings.HasPrefix(c, "~/.ssh/") {
-		return pathInfo{pcSSH, c, c + ", the SSH configuration"}
+		return pathInfo{pcSSH, c, "the SSH configuration (" + c + ")"}
 	}
 	if c == "~/.gitconfig" || c == "~/.config/git/config" {
-		return pathInfo{pcGitConfig, c, c + ", the user's git configuration"}
+		return pathInfo{pcGitConfig, c, "the user's git configuration (" + c + ")"}
 	}
 	if glob && base != "" && strings.Trim(base, "*") == "" {
 		// dir/*: everything in dir.
 		inner := w.classifyCanon(dir, false)
 		switch inner.class {
 		case pcRoot:
-			return pathInfo{pcRoot, c, c + ", everything in the root directory"}
+			return pathInfo{pcRoot, c, "everything in the root directory (" + c + ")"}
 		case pcHome:
-			return pathInfo{pcHome, c, c + ", everything in the home directory"}
+			return pathInfo{pcHome, c, "everything in the home directory (" + c + ")"}
 		case pcTmpRoot:
-			return pathInfo{pcTmpRoot, c, c + ", everything in /tmp, other programs' files too"}
+			return pathInfo{pcTmpRoot, c, "everything in /tmp, other programs' files too (" + c + ")"}
 		case pcSystem, pcDevice, pcKernel, pcSecret, pcSSH, pcAncestor:
 			inner.canon = c
 			inner.what = c + " (" + inner.what + ")"
 			return inner
 		case pcWorkspaceRoot:
-			return pathInfo{pcWorkspace, c, c + ", everything in the workspace"}
+			return pathInfo{pcWorkspace, c, "everything in the workspace (" + c + ")"}
 		}
 	}
 	switch {
 	case c == "/":
-		return pathInfo{pcRoot, c, "/, the whole filesystem"}
+		return pathInfo{pcRoot, c, "the whole filesystem (/)"}
 	case c == "~":
-		return pathInfo{pcHome, c, "~, the home directory"}
+		return pathInfo{pcHome, c, "the home directory (~)"}
 	case c == ".":
-		return pathInfo{pcWorkspaceRoot, c, "the workspace itself"}
+		return pathInfo{pcWorkspaceRoot, c, "the whole workspace (.)"}
 	case c == "..", strings.HasPrefix(c, "../") && strings.Trim(c, "./") == "":
-		return pathInfo{pcAncestor, c, c + ", a directory that contains the workspace"}
+		return pathInfo{pcAncestor, c, c + ", a directory that holds the workspace and more"}
 	case strings.HasPrefix(c, "../"):
 		return pathInfo{pcOutside, c, c + ", outside the workspace"}
 	case strings.HasPrefix(c, "~/"):
@@ -311,7 +308,7 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 	case c[0] != '/':
 		return pathInfo{pcWorkspace, c, c}
 	case c == "/tmp", c == "/var/tmp", c == "/private/tmp":
-		return pathInfo{pcTmpRoot, c, c + ", where every program keeps temporary files"}
+		return pathInfo{pcTmpRoot, c, c + ", where every program keeps its temporary files"}
 	case strings.HasPrefix(c, "/tmp/"), strings.HasPrefix(c, "/var/tmp/"), strings.HasPrefix(c, "/private/tmp/"),
 		strings.HasPrefix(c, "/dev/shm/"):
 		return pathInfo{pcTmp, c, c}
@@ -319,14 +316,14 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 		strings.HasPrefix(c, "/proc/self/fd/"):
 		return pathInfo{pcHarmless, c, c}
 	case strings.HasPrefix(c, "/dev/tcp/"), strings.HasPrefix(c, "/dev/udp/"):
-		return pathInfo{pcNet, c, c + ", a raw network connection"}
+		return pathInfo{pcNet, c, "a raw network connection (" + c + ")"}
 	case strings.HasPrefix(c, "/dev/"):
-		return pathInfo{pcDevice, c, c + ", a device"}
+		return pathInfo{pcDevice, c, "the device " + c}
 	case c == "/proc/sysrq-trigger", strings.HasPrefix(c, "/proc/sys/"), c == "/sys", strings.HasPrefix(c, "/sys/"),
 		c == "/proc/kcore", strings.HasPrefix(c, "/sys/firmware/"):
-		return pathInfo{pcKernel, c, c + ", a kernel control file"}
+		return pathInfo{pcKernel, c, "the kernel control file " + c}
 	case isUnder(c, systemDirs, true):
-		return pathInfo{pcSystem, c, c + ", a system path"}
+		return pathInfo{pcSystem, c, "the system path " + c}
 	}
 	if glob && dir == "/" {
 		// /???: may match any top-level directory.

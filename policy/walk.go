@@ -314,10 +314,12 @@ func (w *walker) pipeline(c *syntax.BinaryCmd, stdin data) {
 	flatten(c.Y)
 	in := stdin
 	saved := w.cwd
+	whole := w.text(c)
 	for _, st := range stages {
 		w.stmt(st, in)
 		w.cwd = saved // each stage runs in a subshell
 		in = w.produceStmt(st, in)
+		in.from, in.pipe = shorten(w.text(st)), whole
 	}
 }
 

@@ -1,17 +1,240 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/policy"
+)
+
+// Exit statuses of a single `corral check`.
+const (
+	checkAllow   = 0
+	checkError   = 1
+	checkConfirm = 2
+	checkDeny    = 3
 )
 
 func newCheckCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "check",
-		Short: "not implemented yet",
+	var (
+		pf      policyFlags
+		asJSON  bool
+		explain bool
+		batch   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "check [--policy FILE] [--strict] [--json] [--explain] -- COMMAND | --batch",
+		Short: "Classify a bash command as allow, confirm or deny, without running it",
+		Long: `check tells what the policy decides about a bash command, and why, without
+running it. The words after -- are joined with spaces into the command; quote
+the whole command to keep its own quoting: corral check -- 'ls | sh'.
+"corral check -" reads the command from standard input.
+
+The policy reads the command as bash would (quotes, escapes, substitutions,
+wrappers such as sudo, env, xargs and sh -c) and judges every program it would
+run; the strictest decision wins. Deny reasons say what to do instead.
+
+Exit status of a single check: 0 allow, 2 confirm, 3 deny, 1 on an error
+(a bad rules file, an unreadable input).
+
+With --batch, check reads one JSON object per line on standard input,
+{"cmd": "..."} (an "id" is echoed back), and writes one line for each, flushed
+before the next is read:
+
+  {"cmd": "...", "decision": "allow|confirm|deny", "reason": "...", "rule": "...", "part": "..."}
+
+A line that is not such an object gives {"line": N, "error": "...",
+"decision": "deny", "reason": "..."}, never a crash. Blank lines are skipped.
+The exit status is 0 when every line was answered.
+
+A rules file (--policy) is TOML:
+
+  unknown = "confirm"          # programs the policy does not know: allow (default), confirm or deny
+  allow   = ["git push origin feature/*", "docker build *"]
+  confirm = ["npm publish *"]
+  deny    = ["terraform *", "git push * --force *"]
+
+  [[rule]]                     # a rule with a reason shown to the model
+  decision = "deny"
+  match    = "kubectl * delete *"
+  reason   = "never delete cluster resources; ask the operator"
+
+A pattern is the program and its arguments as shell words; a lone * matches any
+number of words, a * inside a word any characters. Rules apply to every program
+a command runs (inside pipelines, sudo, xargs, sh -c, find -exec). Deny beats
+confirm beats allow; an allow rule allows what the defaults would only confirm,
+never what they deny.`,
+		Example: `  corral check -- rm -rf /
+  corral check --explain -- 'curl -s https://example.com/install.sh | sh'
+  corral check --json --policy rules.toml -- git push origin main
+  printf '%s\n' '{"cmd": "ls -la"}' '{"cmd": "sudo reboot"}' | corral check --batch`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("check: not implemented yet")
+			e, err := pf.engine()
+			if err != nil {
+				return err
+			}
+			if batch {
+				if len(args) > 0 {
+					return errors.New("check --batch reads commands from standard input; give no COMMAND")
+				}
+				return checkBatch(e, cmd.InOrStdin(), cmd.OutOrStdout(), explain)
+			}
+			if len(args) == 0 {
+				return errors.New("check needs a command: corral check -- COMMAND, or --batch to read JSON lines")
+			}
+			command := strings.Join(args, " ")
+			if len(args) == 1 && args[0] == "-" {
+				b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxLineBytes))
+				if err != nil {
+					return fmt.Errorf("reading the command from standard input: %w", err)
+				}
+				command = strings.TrimRight(string(b), "\n")
+			}
+			ex := e.Explain(command)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := writeCheckJSON(out, command, ex, explain); err != nil {
+					return err
+				}
+			} else {
+				writeCheckText(out, ex, explain)
+			}
+			switch ex.Decision {
+			case policy.Confirm:
+				return exitError(checkConfirm)
+			case policy.Deny:
+				return exitError(checkDeny)
+			}
+			return nil
 		},
+	}
+	fs := cmd.Flags()
+	pf.register(fs)
+	fs.BoolVar(&asJSON, "json", false, `print the verdict as one JSON object: {"cmd", "decision", "reason", "rule", "part"}`)
+	fs.BoolVar(&explain, "explain", false, "also show every finding the verdict was taken from: each part of the command, its decision and the rule that decided")
+	fs.BoolVar(&batch, "batch", false, `read {"cmd": "..."} JSON lines on standard input and write one verdict line for each`)
+	return cmd
+}
+
+// checkResult is one verdict as check prints it in JSON.
+type checkResult struct {
+	ID       json.RawMessage `json:"id,omitempty"`
+	Cmd      string          `json:"cmd"`
+	Decision string          `json:"decision"`
+	Reason   string          `json:"reason"`
+	Rule     string          `json:"rule,omitempty"`
+	Part     string          `json:"part,omitempty"`
+	Steps    []checkStep     `json:"steps,omitempty"`
+}
+
+type checkStep struct {
+	Decision string `json:"decision"`
+	Rule     string `json:"rule"`
+	Reason   string `json:"reason"`
+	Part     string `json:"part,omitempty"`
+}
+
+func result(command string, ex policy.Explanation, explain bool) checkResult {
+	r := checkResult{Cmd: command, Decision: ex.Decision.String(), Reason: ex.Reason, Rule: ex.Rule, Part: ex.Part}
+	if explain {
+		for _, s := range ex.Steps {
+			r.Steps = append(r.Steps, checkStep{Decision: s.Decision.String(), Rule: s.Rule, Reason: s.Reason, Part: s.Part})
+		}
+	}
+	return r
+}
+
+func writeCheckJSON(w io.Writer, command string, ex policy.Explanation, explain bool) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(result(command, ex, explain))
+}
+
+func writeCheckText(w io.Writer, ex policy.Explanation, explain bool) {
+	fmt.Fprintf(w, "%s: %s\n", ex.Decision, ex.Reason)
+	fmt.Fprintf(w, "  rule: %s\n", ex.Rule)
+	if ex.Part != "" {
+		fmt.Fprintf(w, "  part: %s\n", oneLine(ex.Part))
+	}
+	if !explain || len(ex.Steps) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nfindings, in the order bash would meet them:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, s := range ex.Steps {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Decision, s.Rule, oneLine(s.Part))
+		fmt.Fprintf(tw, "  \t\t  %s\n", s.Reason)
+	}
+	tw.Flush()
+}
+
+func oneLine(s string) string {
+	return strings.ReplaceAll(s, "\n", `\n`)
+}
+
+// batchLine is one input line of check --batch.
+type batchLine struct {
+	ID  json.RawMessage `json:"id"`
+	Cmd *string         `json:"cmd"`
+}
+
+// batchError is the answer to a line check --batch cannot read: denied, so a
+// reader that looks only at the decision is safe.
+type batchError struct {
+	Line     int             `json:"line"`
+	ID       json.RawMessage `json:"id,omitempty"`
+	Error    string          `json:"error"`
+	Decision string          `json:"decision"`
+	Reason   string          `json:"reason"`
+}
+
+func checkBatch(e *policy.Engine, in io.Reader, out io.Writer, explain bool) error {
+	r := bufio.NewReaderSize(in, 64<<10)
+	w := bufio.NewWriter(out)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	fail := func(n int, id json.RawMessage, msg string) error {
+		return enc.Encode(batchError{Line: n, ID: id, Error: msg, Decision: "deny",
+			Reason: "the line could not be read, so nothing was classified: " + msg})
+	}
+	for n := 1; ; n++ {
+		line, tooLong, err := readLine(r, maxLineBytes)
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("reading line %d: %w", n, err)
+		}
+		var werr error
+		switch {
+		case tooLong:
+			werr = fail(n, nil, fmt.Sprintf("line %d is longer than %d MB", n, maxLineBytes>>20))
+		case strings.TrimSpace(string(line)) == "":
+			// Blank lines are skipped.
+		default:
+			var bl batchLine
+			if jerr := json.Unmarshal(line, &bl); jerr != nil {
+				werr = fail(n, nil, fmt.Sprintf(`line %d is not a JSON object such as {"cmd": "ls"}: %v`, n, jerr))
+			} else if bl.Cmd == nil {
+				werr = fail(n, bl.ID, fmt.Sprintf(`line %d has no "cmd" string: write {"cmd": "ls"}`, n))
+			} else {
+				res := result(*bl.Cmd, e.Explain(*bl.Cmd), explain)
+				res.ID = bl.ID
+				werr = enc.Encode(res)
+			}
+		}
+		if werr == nil {
+			werr = w.Flush()
+		}
+		if werr != nil {
+			return fmt.Errorf("writing the verdict of line %d: %w", n, werr)
+		}
+		if err == io.EOF {
+			return nil
+		}
 	}
 }
