@@ -26,6 +26,8 @@ const (
 	// writeTimeout bounds one write to the engine; a stuck engine breaks the
 	// connection instead of hanging a call.
 	writeTimeout = 10 * time.Second
+	// promptWait bounds how long a shell's input waits for its first output.
+	promptWait = 3 * time.Second
 )
 
 // agentConn is the host's side of the protocol with one container's agent,
@@ -58,6 +60,10 @@ type hostStream struct {
 	gone     chan struct{}
 	inCredit atomic.Int64  // input bytes the agent will still accept
 	inReady  chan struct{} // cap 1: input credit arrived
+	// spoke is closed at the first output (for a shell, its prompt); only
+	// the dispatcher touches spokeOnce.
+	spoke     chan struct{}
+	spokeOnce sync.Once
 }
 
 func newAgentConn(container string, conn net.Conn, r io.Reader, log *slog.Logger) *agentConn {
@@ -170,6 +176,7 @@ func (c *agentConn) open() (*hostStream, error) {
 		exit:    make(chan exitMsg, 1),
 		gone:    make(chan struct{}),
 		inReady: make(chan struct{}, 1),
+		spoke:   make(chan struct{}),
 	}
 	s.inCredit.Store(inputWindow)
 	c.streams[s.id] = s
@@ -220,6 +227,7 @@ func (c *agentConn) dispatch(f frame) error {
 			if err := s.out.write(f.payload); err != nil {
 				return fmt.Errorf("%w: stream %d: %v", errProtocol, f.stream, err)
 			}
+			s.spokeOnce.Do(func() { close(s.spoke) })
 		}
 	case frameExit:
 		var m exitMsg
@@ -394,8 +402,17 @@ func (c *agentConn) pump(s *hostStream, w io.Writer, discard *atomic.Bool, done 
 }
 
 // feed sends an interactive shell's input within the agent's credit. At the
-// end of input it sends ^D, the terminal's end of file.
+// end of input it sends ^D, the terminal's end of file. It starts once the
+// shell has printed something (its prompt), as a person would: input that
+// arrives while the shell is still setting up its terminal can lose the ^D.
 func (c *agentConn) feed(s *hostStream, in io.Reader) {
+	t := time.NewTimer(promptWait)
+	select {
+	case <-s.spoke:
+	case <-t.C:
+	case <-s.gone:
+	}
+	t.Stop()
 	buf := make([]byte, 4096)
 	for {
 		n, err := in.Read(buf)

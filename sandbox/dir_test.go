@@ -1,0 +1,67 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The working directory persists between calls, like a shell's, clamped to the
+// workspace.
+func TestWorkingDirectory(t *testing.T) {
+	c := newSandbox(t, testConfig(t))
+	ws := c.Workspace()
+	if err := os.MkdirAll(filepath.Join(ws, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(ws, "a"), filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", filepath.Join(ws, "out")); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		cmd   string
+		dir   string // where it must start
+		reset bool
+		want  string // its output
+	}{
+		{cmd: "pwd", dir: ws, want: ws},
+		{cmd: "cd a", dir: ws},
+		{cmd: "pwd", dir: ws + "/a", want: ws + "/a"},
+		{cmd: "cd b; exit 3", dir: ws + "/a"},                    // exit keeps the directory
+		{cmd: "pwd; cd ..", dir: ws + "/a/b", want: ws + "/a/b"}, // relative cd
+		{cmd: "cd /tmp", dir: ws + "/a"},                         // leaves the workspace
+		{cmd: "pwd", dir: ws, reset: true, want: ws},             // back at the root, said once
+		{cmd: "cd ../..", dir: ws},
+		{cmd: "pwd", dir: ws, reset: true, want: ws},
+		{cmd: "cd link/b", dir: ws}, // a symlink inside: resolved
+		{cmd: "pwd", dir: ws + "/a/b", want: ws + "/a/b"},
+		{cmd: "cd " + ws + "/out", dir: ws + "/a/b"}, // a symlink out of the workspace
+		{cmd: "pwd", dir: ws, reset: true, want: ws},
+		{cmd: "mkdir gone && cd gone", dir: ws},
+		{cmd: "rmdir " + ws + "/gone", dir: ws + "/gone"}, // its directory vanishes under it
+		{cmd: "pwd", dir: ws, reset: true, want: ws},
+		{cmd: "cd a && exec true", dir: ws}, // exec: the directory is not known
+		{cmd: "pwd", dir: ws, want: ws},
+		{cmd: "(cd a; pwd)", dir: ws, want: ws + "/a"}, // a subshell does not move the shell
+		{cmd: "pwd", dir: ws, want: ws},
+	}
+	for i, s := range steps {
+		res, out := run(t, c, ExecRequest{Command: s.cmd})
+		if res.Dir != s.dir || res.DirReset != s.reset {
+			t.Errorf("step %d %q: started in %q (reset %v), want %q (reset %v)", i, s.cmd, res.Dir, res.DirReset, s.dir, s.reset)
+		}
+		if s.want != "" && clean(out) != s.want {
+			t.Errorf("step %d %q: output %q, want %q", i, s.cmd, clean(out), s.want)
+		}
+	}
+	// A directory removed from the host between calls.
+	sh(t, c, "mkdir -p x && cd x")
+	if err := os.Remove(filepath.Join(ws, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := run(t, c, ExecRequest{Command: "true"}); res.Dir != ws || !res.DirReset {
+		t.Errorf("after removal: dir %q reset %v", res.Dir, res.DirReset)
+	}
+}

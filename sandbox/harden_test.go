@@ -1,0 +1,188 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The container is hardened by default; checked from inside and through the
+// engine.
+func TestHardening(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.CPUs = 1.5
+	cfg.PidsLimit = 300
+	c := newSandbox(t, cfg)
+
+	status := sh(t, c, "cat /proc/self/status")
+	for _, want := range []string{"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("/proc/self/status lacks %q", want)
+		}
+	}
+	if got := sh(t, c, "ls /sys/class/net"); got != "lo" {
+		t.Errorf("network interfaces %q, want only lo", got)
+	}
+	if got := sh(t, c, "cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max"); got != "300" {
+		t.Errorf("pids.max %q", got)
+	}
+	if got := sh(t, c, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max"); got != strconv.Itoa(512<<20) {
+		t.Errorf("memory limit %q", got)
+	}
+	if got := sh(t, c, "tr '\\0' ' ' < /proc/1/cmdline"); !strings.Contains(got, "init") {
+		t.Errorf("pid 1 is %q, want docker's init", got)
+	}
+	mounts := sh(t, c, "cat /proc/self/mounts")
+	if !strings.Contains(mounts, " /tmp tmpfs ") {
+		t.Errorf("/tmp is not a tmpfs:\n%s", mounts)
+	}
+	if strings.Contains(mounts, "docker.sock") {
+		t.Errorf("the docker socket is mounted:\n%s", mounts)
+	}
+	if res, _ := run(t, c, ExecRequest{Command: "test -e /var/run/docker.sock || test -e /run/docker.sock"}); res.ExitCode == 0 {
+		t.Error("a docker socket is reachable")
+	}
+	if res, out := run(t, c, ExecRequest{Command: "touch /.corral/corral"}); res.ExitCode == 0 {
+		t.Errorf("the agent binary is writable: %s", out)
+	}
+	// The root can be written by default (by root, not by another uid).
+	if os.Getuid() == 0 {
+		sh(t, c, "touch /rootfs-writable")
+	}
+
+	api, _ := engine()
+	in, err := api.ContainerInspect(context.Background(), containerID(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := in.HostConfig
+	if !slices.Equal(hc.CapDrop, []string{"ALL"}) || len(hc.CapAdd) != 0 {
+		t.Errorf("capabilities: drop %v add %v", hc.CapDrop, hc.CapAdd)
+	}
+	if !slices.Contains(hc.SecurityOpt, "no-new-privileges") {
+		t.Errorf("security options %v", hc.SecurityOpt)
+	}
+	if hc.NetworkMode != "none" || hc.LogConfig.Type != "none" || hc.Init == nil || !*hc.Init || hc.Privileged {
+		t.Errorf("network %q, log %q, init %v, privileged %v", hc.NetworkMode, hc.LogConfig.Type, hc.Init, hc.Privileged)
+	}
+	if hc.Memory != 512<<20 || hc.MemorySwap != hc.Memory || hc.NanoCPUs != 1.5e9 || hc.PidsLimit == nil || *hc.PidsLimit != 300 {
+		t.Errorf("limits: memory %d swap %d cpus %d pids %v", hc.Memory, hc.MemorySwap, hc.NanoCPUs, hc.PidsLimit)
+	}
+	if len(in.Config.Env) > 2 { // the image's PATH, maybe HOSTNAME; never the host's
+		for _, e := range in.Config.Env {
+			if strings.HasPrefix(e, "CORRAL") || strings.HasPrefix(e, "GOPATH") {
+				t.Errorf("host variable %q in the container's environment", e)
+			}
+		}
+	}
+	for _, m := range in.Mounts {
+		switch m.Destination {
+		case c.Workspace():
+			if !m.RW {
+				t.Error("the workspace is read-only")
+			}
+		default:
+			if m.Type == "bind" && m.RW {
+				t.Errorf("bind mount %s is writable", m.Destination)
+			}
+		}
+	}
+	labels := in.Config.Labels
+	for _, k := range []string{LabelSession, LabelPID, LabelCreated, LabelHost} {
+		if labels[k] == "" {
+			t.Errorf("label %s missing", k)
+		}
+	}
+	if labels[LabelSession] != c.Session() || labels[LabelPID] != strconv.Itoa(os.Getpid()) {
+		t.Errorf("labels %v", labels)
+	}
+	if in.Name != "/corral-"+c.Session() {
+		t.Errorf("name %q", in.Name)
+	}
+}
+
+func TestReadOnlyRoot(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ReadOnlyRoot = true
+	c := newSandbox(t, cfg)
+	if res, out := run(t, c, ExecRequest{Command: "touch /etc/x"}); res.ExitCode == 0 || !strings.Contains(out, "Read-only file system") {
+		t.Errorf("exit %d, output %q", res.ExitCode, out)
+	}
+	sh(t, c, "echo ok > /tmp/x && echo ok > ~/x && echo ok > ws-file")
+}
+
+func TestNetworkBridge(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Network = "bridge"
+	c := newSandbox(t, cfg)
+	if got := sh(t, c, "ls /sys/class/net | tr '\\n' ' '"); !strings.Contains(got, "eth0") {
+		t.Errorf("interfaces %q, want eth0", got)
+	}
+}
+
+func TestReadOnlyMounts(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "log"), []byte("logged\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.ReadOnlyMounts = []string{dir}
+	c := newSandbox(t, cfg)
+	if got := sh(t, c, "cat "+dir+"/log"); got != "logged" {
+		t.Errorf("got %q", got)
+	}
+	if res, _ := run(t, c, ExecRequest{Command: "echo x >> " + dir + "/log || exit 1; touch " + dir + "/new"}); res.ExitCode == 0 {
+		t.Error("the read-only mount is writable")
+	}
+}
+
+// A command cannot plant a hook or a config that git on the host would run,
+// while git add and git commit still work.
+func TestGitHooksAndConfigReadOnly(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on the host")
+	}
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	gitCmd := exec.Command("git", "init", "-q", ws)
+	if out, err := gitCmd.CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	configBefore, err := os.ReadFile(filepath.Join(ws, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newSandbox(t, cfg)
+	if !hasTool(t, c, "git") {
+		t.Skip("no git in the image")
+	}
+	attacks := []string{
+		"echo 'touch /tmp/pwned' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+		"git config core.fsmonitor 'touch /tmp/pwned'",
+		"git config core.pager 'touch /tmp/pwned'",
+		"echo '[core] hooksPath = /tmp' >> .git/config",
+		"rm -rf .git/hooks",
+		"mv .git/config .git/config.old",
+		"rm -f .git/config",
+	}
+	for _, a := range attacks {
+		if res, out := run(t, c, ExecRequest{Command: a}); res.ExitCode == 0 {
+			t.Errorf("%q succeeded: %s", a, out)
+		}
+	}
+	if after, err := os.ReadFile(filepath.Join(ws, ".git", "config")); err != nil || string(after) != string(configBefore) {
+		t.Errorf(".git/config changed: %v\n%s", err, after)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git", "hooks", "pre-commit")); err == nil {
+		t.Error("a pre-commit hook was planted")
+	}
+	out := sh(t, c, "echo hello > f && git add f && git commit -q -m first && git log --oneline | wc -l && git status --porcelain | wc -l")
+	if out != "1\n0" {
+		t.Errorf("git commit: %q", out)
+	}
+}
