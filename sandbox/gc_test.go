@@ -145,7 +145,6 @@ func TestOwnerState(t *testing.T) {
 	}
 }
 
-
 // Close removes the container even with a cancelled context (after SIGINT).
 func TestCloseWithCancelledContext(t *testing.T) {
 	cfg := testConfig(t)

@@ -1,17 +1,129 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/corralhq/corral/images"
+	"github.com/corralhq/corral/sandbox"
 )
 
 func newShellCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "shell",
-		Short: "not implemented yet",
+	var f sandboxFlags
+	cmd := &cobra.Command{
+		Use:   "shell [flags]",
+		Short: "An interactive shell in the workspace's hardened sandbox",
+		Long: `shell opens an interactive bash (sh where the image has none) in the same
+ephemeral, hardened container the bash tool uses: the workspace mounted at its own
+path, no network unless --network bridge, no capabilities, the limits of the flags.
+The terminal is passed through raw, window size changes included; Ctrl-C and
+Ctrl-D go to the shell. The container is removed when the shell exits.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("shell: not implemented yet")
+			return runShell(cmd.Context(), &f, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
+	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+func runShell(ctx context.Context, f *sandboxFlags, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	box, err := sandbox.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Remove the container even when a signal cancelled ctx.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		err = errors.Join(err, box.Close(cctx))
+	}()
+	if err := box.Start(ctx); err != nil {
+		var missing *sandbox.ImageNotFoundError
+		if !errors.As(err, &missing) || missing.Image != images.Default {
+			return err
+		}
+		b := &imageBuilder{box: box, image: cfg.Image, stderr: stderr}
+		if err := b.build(ctx); err != nil {
+			return err
+		}
+		if err := box.Start(ctx); err != nil {
+			return err
+		}
+	}
+
+	var resize chan sandbox.WindowSize
+	if in, ok := stdin.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
+		fd := int(in.Fd())
+		state, err := term.MakeRaw(fd)
+		if err != nil {
+			return fmt.Errorf("terminal: %w", err)
+		}
+		defer term.Restore(fd, state)
+		resize = make(chan sandbox.WindowSize, 1)
+		stop := watchSize(fd, resize)
+		defer stop()
+	}
+	code, err := box.Shell(ctx, stdin, stdout, resize)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return exitError(code)
+	}
+	return nil
+}
+
+// watchSize sends the terminal's size now and on every SIGWINCH, keeping only
+// the latest when the reader lags.
+func watchSize(fd int, out chan sandbox.WindowSize) (stop func()) {
+	send := func() {
+		w, h, err := term.GetSize(fd)
+		if err != nil || w <= 0 || h <= 0 {
+			return
+		}
+		ws := sandbox.WindowSize{Cols: uint16(w), Rows: uint16(h)}
+		for {
+			select {
+			case out <- ws:
+				return
+			default:
+			}
+			select {
+			case <-out:
+			default:
+			}
+		}
+	}
+	send()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGWINCH)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-sig:
+				send()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sig)
+		close(done)
 	}
 }
