@@ -103,6 +103,9 @@ func newMCPServer(f *sessionFlags, log *slog.Logger) (*mcpServer, error) {
 	if _, err := f.sandbox.config(); err != nil {
 		return nil, err
 	}
+	if _, err := f.policy.engine(); err != nil {
+		return nil, err
+	}
 	m := &mcpServer{flags: f, log: log, sessions: map[*mcp.ServerSession]*mcpSession{}}
 	m.server = mcp.NewServer(&mcp.Implementation{Name: "corral", Title: "corral sandboxed tools", Version: version()}, &mcp.ServerOptions{
 		Instructions: mcpInstructions,

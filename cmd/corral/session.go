@@ -24,6 +24,7 @@ import (
 // and `mcp`.
 type sessionFlags struct {
 	sandbox        sandboxFlags
+	policy         policyFlags
 	confirm        string
 	events         string
 	writePolicy    string
@@ -39,6 +40,7 @@ type sessionFlags struct {
 
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	f.sandbox.register(fs)
+	f.policy.register(fs)
 	fs.StringVar(&f.confirm, "confirm", "deny", "what to do with a command the policy wants confirmed: deny (refuse it and tell the model approval was required), allow (run it), or ask (prompt on the terminal)")
 	fs.StringVar(&f.events, "events", "", "write the event stream (call start and end with diffs, output chunks, outside file changes) to `FILE` as JSON lines")
 	fs.StringVar(&f.writePolicy, "write-policy", string(tools.RequireRead), "when write may overwrite an existing file: require-read (only a file read in this session and unchanged since) or allow (any file)")
@@ -103,6 +105,9 @@ func (f *sessionFlags) openSession(ctx context.Context, adjust ...func(*tools.Op
 		return nil, nil, err
 	}
 	opts.Workspace = cfg.Workspace
+	if opts.Policy, err = f.policy.engineIn(cfg.Workspace); err != nil {
+		return nil, nil, err
+	}
 	var undo []func() error
 	closeAll := func() error {
 		var errs []error
