@@ -94,7 +94,8 @@ type BashDetails struct {
 	// Ran is false when the command was refused before it started.
 	Ran     bool          `json:"ran"`
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
-	sandbox.ExecResult
+	// How the command ended; nil when it did not run.
+	*sandbox.ExecResult
 	// LogPath is the full, cleaned output; LogDroppedBytes were past its cap.
 	LogPath         string `json:"logPath,omitempty"`
 	LogDroppedBytes int64  `json:"logDroppedBytes,omitempty"`
@@ -102,9 +103,9 @@ type BashDetails struct {
 	Truncated   bool   `json:"truncated,omitempty"`
 	OmitLines   int64  `json:"omitLines,omitempty"`
 	OmitBytes   int64  `json:"omitBytes,omitempty"`
-	TotalLines  int64  `json:"totalLines"`
-	TotalBytes  int64  `json:"totalBytes"`
-	RawBytes    int64  `json:"rawBytes"`
+	TotalLines  int64  `json:"totalLines,omitempty"`
+	TotalBytes  int64  `json:"totalBytes,omitempty"`
+	RawBytes    int64  `json:"rawBytes,omitempty"`
 	TimeoutNote string `json:"timeoutNote,omitempty"`
 }
 
@@ -221,13 +222,13 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			det.Canceled = true
+			det.ExecResult = &sandbox.ExecResult{Canceled: true}
 			return Result{IsError: true, Details: det, Content: fmt.Sprintf("Command: %s\nCancelled: the call was cancelled before the command finished.", command)}, nil
 		}
 		return Result{}, err
 	}
 	det.Ran = true
-	det.ExecResult = res
+	det.ExecResult = &res
 	det.RawBytes = out.n
 	det.TotalLines, det.TotalBytes = tr.totalLines, tr.totalBytes
 	det.LogDroppedBytes = tr.logDropped
