@@ -21,19 +21,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bashRC is sourced by every non-interactive bash through BASH_ENV (read from a
-// pipe on fd 4) before the command, which thus runs exactly as given. It moves
-// the directory-report pipe off fd 3, reports the final directory on exit, and
-// ignores SIGHUP so that `server &` outlives the shell: a terminal's session
-// leader hangs up its foreground process group when it exits.
-const bashRC = `unset BASH_ENV
-exec {__corral_cwd}>&3 3>&- 4<&-
-trap 'builtin pwd -P >&"$__corral_cwd" 2>/dev/null' EXIT
-trap '' HUP
-`
+// bashBoot is the script of every non-interactive bash. Started ahead of need
+// (a spare), it moves the directory-report pipe off fd 3, arranges to report
+// its final directory on exit, ignores SIGHUP (a terminal's session leader
+// hangs up its foreground process group when it exits, which would kill
+// `server &`), then waits for its directory (fd 4) and command (fd 5) and
+// evaluates the command. On one line, so that the command's line numbers are
+// its own; `$(< f)` reads without a fork of cat; SECONDS restarts at zero.
+const bashBoot = `exec {__corral_cwd}>&3 3>&-; trap 'builtin pwd -P >&"$__corral_cwd" 2>/dev/null' EXIT; trap '' HUP; builtin cd -- "$(< /dev/fd/4)" 4<&- || exit 125; exec 4<&-; unset OLDPWD; SECONDS=0; eval -- "$(< /dev/fd/5)" 5<&-`
 
-// shPrefix does the same for a plain sh, which has no BASH_ENV: it precedes the
-// command on its first line.
+// shPrefix does the same for a plain sh, which runs the command at once: it
+// precedes the command on its first line.
 const shPrefix = `trap 'pwd -P >&3 2>/dev/null' EXIT; trap '' HUP; `
 
 // Timings of the agent.
@@ -43,6 +41,10 @@ const (
 	// exitDrain bounds how long output is awaited after the shell exits while
 	// background processes still hold the terminal.
 	exitDrain = 400 * time.Millisecond
+	// refillAfter is when a spare bash is started for the next command while
+	// this one still runs; short commands refill when they end, so that the
+	// new shell's start-up does not compete with them for the CPU.
+	refillAfter = 50 * time.Millisecond
 )
 
 // RunAgent serves the host's protocol, reading frames from in and writing frames
@@ -94,6 +96,11 @@ type agent struct {
 
 	mu   sync.Mutex // guards cmds
 	cmds map[uint32]*agentCmd
+
+	spareMu  sync.Mutex    // guards spare, refilled and stopped
+	spare    *shellProc    // a bash started ahead of the next command
+	refilled chan struct{} // non-nil while a spare is being started; closed when done
+	stopped  bool
 }
 
 // send writes one encoded frame. A failed write means the host is gone: the
@@ -160,6 +167,9 @@ func (a *agent) hello(p []byte) error {
 				a.log.Warn("cannot create HOME", "dir", home, "err", err)
 			}
 		}
+	}
+	if a.bash {
+		go a.refill()
 	}
 	return a.send(jsonFrame(frameHello, 0, reply))
 }
@@ -244,6 +254,12 @@ func (a *agent) dispatch(f frame) error {
 
 // killAll ends every command's session; the agent is going away.
 func (a *agent) killAll() {
+	a.spareMu.Lock()
+	a.stopped = true
+	if a.spare != nil {
+		killSession(a.spare.pid)
+	}
+	a.spareMu.Unlock()
 	a.mu.Lock()
 	cmds := make([]*agentCmd, 0, len(a.cmds))
 	for _, c := range a.cmds {
@@ -278,6 +294,8 @@ type agentCmd struct {
 	pid    int      // the shell: leader of the command's session and process group
 	proc   *exec.Cmd
 	cwd    *os.File // read end of the directory report pipe; nil when interactive
+	// refillTimer readies the next spare bash while a long command runs.
+	refillTimer *time.Timer
 
 	exit         exitMsg // filled by start, completed by wait
 	oom0, forks0 uint64  // the container's OOM kills and refused forks before the start
@@ -343,33 +361,60 @@ func (a *agent) resolveDir(dir string) (string, bool) {
 	return real, false
 }
 
-// fork opens the PTY and starts the shell in its own session.
-func (c *agentCmd) fork() error {
-	a := c.a
-	dir, reset := a.resolveDir(c.msg.Dir)
-	c.exit.Dir, c.exit.DirReset = dir, reset
+// shellProc is a shell started on its own terminal, in its own session.
+type shellProc struct {
+	cmd    *exec.Cmd
+	pid    int
+	master *os.File // non-blocking; the slave side is only open in the shell
+	tty    string
+	cwd    *os.File // read end of the directory report; nil when interactive
+	// dir and command, for a bash waiting in bashBoot: written once, then
+	// closed, they start the command.
+	dir, command *os.File
+}
+
+// close releases what the agent holds of a shell that will not be used.
+func (p *shellProc) close() {
+	for _, f := range []*os.File{p.master, p.cwd, p.dir, p.command} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// spawn starts a shell on a new terminal. Interactive, it is `bash -i` (or
+// `sh -i`) in dir. Else, with bash, it is a bash waiting in bashBoot for its
+// directory and command (a spare, started ahead of need); with sh, it runs
+// shCommand in dir at once.
+func (a *agent) spawn(interactive bool, dir, shCommand string, cols, rows uint16) (_ *shellProc, err error) {
 	master, slave, err := openPTY()
 	if err != nil {
-		return fmt.Errorf("open a terminal: %w", err)
+		return nil, fmt.Errorf("open a terminal: %w", err)
 	}
-	defer slave.Close()
-	c.master, c.tty = master, slave.Name()
-	cols, rows := c.msg.Cols, c.msg.Rows
+	p := &shellProc{master: master, tty: slave.Name()}
+	var theirs []*os.File // the child's ends of pipes, closed once it has them
+	defer func() {
+		slave.Close()
+		for _, f := range theirs {
+			f.Close()
+		}
+		if err != nil {
+			p.close()
+		}
+	}()
 	if cols == 0 || rows == 0 {
 		cols, rows = 200, 50
 	}
 	_ = pty.Setsize(slave, &pty.Winsize{Cols: cols, Rows: rows})
-	if !c.msg.Interactive {
+	if !interactive {
 		// No LF to CRLF translation for a command's output: the model and the
 		// log want plain lines, and on floods of short lines the kernel's
 		// per-newline work costs ten times the copy itself. A person's shell
 		// keeps the terminal's usual settings.
 		if err := noCRLF(slave); err != nil {
-			master.Close()
-			return fmt.Errorf("set up the terminal: %w", err)
+			return nil, fmt.Errorf("set up the terminal: %w", err)
 		}
 	}
-
 	cmd := &exec.Cmd{
 		Path:        a.shell,
 		Dir:         dir,
@@ -379,56 +424,157 @@ func (c *agentCmd) fork() error {
 		Stderr:      slave,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
 	}
-	var closeAfter []*os.File
-	defer func() {
-		for _, f := range closeAfter {
-			f.Close()
-		}
-	}()
-	switch {
-	case c.msg.Interactive:
-		cmd.Args = []string{filepath.Base(a.shell), "-i"}
-	default:
-		cwdR, cwdW, err := os.Pipe()
+	name := filepath.Base(a.shell)
+	pipe := func() (r, w *os.File) {
 		if err != nil {
-			master.Close()
-			return err
+			return nil, nil
 		}
-		c.cwd = cwdR
-		closeAfter = append(closeAfter, cwdW)
+		r, w, err = os.Pipe()
+		return r, w
+	}
+	switch {
+	case interactive:
+		cmd.Args = []string{name, "-i"}
+	case a.bash:
+		var cwdW, dirR, cmdR *os.File
+		p.cwd, cwdW = pipe()
+		dirR, p.dir = pipe()
+		cmdR, p.command = pipe()
+		theirs = append(theirs, cwdW, dirR, cmdR)
+		if err != nil {
+			return nil, err
+		}
+		cmd.ExtraFiles = []*os.File{cwdW, dirR, cmdR}
+		cmd.Args = []string{name, "-c", bashBoot}
+	default:
+		var cwdW *os.File
+		p.cwd, cwdW = pipe()
+		theirs = append(theirs, cwdW)
+		if err != nil {
+			return nil, err
+		}
 		cmd.ExtraFiles = []*os.File{cwdW}
-		if a.bash {
-			rcR, rcW, err := os.Pipe()
-			if err != nil {
-				master.Close()
-				cwdR.Close()
-				return err
-			}
-			closeAfter = append(closeAfter, rcR)
-			_, err = rcW.WriteString(bashRC) // far below a pipe's capacity
-			rcW.Close()
-			if err != nil {
-				master.Close()
-				cwdR.Close()
-				return err
-			}
-			cmd.ExtraFiles = append(cmd.ExtraFiles, rcR)
-			cmd.Env = append(append(make([]string, 0, len(a.env)+1), a.env...), "BASH_ENV=/dev/fd/4")
-			cmd.Args = []string{filepath.Base(a.shell), "-c", c.msg.Command}
-		} else {
-			cmd.Args = []string{filepath.Base(a.shell), "-c", shPrefix + c.msg.Command}
-		}
+		cmd.Args = []string{name, "-c", shPrefix + shCommand}
 	}
 	if err := cmd.Start(); err != nil {
-		master.Close()
-		if c.cwd != nil {
-			c.cwd.Close()
-		}
-		return fmt.Errorf("start %s: %w", a.shell, err)
+		return nil, fmt.Errorf("start %s: %w", a.shell, err)
 	}
-	c.proc, c.pid = cmd, cmd.Process.Pid
+	p.cmd, p.pid = cmd, cmd.Process.Pid
 	// The command, not the agent, is what the kernel should kill for memory.
-	_ = os.WriteFile("/proc/"+strconv.Itoa(c.pid)+"/oom_score_adj", []byte("1000"), 0)
+	_ = os.WriteFile("/proc/"+strconv.Itoa(p.pid)+"/oom_score_adj", []byte("1000"), 0)
+	return p, nil
+}
+
+// begin hands a waiting bash its directory and command.
+func (p *shellProc) begin(dir, command string) error {
+	_, err := p.dir.WriteString(dir)
+	p.dir.Close()
+	p.dir = nil
+	if err != nil {
+		return err
+	}
+	w := p.command
+	p.command = nil
+	if len(command) < 32<<10 {
+		_, err = w.WriteString(command) // fits in the pipe
+		w.Close()
+		return err
+	}
+	go func() {
+		_, _ = w.WriteString(command)
+		w.Close()
+	}()
+	return nil
+}
+
+// takeSpare returns the spare bash if there is a live one, waiting for one
+// being started: that is sooner than starting another.
+func (a *agent) takeSpare() *shellProc {
+	a.spareMu.Lock()
+	if a.spare == nil && a.refilled != nil {
+		ch := a.refilled
+		a.spareMu.Unlock()
+		<-ch
+		a.spareMu.Lock()
+	}
+	p := a.spare
+	a.spare = nil
+	a.spareMu.Unlock()
+	if p == nil {
+		return nil
+	}
+	if ps, ok := readStat(p.pid); !ok || ps.state == 'Z' {
+		// It died idle (killed for memory, say).
+		p.close()
+		go func() { _ = p.cmd.Wait() }()
+		return nil
+	}
+	return p
+}
+
+// refill starts a new spare bash unless there is one or one is being started.
+// It runs when the CPU is likely free: after a command ended, or once one has
+// run for a while.
+func (a *agent) refill() {
+	a.spareMu.Lock()
+	if a.spare != nil || a.refilled != nil || a.stopped {
+		a.spareMu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	a.refilled = done
+	a.spareMu.Unlock()
+	p, err := a.spawn(false, a.workspace, "", 0, 0)
+	a.spareMu.Lock()
+	a.refilled = nil
+	close(done)
+	stopped := a.stopped
+	if err == nil && !stopped {
+		a.spare = p
+	}
+	a.spareMu.Unlock()
+	switch {
+	case err != nil:
+		a.log.Debug("no spare shell", "err", err)
+	case stopped:
+		killSession(p.pid)
+		p.close()
+		_ = p.cmd.Wait()
+	}
+}
+
+// fork starts the command: in the spare bash when there is one, else in a new
+// shell.
+func (c *agentCmd) fork() error {
+	a := c.a
+	dir, reset := a.resolveDir(c.msg.Dir)
+	c.exit.Dir, c.exit.DirReset = dir, reset
+	var p *shellProc
+	var err error
+	switch {
+	case c.msg.Interactive:
+		p, err = a.spawn(true, dir, "", c.msg.Cols, c.msg.Rows)
+	case a.bash:
+		if p = a.takeSpare(); p == nil {
+			p, err = a.spawn(false, a.workspace, "", c.msg.Cols, c.msg.Rows)
+		} else if c.msg.Cols != 0 && c.msg.Rows != 0 {
+			setWinsize(p.master, c.msg.Cols, c.msg.Rows)
+		}
+		if err == nil {
+			if err = p.begin(dir, c.msg.Command); err != nil {
+				killSession(p.pid)
+				p.close()
+				_ = p.cmd.Wait()
+			}
+		}
+		c.refillTimer = time.AfterFunc(refillAfter, a.refill)
+	default:
+		p, err = a.spawn(false, dir, c.msg.Command, c.msg.Cols, c.msg.Rows)
+	}
+	if err != nil {
+		return err
+	}
+	c.proc, c.pid, c.master, c.tty, c.cwd = p.cmd, p.pid, p.master, p.tty, p.cwd
 	return nil
 }
 
@@ -478,6 +624,9 @@ func (c *agentCmd) wait() {
 	c.a.mu.Lock()
 	delete(c.a.cmds, c.id)
 	c.a.mu.Unlock()
+	if c.refillTimer != nil && c.refillTimer.Stop() {
+		c.a.refill()
+	}
 	if c.input != nil {
 		c.input.close()
 	}
@@ -690,7 +839,11 @@ func (c *agentCmd) feed() {
 // resize sets the terminal's window size; the kernel tells the foreground
 // process group with SIGWINCH.
 func (c *agentCmd) resize(cols, rows uint16) {
-	sc, err := c.master.SyscallConn()
+	setWinsize(c.master, cols, rows)
+}
+
+func setWinsize(master *os.File, cols, rows uint16) {
+	sc, err := master.SyscallConn()
 	if err != nil {
 		return
 	}
