@@ -84,10 +84,12 @@ func BenchmarkNativeTrue(b *testing.B) {
 	}
 }
 
-// BenchmarkFlood streams `yes | head -c 100M` through Exec into io.Discard.
+// BenchmarkFlood streams `yes | head -c 100M` through Exec into io.Discard and
+// reports the test process's peak RSS.
 func BenchmarkFlood(b *testing.B) {
 	c := shared(b)
 	ctx := context.Background()
+	peak := rssPeak(b)
 	b.SetBytes(100 << 20)
 	b.ResetTimer()
 	for b.Loop() {
@@ -96,6 +98,7 @@ func BenchmarkFlood(b *testing.B) {
 			b.Fatal(res, err)
 		}
 	}
+	b.ReportMetric(float64(peak())/(1<<20), "peak-RSS-MiB")
 }
 
 // BenchmarkColdStart is a session's first command: New, the container's start

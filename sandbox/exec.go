@@ -14,8 +14,11 @@ type ExecRequest struct {
 	// Zero means no timeout other than the context's.
 	Timeout time.Duration
 	// Output receives the raw PTY stream (colours and carriage returns intact) as
-	// it arrives. It is called from one goroutine at a time; a slow writer slows
-	// the command, never loses bytes. Nil discards.
+	// it arrives. The terminal does not turn LF into CRLF (ONLCR is off), so
+	// lines end in a bare LF and every CR is the program's own. It is called
+	// from one goroutine at a time, never after Exec returns; a slow writer
+	// slows the command, never loses bytes. It must not block forever. Nil
+	// discards.
 	Output io.Writer
 	// Cols and Rows set the PTY's window size; zero means 200x50.
 	Cols, Rows uint16

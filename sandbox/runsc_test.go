@@ -1,0 +1,94 @@
+package sandbox
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hasRuntime reports whether the engine has an OCI runtime registered.
+func hasRuntime(t *testing.T, name string) bool {
+	t.Helper()
+	need(t)
+	api, _ := engine()
+	in, err := api.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ok := in.Runtimes[name]
+	return ok
+}
+
+// Under gVisor (runsc, optional even in CI) the agent works over the attach
+// stream with network none; input-wait detection degrades (see the log).
+func TestRunsc(t *testing.T) {
+	if !hasRuntime(t, "runsc") {
+		t.Skip("runsc is not registered with the Docker engine")
+	}
+	cfg := testConfig(t)
+	cfg.Runtime = "runsc"
+	cfg.InputWait = 2 * time.Second
+	c := newSandbox(t, cfg)
+	if got := sh(t, c, "uname -r"); !strings.HasPrefix(got, "4.4") {
+		t.Logf("kernel %q (gVisor reports 4.4.0)", got)
+	}
+	if got := sh(t, c, "echo hello; id -u"); !strings.HasPrefix(got, "hello") {
+		t.Errorf("got %q", got)
+	}
+	sh(t, c, "mkdir -p d && cd d")
+	if got := sh(t, c, "pwd"); got != c.Workspace()+"/d" {
+		t.Errorf("pwd %q", got)
+	}
+	res, _ := run(t, c, ExecRequest{Command: "sleep 100", Timeout: 500 * time.Millisecond})
+	if !res.TimedOut {
+		t.Errorf("timeout: %+v", res)
+	}
+	res, out := run(t, c, ExecRequest{Command: "sleep 300 & echo bg"})
+	if res.ExitCode != 0 || len(res.Background) == 0 {
+		t.Errorf("background: %+v %q", res, out)
+	}
+	c.mu.Lock()
+	iw := c.conn.hello.InputWait
+	c.mu.Unlock()
+	t.Logf("input-wait detection under gVisor: %v", iw)
+	res, _ = run(t, c, ExecRequest{Command: "read x", Timeout: 5 * time.Second})
+	if iw && !res.InputWait {
+		t.Errorf("input wait not detected: %+v", res)
+	}
+	if !iw && !res.TimedOut {
+		t.Errorf("read x: %+v", res)
+	}
+	var w countWriter
+	res, _ = run(t, c, ExecRequest{Command: "yes | head -c 10M", Output: &w})
+	if res.ExitCode != 0 || w.n.Load() != 10<<20 {
+		t.Errorf("flood: exit %d, %d bytes", res.ExitCode, w.n.Load())
+	}
+}
+
+// Under gVisor the cgroup counters are not visible inside: a memory bomb or a
+// fork bomb takes the whole sandbox down (the sentry runs out of memory or of
+// host threads). The call still returns, and the next starts a new sandbox.
+func TestRunscBombs(t *testing.T) {
+	if !hasRuntime(t, "runsc") {
+		t.Skip("runsc is not registered with the Docker engine")
+	}
+	cfg := testConfig(t)
+	cfg.Runtime = "runsc"
+	cfg.Memory = 256 << 20
+	cfg.PidsLimit = 128
+	c := newSandbox(t, cfg)
+	for _, cmd := range []string{"head -c 1000000000 /dev/zero | tail -n 1 | wc -c", "bomb() { bomb | bomb & }; bomb"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		res, err := c.Exec(ctx, ExecRequest{Command: cmd, Timeout: 20 * time.Second})
+		hung := ctx.Err() != nil
+		cancel()
+		if hung {
+			t.Fatalf("%q hung", cmd)
+		}
+		t.Logf("%q: exit %d, oom %v, process limit %v, err %v", cmd, res.ExitCode, res.OOMKilled, res.ProcessLimit, err)
+		if got := sh(t, c, "echo alive"); got != "alive" {
+			t.Errorf("after %q: %q", cmd, got)
+		}
+	}
+}
