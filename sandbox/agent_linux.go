@@ -806,6 +806,10 @@ func (c *agentCmd) waitCredit() int64 {
 		select {
 		case <-c.creditReady:
 		case <-c.a.done:
+			// Shutting down: read on, sending nothing.
+			c.mu.Lock()
+			c.detached = true
+			c.mu.Unlock()
 			return 0
 		}
 	}

@@ -56,9 +56,11 @@ type Container struct {
 	conn       *agentConn // the current container's agent; nil before the first start
 	generation int        // containers started so far
 	closed     bool
-	dir        string   // where the next command starts
-	dirReset   bool     // the last command left dir outside the workspace
-	dead       []string // IDs of dead containers still to remove
+	// startCancel cancels the start in progress, if any.
+	startCancel context.CancelFunc
+	dir         string   // where the next command starts
+	dirReset    bool     // the last command left dir outside the workspace
+	dead        []string // IDs of dead containers still to remove
 }
 
 var opportunisticGC sync.Once
@@ -190,8 +192,23 @@ func (c *Container) ensure(ctx context.Context) (conn *agentConn, reason string,
 		}
 		c.removeLater(old.container)
 	}
-	conn, err = c.start(ctx)
+	// Close cancels a start in progress, and waits for it.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.mu.Lock()
+	c.startCancel = cancel
+	c.mu.Unlock()
+	conn, err = c.start(sctx)
+	c.mu.Lock()
+	c.startCancel = nil
+	c.mu.Unlock()
 	if err != nil {
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return nil, "", ErrClosed
+		}
 		return nil, "", err
 	}
 	c.mu.Lock()
@@ -317,7 +334,18 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 	}
 	c.mu.Unlock()
 
-	created, err := api.ContainerCreate(ctx, cc, hc, nil, nil, name)
+	// Create without ctx's cancellation: an engine that gets the request
+	// creates the container even when the caller goes away, and only the
+	// answer tells what to remove. ctx is checked right after.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	created, err := api.ContainerCreate(cctx, cc, hc, nil, nil, name)
+	ccancel()
+	if err == nil {
+		if cerr := ctx.Err(); cerr != nil {
+			_ = c.remove(ctx, created.ID)
+			return nil, cerr
+		}
+	}
 	if err != nil {
 		if isNotFound(err) {
 			return nil, &ImageNotFoundError{Image: c.cfg.Image}
@@ -635,6 +663,14 @@ func (c *Container) Close(ctx context.Context) error {
 		return nil
 	}
 	c.closed = true
+	if c.startCancel != nil {
+		c.startCancel()
+	}
+	c.mu.Unlock()
+	// A start in progress removes what it made; wait for it.
+	c.startMu.Lock()
+	c.startMu.Unlock()
+	c.mu.Lock()
 	conn := c.conn
 	ids := slices.Clone(c.dead)
 	c.mu.Unlock()

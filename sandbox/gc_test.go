@@ -255,3 +255,43 @@ func TestNewValidates(t *testing.T) {
 		t.Errorf("defaults %+v", c.cfg)
 	}
 }
+
+// Close during the container's start (Ctrl-C right after launch) leaves no
+// container behind.
+func TestCloseDuringStart(t *testing.T) {
+	need(t)
+	cfg := testConfig(t)
+	api, _ := engine()
+	for _, delay := range []time.Duration{0, 50 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond} {
+		c, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Exec(context.Background(), ExecRequest{Command: "true"})
+			done <- err
+		}()
+		time.Sleep(delay)
+		if err := c.Close(context.Background()); err != nil {
+			t.Errorf("close after %v: %v", delay, err)
+		}
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, ErrClosed) {
+				t.Errorf("exec closed after %v: %v", delay, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("exec hung")
+		}
+		infos, err := list(context.Background(), api)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range infos {
+			if in.Session == cfg.Session {
+				t.Errorf("close after %v left %s (%s)", delay, in.Name, in.State)
+			}
+		}
+	}
+}
