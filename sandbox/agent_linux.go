@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +90,8 @@ type agent struct {
 
 	// Set by the hello frame, read-only afterwards.
 	workspace string
-	env       []string
+	env       []string // an interactive shell's environment
+	cmdEnv    []string // a command's: env with cmdEnvDefaults
 	shell     string
 	bash      bool
 	inputWait bool
@@ -158,6 +160,7 @@ func (a *agent) hello(p []byte) error {
 	}
 	a.workspace = filepath.Clean(h.Workspace)
 	a.env = h.Env
+	a.cmdEnv = withDefaults(h.Env, cmdEnvDefaults)
 	a.shell, a.bash = findShell(h.Env)
 	a.inputWait = canDetectInputWait()
 	reply.Shell, reply.InputWait = a.shell, a.inputWait
@@ -172,6 +175,22 @@ func (a *agent) hello(p []byte) error {
 		go a.refill()
 	}
 	return a.send(jsonFrame(frameHello, 0, reply))
+}
+
+// cmdEnvDefaults are set for commands (not a person's shell) unless the image
+// or the configuration sets them: a pager would wait for keys nobody presses.
+var cmdEnvDefaults = []string{"PAGER=cat", "GIT_PAGER=cat"}
+
+// withDefaults adds each NAME=VALUE of defs whose name env does not set.
+func withDefaults(env, defs []string) []string {
+	out := slices.Clone(env)
+	for _, d := range defs {
+		name, _, _ := strings.Cut(d, "=")
+		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // findShell picks bash when the image has it, else sh.
@@ -415,10 +434,14 @@ func (a *agent) spawn(interactive bool, dir, shCommand string, cols, rows uint16
 			return nil, fmt.Errorf("set up the terminal: %w", err)
 		}
 	}
+	env := a.cmdEnv
+	if interactive {
+		env = a.env
+	}
 	cmd := &exec.Cmd{
 		Path:        a.shell,
 		Dir:         dir,
-		Env:         a.env,
+		Env:         env,
 		Stdin:       slave,
 		Stdout:      slave,
 		Stderr:      slave,

@@ -125,6 +125,9 @@ func TestExecEnvironment(t *testing.T) {
 			t.Errorf("env lacks %q:\n%s", want, env)
 		}
 	}
+	if !strings.Contains(env, "PAGER=cat\n") || !strings.Contains(env, "GIT_PAGER=cat\n") {
+		t.Errorf("no pager defaults:\n%s", env)
+	}
 	if strings.Contains(env, "BASH_ENV") || strings.Contains(env, "__corral") {
 		t.Errorf("the wrapper leaks into the environment:\n%s", env)
 	}

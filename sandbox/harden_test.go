@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The container is hardened by default; checked from inside and through the
@@ -184,5 +185,9 @@ func TestGitHooksAndConfigReadOnly(t *testing.T) {
 	out := sh(t, c, "echo hello > f && git add f && git commit -q -m first && git log --oneline | wc -l && git status --porcelain | wc -l")
 	if out != "1\n0" {
 		t.Errorf("git commit: %q", out)
+	}
+	// git log on a terminal does not wait in a pager.
+	if res, out := run(t, c, ExecRequest{Command: "git log", Timeout: time.Minute}); res.ExitCode != 0 || res.InputWait || !strings.Contains(out, "first") {
+		t.Errorf("git log: %+v %q", res, out)
 	}
 }
