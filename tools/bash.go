@@ -225,6 +225,22 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 			det.ExecResult = &sandbox.ExecResult{Canceled: true}
 			return Result{IsError: true, Details: det, Content: fmt.Sprintf("Command: %s\nCancelled: the call was cancelled before the command finished.", command)}, nil
 		}
+		var died *sandbox.DiedError
+		if errors.As(err, &died) {
+			// The model can go on: the next command gets a fresh sandbox.
+			det.ExecResult = &sandbox.ExecResult{OOMKilled: died.OOMKilled}
+			why := died.Reason
+			if died.OOMKilled {
+				why = "it ran out of memory"
+			}
+			body := tr.text(det.LogPath)
+			if body == "" {
+				body = "(no output)"
+			}
+			return Result{IsError: true, Details: det, Content: fmt.Sprintf(
+				"Command: %s\nSandbox died: the sandbox stopped while the command ran (%s). The next command starts in a fresh sandbox; shell state and background processes are lost. If the command needs more memory or processes than the sandbox allows, make it smaller.\n\n%s",
+				command, why, body)}, nil
+		}
 		return Result{}, err
 	}
 	det.Ran = true
@@ -275,6 +291,9 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	}
 	if res.OOMKilled {
 		h.WriteString("Killed for memory: a process of the command went over the sandbox's memory limit.\n")
+	}
+	if res.ProcessLimit {
+		h.WriteString("Process limit reached: the command started more processes than the sandbox allows, so forks failed and everything it started was killed.\n")
 	}
 	if len(res.Background) > 0 {
 		h.WriteString("Still running in the background:")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +18,13 @@ import (
 
 // bashSession opens a session with a real sandbox on a fresh workspace.
 func bashSession(t *testing.T, files map[string]string, opts ...func(*Options)) (*Session, string, *eventLog) {
+	t.Helper()
+	s, ws, events, _ := bashSessionBox(t, files, opts...)
+	return s, ws, events
+}
+
+// bashSessionBox is bashSession that also returns the sandbox.
+func bashSessionBox(t *testing.T, files map[string]string, opts ...func(*Options)) (*Session, string, *eventLog, *sandbox.Container) {
 	t.Helper()
 	testenv.NeedsDocker(t)
 	events := &eventLog{}
@@ -40,7 +48,7 @@ func bashSession(t *testing.T, files map[string]string, opts ...func(*Options)) 
 			t.Errorf("closing the sandbox: %v", err)
 		}
 	})
-	return s, ws, events
+	return s, ws, events, box
 }
 
 func bash(t *testing.T, s *Session, command string, timeout int) Result {
@@ -306,4 +314,58 @@ func TestBashEvents(t *testing.T) {
 	if end.Result == nil || !strings.Contains(end.Result.Content, "Exit code: 0") {
 		t.Errorf("call_end lacks the result: %+v", end)
 	}
+}
+
+// The limits hold, the call returns, and the model is told what happened.
+func TestBashLimits(t *testing.T) {
+	// What the policy would stop on the command line, a script still does: the
+	// sandbox is the last line of defence.
+	s, _, _, box := bashSessionBox(t, map[string]string{
+		"mem.py":   "x = bytearray(4 << 30)\nx[::4096] = b'x' * len(x[::4096])\n",
+		"forks.sh": "bomb() { bomb | bomb & }; bomb; sleep 5\n",
+	})
+	t.Run("memory", func(t *testing.T) {
+		r := bash(t, s, "python3 mem.py; echo after", 0)
+		if !strings.Contains(r.Content, "Killed for memory") && !strings.Contains(r.Content, "MemoryError") {
+			t.Errorf("memory bomb: %q", r.Content)
+		}
+		if strings.Contains(r.Content, "Killed for memory") && !bashDetails(t, r).OOMKilled {
+			t.Errorf("details do not say oomKilled")
+		}
+	})
+	t.Run("forks", func(t *testing.T) {
+		r := bash(t, s, "bash forks.sh", 60)
+		if !strings.Contains(r.Content, "Process limit reached") {
+			t.Errorf("fork bomb: %q", r.Content)
+		}
+		// The sandbox is usable afterwards.
+		r = bash(t, s, "echo alive", 0)
+		if !strings.HasSuffix(r.Content, "\nalive") {
+			t.Errorf("after the fork bomb: %q", r.Content)
+		}
+	})
+	t.Run("container killed", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		done := make(chan Result, 1)
+		go func() {
+			r, err := s.Bash(ctx, BashParams{Command: "echo before; sleep 60"})
+			if err != nil {
+				t.Errorf("bash: %v", err)
+			}
+			done <- r
+		}()
+		time.Sleep(time.Second)
+		if out, err := exec.Command("docker", "kill", "corral-"+box.Session()).CombinedOutput(); err != nil {
+			t.Fatalf("docker kill: %v %s", err, out)
+		}
+		r := <-done
+		if !r.IsError || !strings.Contains(r.Content, "Sandbox died") || !strings.Contains(r.Content, "before") {
+			t.Errorf("the call under a killed container: %q", r.Content)
+		}
+		r = bash(t, s, "echo again", 0)
+		if !strings.Contains(r.Content, "Sandbox restarted") || !strings.HasSuffix(r.Content, "\nagain") {
+			t.Errorf("the next call: %q", r.Content)
+		}
+	})
 }
