@@ -152,7 +152,11 @@ func (w *walker) produceStmt1(s *syntax.Stmt, stdin data) data {
 		if len(c.Args) == 0 {
 			return data{}
 		}
-		return w.produceCall(w.expandWords(c.Args), stdin)
+		argv := w.lastArgv
+		if c != w.lastCall {
+			argv = w.expandWords(c.Args)
+		}
+		return w.produceCall(argv, stdin)
 	case *syntax.BinaryCmd:
 		if c.Op == syntax.Pipe || c.Op == syntax.PipeAll {
 			return w.produceStmt(c.Y, w.produceStmt(c.X, stdin))
@@ -271,8 +275,8 @@ func fieldData(f field) data {
 
 // fileData says what reading a file gives.
 func (w *walker) fileData(f field) data {
-	if f.data&dProc != 0 {
-		return f.proc
+	if f.data&dProc != 0 && f.proc != nil {
+		return *f.proc
 	}
 	switch s := f.s; {
 	case s == "-" || s == "/dev/stdin":

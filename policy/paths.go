@@ -192,6 +192,24 @@ func (w *walker) canonAbs(p string) string {
 // classifyPath says what a command's path argument names.
 func (w *walker) classifyPath(f field) pathInfo {
 	c := w.canon(f.s)
+	key := c
+	if f.glob {
+		key = "\x01" + c + "\x01" + f.pat
+	}
+	if info, ok := w.paths[key]; ok {
+		return info
+	}
+	info := w.classifyPath1(c, f)
+	if w.paths == nil {
+		w.paths = map[string]pathInfo{}
+	}
+	if len(w.paths) < 4096 {
+		w.paths[key] = info
+	}
+	return info
+}
+
+func (w *walker) classifyPath1(c string, f field) pathInfo {
 	info := w.classifyCanon(c, f.glob)
 	if f.glob && info.class < pcAncestor {
 		// A pattern names every path it matches: test it against the
@@ -257,7 +275,20 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 			}
 		}
 	}
-	if m := matchAny(c, secretPaths); m || matchName(path.Base(c), secretNames) || isUnder(c, secretDirs, true) {
+	if c[0] != '/' && c[0] != '~' && c != ".." && !strings.HasPrefix(c, "../") {
+		// Inside the workspace: only names say anything.
+		if matchName(path.Base(c), secretNames) && !strings.HasSuffix(c, ".pub") {
+			return pathInfo{pcSecret, c, "the credentials in " + c}
+		}
+		if c == "." {
+			return pathInfo{pcWorkspaceRoot, c, "the whole workspace (.)"}
+		}
+		if glob && base != "" && strings.Trim(base, "*") == "" && dir == "." {
+			return pathInfo{pcWorkspace, c, "everything in the workspace (" + c + ")"}
+		}
+		return pathInfo{pcWorkspace, c, c}
+	}
+	if matchAny(c, secretPaths) || matchName(path.Base(c), secretNames) || matchAny(c, secretDirs) {
 		if !strings.HasSuffix(c, ".pub") {
 			return pathInfo{pcSecret, c, "the credentials in " + c}
 		}
@@ -341,10 +372,14 @@ func matchAny(c string, pats []string) bool {
 		if p == c {
 			return true
 		}
-		if strings.ContainsAny(p, "*?[") {
-			if ok, _ := path.Match(p, c); ok {
-				return true
-			}
+		// The literal text before a pattern's first wildcard must match
+		// first: most patterns fail there, cheaply.
+		i := strings.IndexAny(p, "*?[")
+		if i < 0 || !strings.HasPrefix(c, p[:i]) {
+			continue
+		}
+		if ok, _ := path.Match(p, c); ok {
+			return true
 		}
 	}
 	return false

@@ -685,11 +685,13 @@ func checkXargs(w *walker, c *call) {
 		}
 	}
 	c.judgedPaths = true
-	inner := append([]field(nil), args[i:]...)
+	inner := args[i:len(args):len(args)]
 	if len(inner) == 0 {
 		return // echo
 	}
+	c.delegated = true
 	if replace != "" {
+		inner = append([]field(nil), inner...)
 		for k, a := range inner {
 			if strings.Contains(a.s, replace) {
 				inner[k] = placeholder(a, replace, "*")

@@ -56,7 +56,7 @@ func registerSys() {
 	}})
 	reg("kill", program{decision: Confirm, rule: "kill", reason: "kill", check: checkKill, exempt: true})
 	reg("pkill killall killall5 skill slay pkill5 xkill", program{decision: Confirm, rule: "kill", reason: "kill", check: checkPkill, exempt: true})
-	reg("systemctl", program{decision: Confirm, rule: "service", reason: "", check: checkSystemctl})
+	reg("systemctl", program{decision: Confirm, rule: "service", reason: "systemctl manages services; approval is needed", check: checkSystemctl})
 	reg("service rc-service sv", program{decision: Confirm, rule: "service", reason: "%s starts, stops or changes a service; approval is needed", check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			if a.s == "status" || a.s == "--status-all" {
@@ -65,7 +65,7 @@ func registerSys() {
 			}
 		}
 	}})
-	reg("launchctl", program{decision: Confirm, rule: "persistence", reason: "", check: func(w *walker, c *call) {
+	reg("launchctl", program{decision: Confirm, rule: "persistence", reason: "launchctl manages services that run outside this session; approval is needed", check: func(w *walker, c *call) {
 		if a := c.args(); len(a) > 0 {
 			switch a[0].s {
 			case "list", "print", "print-disabled", "blame", "version", "help", "managerpid", "getenv":
@@ -78,10 +78,10 @@ func registerSys() {
 		}
 		w.add(Confirm, "persistence", "launchctl loads or changes services that run outside this session; approval is needed", c.part)
 	}})
-	reg("crontab", program{decision: Confirm, rule: "persistence", reason: "", check: checkCrontab})
-	reg("at batch", program{decision: Confirm, rule: "deferred", reason: "", check: checkAt})
+	reg("crontab", program{decision: Confirm, rule: "persistence", reason: "crontab manages jobs that run later; approval is needed", check: checkCrontab})
+	reg("at batch", program{decision: Confirm, rule: "deferred", reason: "%s runs commands later, outside this session; approval is needed", check: checkAt})
 	reg("atq atrm", program{decision: Allow, rule: "info", reason: "%s lists or removes scheduled jobs"})
-	reg("systemd-run", program{decision: Confirm, rule: "persistence", reason: "", check: func(w *walker, c *call) {
+	reg("systemd-run", program{decision: Confirm, rule: "persistence", reason: "systemd-run runs a command as a service; approval is needed", check: func(w *walker, c *call) {
 		w.add(Confirm, "persistence", "systemd-run runs a command as a service outside this session; run it directly instead", c.part)
 		p := parseArgs(c.args(), spec("pMHuESt", "--property", "--machine", "--host", "--unit", "--setenv", "--slice", "--description", "--on-calendar", "--on-active", "--uid", "--gid", "--working-directory"))
 		if len(p.ops) > 0 {
@@ -166,7 +166,7 @@ func registerSys() {
 			}
 		}
 	}})
-	reg("security", program{decision: Confirm, rule: "keychain", reason: "", check: func(w *walker, c *call) {
+	reg("security", program{decision: Confirm, rule: "keychain", reason: "security manages the keychain; approval is needed", check: func(w *walker, c *call) {
 		if a := c.args(); len(a) > 0 {
 			switch a[0].s {
 			case "find-generic-password", "find-internet-password", "dump-keychain", "export", "find-certificate", "unlock-keychain", "dump-trust-settings", "find-identity", "authorizationdb", "delete-keychain", "delete-generic-password", "delete-internet-password":
@@ -177,7 +177,7 @@ func registerSys() {
 		w.add(Confirm, "keychain", "security manages the keychain; approval is needed", c.part)
 	}})
 	deny("secret-tool kwallet-query keyctl", "keychain", "%s reads secrets from the keyring; credentials must not be read — ask the user if the task needs them")
-	reg("pass gopass op bw lpass vault doppler infisical chamber sops age", program{decision: Confirm, rule: "keychain", reason: "", check: checkSecretTool})
+	reg("pass gopass op bw lpass vault doppler infisical chamber sops age", program{decision: Confirm, rule: "keychain", reason: "%s manages secrets; approval is needed", check: checkSecretTool})
 	reg("gpg gpg2", program{decision: Allow, rule: "crypto", reason: "gpg works on signatures and encrypted files", check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			if strings.HasPrefix(a.s, "--export-secret") || a.s == "--export-ownertrust" {
@@ -213,13 +213,23 @@ func registerSys() {
 	reg("open xdg-open gio gnome-open kde-open sensible-browser x-www-browser www-browser firefox chromium chromium-browser google-chrome start explorer.exe", program{decision: Confirm, rule: "open", reason: "%s opens a file, URL or program outside the terminal; approval is needed", exempt: true})
 	reg("osascript", program{decision: Confirm, rule: "inline-code", reason: "osascript runs AppleScript, which can control other applications; approval is needed", check: checkInterpreter})
 	// AI agents: another agent's actions are invisible to this policy.
-	reg("claude gemini codex aider cursor-agent opencode amp goose qwen crush cline continue plandex gptme interpreter llm sgpt q kiro", program{decision: Confirm, rule: "agent", reason: "", check: checkAgent})
+	reg("claude gemini codex aider cursor-agent opencode amp goose qwen crush cline continue plandex gptme interpreter llm sgpt q kiro", program{decision: Confirm, rule: "agent", reason: "%s starts another AI agent, whose actions this policy does not see; approval is needed", check: checkAgent})
 }
 
-var minerName = regexp.MustCompile(`(?i)xmrig|xmr-stak|cpuminer|minerd|ethminer|nbminer|t-rex|lolminer|phoenixminer|cgminer|bfgminer|nanominer|teamredminer|gminer|srbminer|nheqminer|ccminer|claymore|bminer|miniz|wildrig|xmr-node-proxy`)
+var minerNames = []string{"xmrig", "xmr-stak", "cpuminer", "minerd", "ethminer", "nbminer", "t-rex",
+	"lolminer", "phoenixminer", "cgminer", "bfgminer", "nanominer", "teamredminer", "gminer", "srbminer",
+	"nheqminer", "ccminer", "claymore", "bminer", "miniz", "wildrig", "xmr-node-proxy"}
 
 // isMiner reports whether a program's name is a cryptocurrency miner's.
-func isMiner(name string) bool { return minerName.MatchString(name) }
+func isMiner(name string) bool {
+	l := strings.ToLower(name)
+	for _, m := range minerNames {
+		if strings.Contains(l, m) {
+			return true
+		}
+	}
+	return false
+}
 
 func checkKill(w *walker, c *call) {
 	args := c.args()

@@ -235,12 +235,12 @@ func registerWrap() {
 // checkWrapper unwraps a wrapper and classifies the command it runs.
 func checkWrapper(w *walker, c *call) {
 	name := c.name
+	c.delegated = true
 	switch name {
 	case "sudo", "doas", "pkexec", "runuser", "run0":
 		w.add(Deny, "privilege", fmt.Sprintf("%s would run a command as root (or another user); privilege escalation is not allowed — run the command without %s, on files inside the workspace", name, name), c.part)
-		p := parseArgs(c.args(), wrapperSpecs[name].sp)
-		if name == "sudo" && (p.has("-s", "--shell", "-i", "--login")) && len(p.ops) == 0 {
-			return
+		if inner := w.unwrap(name, c.argv); len(inner) == 0 {
+			return // sudo -s, sudo -i: a root shell
 		}
 	case "proxychains", "proxychains4", "torsocks", "tsocks":
 		w.add(Confirm, "network", name+" sends a program's connections through a proxy; approval is needed", c.part)
@@ -275,6 +275,7 @@ func joinFields(fs []field) string {
 
 func checkEnv(w *walker, c *call) {
 	inner, assigns, split := w.envCommand(c.args())
+	c.delegated = len(inner) > 0
 	for _, a := range assigns {
 		w.envVar(a.name, a.val, c.part, true)
 	}
@@ -384,8 +385,8 @@ func checkShell(w *walker, c *call) {
 
 // scriptFile classifies running a script from a file.
 func (w *walker) scriptFile(c *call, f field, runner string) {
-	if f.data&dProc != 0 {
-		w.execData(c, f.proc, runner+" "+f.show(), !interpreters[interpreterName(runner)])
+	if f.data&dProc != 0 && f.proc != nil {
+		w.execData(c, *f.proc, runner+" "+f.show(), !interpreters[interpreterName(runner)])
 		return
 	}
 	if f.s == "/dev/stdin" || f.s == "-" {
@@ -822,8 +823,7 @@ func checkAlias(w *walker, c *call) {
 		if w.aliases == nil {
 			w.aliases = map[string]string{}
 		}
-		w.aliases[name] = val
-		w.script(val, c.part)
+		w.aliases[name] = val // checked where it is used, with its arguments
 	}
 }
 

@@ -261,90 +261,122 @@ func LoadRules(file string) (*Rules, error) {
 	return ParseRules(file, data)
 }
 
-type rulesFile struct {
-	Unknown *Decision  `toml:"unknown"`
-	Allow   []string   `toml:"allow"`
-	Confirm []string   `toml:"confirm"`
-	Deny    []string   `toml:"deny"`
-	Rule    []fileRule `toml:"rule"`
-}
-
-type fileRule struct {
-	Decision *Decision `toml:"decision"`
-	Match    string    `toml:"match"`
-	Reason   string    `toml:"reason"`
-}
-
 const rulesUsage = `a rules file holds: unknown = "allow|confirm|deny"; allow, confirm and deny = ["pattern", ...]; and [[rule]] tables with decision, match and reason`
 
 // ParseRules parses the contents of a rules file; name is the file's name for
 // messages.
 func ParseRules(name string, data []byte) (*Rules, error) {
-	var f rulesFile
-	md, err := toml.Decode(string(data), &f)
-	if err != nil {
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
 			msg := pe.Message
 			if u := pe.Usage; u != "" {
 				msg += " (" + strings.TrimSpace(strings.SplitN(u, "\n\n", 2)[0]) + ")"
 			}
-			if strings.Contains(msg, "unknown decision") || strings.Contains(msg, "want allow") {
-				msg = fmt.Sprintf("%s: %s", pe.LastKey, msg)
-			}
 			return nil, &RulesError{File: name, Line: pe.Position.Line, Msg: msg}
 		}
 		return nil, &RulesError{File: name, Msg: fmt.Sprintf("%v; %s", err, rulesUsage)}
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		key := und[0].String()
-		return nil, &RulesError{File: name, Line: keyLine(data, und[0]), Msg: fmt.Sprintf("unknown key %q; %s", key, rulesUsage)}
-	}
-	rs := &Rules{Unknown: f.Unknown}
 	lines := newLineFinder(data)
+	fail := func(line int, format string, args ...any) error {
+		return &RulesError{File: name, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	for k := range raw {
+		switch k {
+		case "unknown", "allow", "confirm", "deny", "rule":
+		default:
+			return nil, fail(lines.anyKey(k), "unknown key %q; %s", k, rulesUsage)
+		}
+	}
+	rs := &Rules{}
+	if v, ok := raw["unknown"]; ok {
+		line := lines.key("unknown")
+		s, ok := v.(string)
+		if !ok {
+			return nil, fail(line, `unknown must be a string: unknown = "allow", "confirm" or "deny"`)
+		}
+		d, err := ParseDecision(s)
+		if err != nil {
+			return nil, fail(line, "unknown: %v", err)
+		}
+		rs.Unknown = &d
+	}
 	add := func(d Decision, pattern, reason string, line int) error {
 		r, err := NewRule(d, pattern)
 		if err != nil {
-			return &RulesError{File: name, Line: line, Msg: err.Error()}
+			return fail(line, "%v", err)
 		}
 		r.Reason = reason
+		r.Source = path.Base(name)
 		if line > 0 {
 			r.Source = fmt.Sprintf("%s:%d", path.Base(name), line)
-		} else {
-			r.Source = path.Base(name)
 		}
 		rs.List = append(rs.List, r)
 		return nil
 	}
-	for _, list := range []struct {
-		key string
-		d   Decision
-		ps  []string
-	}{{"deny", Deny, f.Deny}, {"confirm", Confirm, f.Confirm}, {"allow", Allow, f.Allow}} {
-		from := lines.key(list.key)
-		for _, p := range list.ps {
+	for _, d := range []Decision{Deny, Confirm, Allow} {
+		key := d.String()
+		v, ok := raw[key]
+		if !ok {
+			continue
+		}
+		from := lines.key(key)
+		list, ok := v.([]any)
+		if !ok {
+			return nil, fail(from, `%s must be a list of patterns: %s = ["git push *", ...]`, key, key)
+		}
+		for i, item := range list {
+			p, ok := item.(string)
+			if !ok {
+				return nil, fail(from, "%s[%d] must be a string pattern such as \"git push *\"", key, i)
+			}
 			line := lines.value(p, from)
 			if line > 0 {
 				from = line
 			}
-			if err := add(list.d, p, "", line); err != nil {
+			if err := add(d, p, "", line); err != nil {
 				return nil, err
 			}
 		}
 	}
-	for i, fr := range f.Rule {
-		line := lines.table("rule", i)
-		if fr.Decision == nil {
-			return nil, &RulesError{File: name, Line: line, Msg: `[[rule]] without decision: add decision = "allow", "confirm" or "deny"`}
+	if v, ok := raw["rule"]; ok {
+		tables, ok := v.([]map[string]any)
+		if !ok {
+			return nil, fail(lines.anyKey("rule"), "rule must be written as [[rule]] tables with decision, match and reason")
 		}
-		if fr.Match == "" {
-			return nil, &RulesError{File: name, Line: line, Msg: `[[rule]] without match: add match = "program args *"`}
-		}
-		if l := lines.value(fr.Match, line); l > 0 {
-			line = l
-		}
-		if err := add(*fr.Decision, fr.Match, fr.Reason, line); err != nil {
-			return nil, err
+		for i, t := range tables {
+			line := lines.table("rule", i)
+			keyLine := func(k string) int {
+				if l := lines.keyAfter(k, line); l > 0 {
+					return l
+				}
+				return line
+			}
+			for k := range t {
+				if k != "decision" && k != "match" && k != "reason" {
+					return nil, fail(keyLine(k), "unknown key %q in [[rule]]: a rule has decision, match and reason", k)
+				}
+			}
+			ds, ok := t["decision"].(string)
+			if !ok {
+				return nil, fail(line, `[[rule]] without decision: add decision = "allow", "confirm" or "deny"`)
+			}
+			d, err := ParseDecision(ds)
+			if err != nil {
+				return nil, fail(keyLine("decision"), "decision: %v", err)
+			}
+			m, ok := t["match"].(string)
+			if !ok || m == "" {
+				return nil, fail(line, `[[rule]] without match: add match = "program args *"`)
+			}
+			reason, _ := t["reason"].(string)
+			if _, ok := t["reason"]; ok && reason == "" {
+				return nil, fail(keyLine("reason"), "reason must be a non-empty string")
+			}
+			if err := add(d, m, reason, keyLine("match")); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return rs, nil
@@ -408,12 +440,26 @@ func (lf lineFinder) table(name string, n int) int {
 	return 0
 }
 
-// keyLine finds the line of a key the decoder did not expect.
-func keyLine(data []byte, k toml.Key) int {
-	lf := newLineFinder(data)
-	last := k[len(k)-1]
-	re := regexp.MustCompile(`^\s*(\[+\s*)?"?` + regexp.QuoteMeta(last) + `"?\s*(=|\]|\.)`)
+// anyKey returns the line where a key is set or a table of that name begins.
+func (lf lineFinder) anyKey(k string) int {
+	re := regexp.MustCompile(`^\s*(\[+\s*)?"?` + regexp.QuoteMeta(k) + `"?\s*(=|\]|\.)`)
 	for i, l := range lf.lines {
+		if re.MatchString(l) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// keyAfter returns the line of key k in the table that starts at line from,
+// or 0.
+func (lf lineFinder) keyAfter(k string, from int) int {
+	re := regexp.MustCompile(`^\s*"?` + regexp.QuoteMeta(k) + `"?\s*=`)
+	for i := from; i < len(lf.lines); i++ {
+		l := lf.lines[i]
+		if strings.HasPrefix(strings.TrimSpace(l), "[") {
+			return 0
+		}
 		if re.MatchString(l) {
 			return i + 1
 		}

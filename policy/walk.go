@@ -15,9 +15,42 @@ import (
 // nodes one classification visits.
 const (
 	maxDepth = 8
-	maxWork  = 200_000
-	maxAllow = 32 // allow steps kept when not explaining
+	maxWork  = 50_000
+	// maxScript bounds a string parsed again as a script (sh -c STRING).
+	maxScript = 16 << 10
+	maxAllow  = 32 // allow steps kept when not explaining
+	maxNest   = 24 // programs run by programs (sudo env timeout xargs ...)
+	// maxNesting bounds the nesting of parentheses and braces in a script:
+	// no real command comes near it, and parsing deeper nests is slow.
+	maxNesting = 64
 )
+
+// nestingDepth estimates how deep parentheses and braces nest in a script,
+// outside single quotes. It is a guard against inputs built to be slow to
+// parse, not a parser.
+func nestingDepth(s string) int {
+	depth, most := 0, 0
+	single := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if single {
+			single = c != '\''
+			continue
+		}
+		switch c {
+		case '\\':
+			i++
+		case '\'':
+			single = true
+		case '(', '{':
+			depth++
+			most = max(most, depth)
+		case ')', '}':
+			depth = max(0, depth-1)
+		}
+	}
+	return most
+}
 
 var parsers = sync.Pool{New: func() any {
 	return syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(false))
@@ -59,19 +92,29 @@ type walker struct {
 	allows int
 	cur    int // id of the command whose findings are being recorded
 	ids    int
+	nest   int
 	work   int
 	halted bool
 
 	vars      map[string]varState
 	cands     map[string][]string // values a loop variable takes
 	aliases   map[string]string
+	expanding map[string]bool // aliases being expanded
 	funcs     map[string]bool
 	cwd       string // "" for the workspace; else a canonical path
 	downloads map[string]bool
+	paths     map[string]pathInfo     // classified paths
+	lastCall  *syntax.CallExpr        // the last simple command walked,
+	lastArgv  []field                 // and its argv, for the data it produces
+	parsed    map[string]parsedScript // nested scripts parsed
 	produced  map[*syntax.Stmt]data
 }
 
 func (w *walker) add(d Decision, rule, reason, part string) { w.addOwned(w.cur, d, rule, reason, part) }
+
+// allowsFull reports whether another allow finding would be dropped, so that
+// its reason need not be built.
+func (w *walker) allowsFull() bool { return !w.explain && w.allows >= maxAllow }
 
 // addS records a finding about the command's structure.
 func (w *walker) addS(d Decision, rule, reason, part string) { w.addOwned(0, d, rule, reason, part) }
@@ -88,6 +131,13 @@ func (w *walker) addOwned(owner int, d Decision, rule, reason, part string) {
 	}
 	if !strings.Contains(rule, ":") {
 		rule = "default:" + rule
+	}
+	// One finding per rule and command: rm with a thousand paths in the
+	// workspace needs approval once.
+	for i := len(w.steps) - 1; i >= 0 && w.steps[i].owner == owner && owner != 0; i-- {
+		if w.steps[i].Rule == rule && w.steps[i].Decision == d {
+			return
+		}
 	}
 	w.steps = append(w.steps, step{Verdict{Decision: d, Reason: reason, Rule: rule, Part: shorten(part)}, owner})
 }
@@ -139,7 +189,15 @@ func (w *walker) script(src, part string) {
 		w.addS(Deny, "too-deep", fmt.Sprintf("commands nested %d levels deep in strings cannot be checked; run the inner command directly", maxDepth), part)
 		return
 	}
-	f, err := parse(src)
+	if w.depth > 0 && len(src) > maxScript {
+		w.addS(Deny, "too-long", fmt.Sprintf("a string of %d bytes run as a script is more than the policy checks; write the script to a file in the workspace and run the file", len(src)), part)
+		return
+	}
+	if nestingDepth(src) > maxNesting {
+		w.addS(Deny, "too-deep", fmt.Sprintf("the command nests parentheses or braces more than %d deep, more than the policy checks; write it more simply", maxNesting), part)
+		return
+	}
+	f, err := w.parseCached(src)
 	if err != nil {
 		w.addS(Deny, "parse-error", parseMessage(err)+"; bash would not run it either — fix the quoting or syntax", part)
 		return
@@ -153,6 +211,30 @@ func (w *walker) script(src, part string) {
 	if w.depth > 0 {
 		w.cwd = savedCwd
 	}
+}
+
+// parseCached parses a nested script, reusing the tree of an identical string
+// parsed before in the same command (an alias called many times).
+func (w *walker) parseCached(src string) (*syntax.File, error) {
+	if w.depth == 0 || len(src) > 4096 {
+		return parse(src)
+	}
+	if f, ok := w.parsed[src]; ok {
+		return f.file, f.err
+	}
+	f, err := parse(src)
+	if w.parsed == nil {
+		w.parsed = map[string]parsedScript{}
+	}
+	if len(w.parsed) < 256 {
+		w.parsed[src] = parsedScript{f, err}
+	}
+	return f, err
+}
+
+type parsedScript struct {
+	file *syntax.File
+	err  error
 }
 
 func parseMessage(err error) string {
@@ -174,10 +256,26 @@ func (w *walker) stmts(list []*syntax.Stmt, stdin data) {
 }
 
 func (w *walker) stmt(s *syntax.Stmt, stdin data) {
+	// A chain of && and || nests as deep as it is long; walk it in a loop.
+	for s != nil && len(s.Redirs) == 0 {
+		b, ok := s.Cmd.(*syntax.BinaryCmd)
+		if !ok || b.Op != syntax.AndStmt && b.Op != syntax.OrStmt {
+			break
+		}
+		w.stmt(b.X, stdin)
+		s = b.Y
+	}
 	if s == nil || !w.tick() {
 		return
 	}
-	part := w.text(s)
+	// The part's text is taken only where it is used: a long chain of && nests
+	// deeply, and measuring every level's text would be quadratic.
+	part := ""
+	switch s.Cmd.(type) {
+	case *syntax.BinaryCmd, *syntax.Block, *syntax.Subshell, *syntax.IfClause, *syntax.CaseClause, *syntax.TimeClause, *syntax.CoprocClause:
+	default:
+		part = w.text(s)
+	}
 	// Redirections happen before the command runs.
 	for _, r := range s.Redirs {
 		if in, ok := w.redirect(s, r); ok {
@@ -421,7 +519,7 @@ func (w *walker) substs(node syntax.Node) {
 		return
 	}
 	syntax.Walk(node, func(n syntax.Node) bool {
-		if !w.tick() {
+		if w.halted {
 			return false
 		}
 		switch n := n.(type) {
@@ -602,6 +700,7 @@ func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr, stdin data, part stri
 		w.envVar(a.name, a.val, part, true)
 	}
 	argv := w.expandWords(ce.Args)
+	w.lastCall, w.lastArgv = ce, argv
 	if len(argv) == 0 {
 		return
 	}
@@ -644,6 +743,7 @@ type call struct {
 	id    int
 	// set by checks
 	judgedPaths bool // the check looked at the path arguments itself
+	delegated   bool // the program runs another with its arguments; that one is checked
 	network     bool // the program talks to the network
 }
 
@@ -663,7 +763,12 @@ func (w *walker) command(c *call) {
 	c.id = w.ids
 	saved := w.cur
 	w.cur = c.id
-	defer func() { w.cur = saved }()
+	w.nest++
+	defer func() { w.cur = saved; w.nest-- }()
+	if w.nest > maxNest {
+		w.addS(Deny, "too-deep", fmt.Sprintf("programs wrapped more than %d deep cannot be checked; run the inner command directly", maxNest), c.part)
+		return
+	}
 
 	name := c.argv[0]
 	if name.dyn || name.glob || !name.known() {
@@ -720,7 +825,7 @@ func (w *walker) dynamicName(c *call, name field) {
 
 // run classifies a call whose program is known by name or path.
 func (w *walker) run(c *call, prog string, quoted bool) {
-	c.judgedPaths, c.network = false, false
+	c.judgedPaths, c.network, c.delegated = false, false, false
 	start := len(w.steps)
 	name, trusted := prog, true
 	if strings.Contains(prog, "/") {
@@ -733,6 +838,7 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 	}
 	c.name = name
 
+	allow := w.userRules(c, prog, trusted)
 	if isMiner(name) {
 		w.add(Deny, "miner", name+" is a cryptocurrency miner; mining is not allowed", c.part)
 	}
@@ -754,15 +860,23 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		}
 	case w.funcs[name] && !quoted:
 		w.add(Allow, "shell-function", name+" is a function defined in this command; its body was checked where it was defined", c.part)
-	case w.aliases[name] != "" && !quoted:
+	case w.aliases[name] != "" && !quoted && !w.expanding[name]:
+		// bash does not expand an alias inside its own expansion.
 		v := w.aliases[name]
 		w.add(Allow, "alias", name+" is an alias defined in this command, for "+v+"; the expanded command is checked", c.part)
+		if w.expanding == nil {
+			w.expanding = map[string]bool{}
+		}
+		w.expanding[name] = true
 		w.script(v+" "+quoteArgs(c.args()), c.part)
+		delete(w.expanding, name)
 	case known:
 		if p.check != nil {
 			p.check(w, c)
 		}
-		if !w.owns(start) {
+		if p.decision == Allow && w.allowsFull() {
+			w.allows++
+		} else if !w.owns(start) {
 			reason := p.reason
 			if strings.Contains(reason, "%s") {
 				reason = fmt.Sprintf(reason, name)
@@ -770,10 +884,16 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 			w.add(p.decision, p.rule, reason, c.part)
 		}
 	default:
-		w.add(w.e.unknown, "unknown-program", fmt.Sprintf("%s is not a program the policy knows; %s", name, w.e.unknownAdvice()), c.part)
+		if w.e.unknown == Allow && w.allowsFull() {
+			w.allows++
+		} else {
+			w.add(w.e.unknown, "unknown-program", fmt.Sprintf("%s is not a program the policy knows; %s", name, w.e.unknownAdvice()), c.part)
+		}
 	}
 	w.generic(c)
-	w.userRules(c, prog, trusted, start)
+	if allow != nil {
+		w.liftAllow(allow, start)
+	}
 }
 
 // lookup finds what the policy knows about a program: by its name, or by the
@@ -839,7 +959,11 @@ func quoteArgs(args []field) string {
 // in its arguments, secrets in its variables, mining pools.
 func (w *walker) generic(c *call) {
 	p := programs[c.name]
-	for _, a := range c.args() {
+	args := c.args()
+	if c.delegated {
+		args = nil // the command it runs is checked with its own arguments
+	}
+	for _, a := range args {
 		if strings.Contains(a.s, "stratum+tcp://") || strings.Contains(a.s, "stratum+ssl://") || strings.Contains(a.s, "stratum2+tcp://") {
 			w.add(Deny, "miner", "the command connects to a mining pool ("+a.show()+"); cryptocurrency mining is not allowed", c.part)
 		}
@@ -905,12 +1029,11 @@ func pathCandidates(a field) []field {
 	return out
 }
 
-// userRules applies the user's rules to the call: a deny or confirm rule adds
-// its finding; an allow rule replaces the program's own confirm findings (never
-// a deny).
-func (w *walker) userRules(c *call, prog string, trusted bool, start int) {
+// userRules applies the user's deny and confirm rules to the call, and returns
+// the first allow rule that matches it, if any.
+func (w *walker) userRules(c *call, prog string, trusted bool) *Rule {
 	if len(w.e.rules) == 0 {
-		return
+		return nil
 	}
 	argv := make([]string, len(c.argv))
 	for i, a := range c.argv {
@@ -947,25 +1070,46 @@ func (w *walker) userRules(c *call, prog string, trusted bool, start int) {
 			}
 		}
 	}
-	if allow == nil {
-		return
-	}
+	return allow
+}
+
+// liftAllow applies a user's allow rule to the current command: its own
+// findings that are not denials become the rule's allowance. Findings about
+// the command's structure, and denials, stay.
+func (w *walker) liftAllow(allow *Rule, start int) {
 	lifted := false
 	for i := start; i < len(w.steps); i++ {
 		s := &w.steps[i]
-		if s.owner == w.cur && s.Decision == Confirm && !strings.HasPrefix(s.Rule, "user:") {
-			s.Decision = Allow
-			s.Reason = fmt.Sprintf("allowed by the user's rule %q (by default: %s)", allow.Pattern, s.Reason)
-			s.Rule = allow.name()
-			lifted = true
+		if s.owner != w.cur || s.Decision == Deny || strings.HasPrefix(s.Rule, "user:") {
+			continue
+		}
+		if lifted {
+			s.owner = -1 // folded into the first one; removed below
+			continue
+		}
+		lifted = true
+		reason := allow.Reason
+		if reason == "" {
+			reason = fmt.Sprintf("allowed by the user's rule %q", allow.Pattern)
+		}
+		if s.Decision != Allow {
+			reason += " (by default: " + s.Reason + ")"
+		}
+		s.Decision, s.Reason, s.Rule = Allow, reason, allow.name()
+	}
+	out := w.steps[:start]
+	for _, s := range w.steps[start:] {
+		if s.owner != -1 {
+			out = append(out, s)
 		}
 	}
+	w.steps = out
 	if !lifted {
 		reason := allow.Reason
 		if reason == "" {
-			reason = fmt.Sprintf("the user's rule allow %q matches this command", allow.Pattern)
+			reason = fmt.Sprintf("allowed by the user's rule %q", allow.Pattern)
 		}
-		w.add(Allow, allow.name(), reason, c.part)
+		w.add(Allow, allow.name(), reason, "")
 	}
 }
 
@@ -991,7 +1135,7 @@ func (w *walker) result() Explanation {
 	}
 	ex.Verdict = w.steps[best].Verdict
 	if ex.Decision == Allow && w.allows > 1 {
-		ex.Reason = fmt.Sprintf("all %d parts are allowed; first: %s", w.allows, ex.Reason)
+		ex.Reason = "every part is allowed; the first: " + ex.Reason
 		ex.Part = shorten(w.top)
 	}
 	return ex

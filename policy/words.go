@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -20,6 +21,7 @@ const unknown = "\x00"
 const (
 	maxFields = 64
 	maxValue  = 4096
+	maxArgs   = 4096 // arguments of one command looked at
 )
 
 // field is one word of a command's argv after the expansions bash would do, as far
@@ -34,7 +36,7 @@ type field struct {
 	subst   bool     // has a command or process substitution
 	secret  string   // name of a secret-looking variable expanded in it
 	data    dataKind // what the substitutions and variables in it carry
-	proc    data     // what a process substitution in it produces
+	proc    *data    // what a process substitution in it produces
 	quoted  bool     // some part of it was quoted
 	literal bool     // made of literal text and quotes only: the word means exactly s
 }
@@ -103,10 +105,13 @@ func quoteGlob(s string) string {
 
 // expandWords expands the words of a command into its argv.
 func (w *walker) expandWords(words []*syntax.Word) []field {
-	var argv []field
+	argv := make([]field, 0, min(len(words), maxArgs))
 	for _, word := range words {
 		argv = append(argv, w.expandWord(word)...)
-		if len(argv) > 4*maxFields+len(words) {
+		if len(argv) >= maxArgs {
+			// The rest is not looked at: a command this long needs approval.
+			argv = append(argv[:maxArgs], field{s: unknown, raw: "…", dyn: true})
+			w.addS(Confirm, "too-many-args", fmt.Sprintf("the command has more than %d arguments, more than the policy checks one by one; split it, or ask for approval", maxArgs), "")
 			break
 		}
 	}
@@ -125,6 +130,10 @@ func (w *walker) expandWord(word *syntax.Word) []field {
 		}
 		return fs
 	}
+	if braceGroups(word.Parts, 0) > 8 {
+		// Too many to expand: what it expands to is not known.
+		return []field{{s: unknown, raw: raw, dyn: true, brace: true}}
+	}
 	var out []field
 	n := 0
 	for bw, err := range expand.BracesSeq(nil, word) {
@@ -139,6 +148,25 @@ func (w *walker) expandWord(word *syntax.Word) []field {
 		}
 	}
 	return out
+}
+
+// braceGroups counts the brace expansions in parts, nested ones too, stopping
+// past a handful.
+func braceGroups(parts []syntax.WordPart, n int) int {
+	for _, p := range parts {
+		if b, ok := p.(*syntax.BraceExp); ok {
+			n++
+			if n > 8 {
+				return n
+			}
+			for _, e := range b.Elems {
+				if n = braceGroups(e.Parts, n); n > 8 {
+					return n
+				}
+			}
+		}
+	}
+	return n
 }
 
 func hasBraceExp(word *syntax.Word) bool {
@@ -234,7 +262,7 @@ func (w *walker) resolvePart(b *fieldBuilder, p syntax.WordPart, quoted, first b
 		b.cur.literal = false
 		d := w.produce(p.Stmts, data{})
 		b.cur.data |= d.kind | dProc
-		b.cur.proc = d
+		b.cur.proc = &d
 		b.add("/dev/fd/63", true)
 	case *syntax.ExtGlob:
 		b.cur.glob = true
