@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -515,7 +516,7 @@ func callsItselfConcurrently(body *syntax.Stmt, name string) bool {
 // word, an arithmetic or test expression): they run before the command they
 // are part of.
 func (w *walker) substs(node syntax.Node) {
-	if node == nil {
+	if isNil(node) {
 		return
 	}
 	syntax.Walk(node, func(n syntax.Node) bool {
@@ -543,6 +544,16 @@ func (w *walker) substs(node syntax.Node) {
 	})
 }
 
+// isNil reports whether a node is nil, or a nil pointer in an interface (an
+// assignment without a value has a nil *Word).
+func isNil(n syntax.Node) bool {
+	if n == nil {
+		return true
+	}
+	v := reflect.ValueOf(n)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 // embedded classifies the command substitutions in a string that bash will
 // evaluate again at run time — an array subscript in [[ -v ]] or arithmetic.
 func (w *walker) embedded(s, part string) {
@@ -566,6 +577,9 @@ func (w *walker) embedded(s, part string) {
 
 // arithStrings looks for strings inside arithmetic that bash evaluates again.
 func (w *walker) arithStrings(x syntax.ArithmExpr, part string) {
+	if isNil(x) {
+		return
+	}
 	syntax.Walk(x, func(n syntax.Node) bool {
 		if word, ok := n.(*syntax.Word); ok {
 			for _, f := range w.expandWord(word) {
@@ -578,6 +592,9 @@ func (w *walker) arithStrings(x syntax.ArithmExpr, part string) {
 }
 
 func (w *walker) testStrings(x syntax.TestExpr, part string) {
+	if isNil(x) {
+		return
+	}
 	switch x := x.(type) {
 	case *syntax.UnaryTest:
 		if x.Op == syntax.TsVarSet || x.Op == syntax.TsRefVar {
