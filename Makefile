@@ -41,8 +41,11 @@ test-image:
 demo: build test-image
 	$(GO) run ./cmd/demo -agent $(BIN)
 
-bench: build
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+# Every benchmark, then the headline figures as ratios against their baselines
+# (internal/benchratio). The raw output is kept in bin/bench.txt.
+bench: build test-image
+	CGO_ENABLED=0 $(GO) test -run '^$$' -bench . -benchmem ./... | tee bin/bench.txt
+	$(GO) run ./internal/benchratio < bin/bench.txt
 
 clean:
 	rm -rf bin

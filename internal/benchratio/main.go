@@ -1,0 +1,150 @@
+// Command benchratio reads `go test -bench` output on stdin and prints corral's
+// headline figures as ratios against the baselines measured in the same run:
+// these machines are noisy, so a ratio means more than one absolute figure.
+// `make bench` runs it.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	res, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchratio:", err)
+		os.Exit(1)
+	}
+	report(os.Stdout, res)
+}
+
+// result is one benchmark's metrics by unit ("ns/op", "MB/s", "peak-RSS-MiB").
+type result map[string]float64
+
+// parse reads benchmark lines; a benchmark seen several times (-count) keeps
+// the median of each metric.
+func parse(r io.Reader) (map[string]result, error) {
+	all := map[string]map[string][]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i] // the GOMAXPROCS suffix
+			}
+		}
+		if all[name] == nil {
+			all[name] = map[string][]float64{}
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			all[name][f[i+1]] = append(all[name][f[i+1]], v)
+		}
+	}
+	out := map[string]result{}
+	for name, ms := range all {
+		out[name] = result{}
+		for unit, vs := range ms {
+			out[name][unit] = median(vs)
+		}
+	}
+	return out, sc.Err()
+}
+
+func median(vs []float64) float64 {
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func report(w io.Writer, res map[string]result) {
+	get := func(name, unit string) (float64, bool) {
+		r, ok := res[name]
+		if !ok {
+			return 0, false
+		}
+		v, ok := r[unit]
+		return v, ok
+	}
+	ms := func(ns float64) string { return fmt.Sprintf("%.1f ms", ns/1e6) }
+	fmt.Fprintln(w, "\ncorral benchmarks — ratios against a baseline run in the same process")
+	line := func(what, text string) { fmt.Fprintf(w, "  %-30s %s\n", what, text) }
+
+	if c, ok := get("BenchmarkExecTrue", "ns/op"); ok {
+		s := "corral " + ms(c)
+		if d, ok := get("BenchmarkDockerExecTrue", "ns/op"); ok {
+			s += fmt.Sprintf(" | docker exec %s (corral is %.1fx faster; goal ≥ 10x)", ms(d), d/c)
+		}
+		if n, ok := get("BenchmarkNativeTrue", "ns/op"); ok {
+			s += fmt.Sprintf(" | native fork/exec %s (corral costs %.1fx)", ms(n), c/n)
+		}
+		line("bash round trip (true)", s)
+	}
+	if c, ok := get("BenchmarkExecTrueBackToBack", "ns/op"); ok {
+		line("  back to back", "corral "+ms(c))
+	}
+	if c, ok := get("BenchmarkColdStart", "ns/op"); ok {
+		s := "corral " + ms(c)
+		if d, ok := get("BenchmarkDockerRunTrue", "ns/op"); ok {
+			s += fmt.Sprintf(" | docker run IMAGE true %s (corral costs %.2fx)", ms(d), c/d)
+		}
+		line("session cold start", s)
+	}
+	if mb, ok := get("BenchmarkFlood", "MB/s"); ok {
+		rss, _ := get("BenchmarkFlood", "peak-RSS-MiB")
+		line("flood (yes | head -c 100M)", fmt.Sprintf("%.0f MB/s through the sandbox; peak RSS of the process %.1f MiB", mb, rss))
+	}
+	if s, ok := get("BenchmarkShapeFlood/shape", "MB/s"); ok {
+		b, _ := get("BenchmarkShapeFlood/baseline-count-lines", "MB/s")
+		line("model view of output", fmt.Sprintf("%.0f MB/s (counting lines alone: %.0f MB/s, %.1fx)", s, b, b/s))
+	}
+	if e, ok := get("BenchmarkEdit10MB/edit", "ns/op"); ok {
+		s := "edit " + ms(e)
+		if r, ok := get("BenchmarkEdit10MB/rewrite", "ns/op"); ok {
+			s += fmt.Sprintf(" | read+rewrite %s (%.1fx; goal ≤ 3x)", ms(r), e/r)
+		}
+		if r, ok := get("BenchmarkEdit10MB/rewrite+fsync", "ns/op"); ok {
+			s += fmt.Sprintf(" | with fsync+rename %s (%.1fx)", ms(r), e/r)
+		}
+		line("edit of a 10 MB file", s)
+	}
+	if ns, ok := get("BenchmarkReadHead2GB", "ns/op"); ok {
+		bop, _ := get("BenchmarkReadHead2GB", "B/op")
+		line("read head of 2 GB file", fmt.Sprintf("%s, %.0f KB allocated per read (constant memory)", ms(ns), bop/1024))
+	}
+	var typical []string
+	for name := range res {
+		if strings.HasPrefix(name, "BenchmarkTypical/") {
+			typical = append(typical, name)
+		}
+	}
+	sort.Strings(typical)
+	for _, name := range typical {
+		r := res[name]
+		cmd := strings.ReplaceAll(strings.TrimPrefix(name, "BenchmarkTypical/"), "_", " ")
+		line("policy: "+clip(cmd, 22), fmt.Sprintf("%.1f µs per command (%.1fx parsing alone; goal < 50 µs)", r["classify-ns/cmd"]/1e3, r["x-parse"]))
+	}
+	if r, ok := res["BenchmarkCorpus/public"]; ok {
+		line("policy: public corpus", fmt.Sprintf("%.1f µs per command (%.1fx parsing alone)", r["classify-ns/cmd"]/1e3, r["x-parse"]))
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
