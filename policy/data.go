@@ -51,7 +51,8 @@ type data struct {
 	kind    dataKind
 	text    string // the text, when it is literal and known
 	hasText bool
-	from    string // the command that produced it, when it came through a pipe
+	lits    []string // literal pieces of it, when only some of it is known
+	from    string   // the command that produced it, when it came through a pipe
 	pipe    string // the whole pipeline, for messages
 }
 
@@ -66,6 +67,19 @@ func (d data) union(e data) data {
 		return d
 	case d.hasText && e.hasText && len(d.text)+len(e.text) < maxValue:
 		out.text, out.hasText = d.text+e.text, true
+		return out
+	}
+	// Keep the pieces that are known: { cat; echo "rm -rf ~"; } | sh.
+	for _, x := range []data{d, e} {
+		pieces := x.lits
+		if x.hasText {
+			pieces = []string{x.text}
+		}
+		for _, p := range pieces {
+			if len(out.lits) < 16 && len(p) < maxValue {
+				out.lits = append(out.lits, p)
+			}
+		}
 	}
 	return out
 }
@@ -285,8 +299,12 @@ func (w *walker) fileData(f field) data {
 		return data{kind: dFile | dUnknown}
 	}
 	c := w.canon(f.s)
-	if w.downloads[c] {
+	if w.downloaded(c) {
 		return data{kind: dDownload}
+	}
+	switch c {
+	case "/etc/hostname", "/etc/machine-id", "/proc/sys/kernel/hostname", "/etc/hosts", "/proc/version":
+		return data{kind: dEnv}
 	}
 	switch w.classifyPath(f).class {
 	case pcSecret:

@@ -112,6 +112,14 @@ func pathDecision(o op, c pathClass) Decision {
 			return Deny
 		}
 		return Allow
+	case pcHomeDir:
+		switch o {
+		case opRead, opCopy, opLink:
+			return Allow
+		case opDeleteTree, opMetaTree:
+			return Deny
+		}
+		return Confirm
 	case pcHomeFile, pcGitConfig, pcOutside, pcUnknown:
 		switch o {
 		case opRead, opCopy, opLink:
@@ -158,7 +166,7 @@ func advice(o op, c pathClass) string {
 			return "remove only the paths you mean, inside the workspace"
 		}
 		return "system files are outside the task; change files in the workspace"
-	case pcRoot, pcHome, pcAncestor, pcTmpRoot:
+	case pcRoot, pcHome, pcAncestor, pcTmpRoot, pcHomeDir:
 		if o == opDelete || o == opDeleteTree {
 			return "remove only the paths you mean, inside the workspace"
 		}
@@ -166,7 +174,7 @@ func advice(o op, c pathClass) string {
 	case pcWorkspace, pcWorkspaceRoot, pcTmp:
 		return "approval is needed because it cannot be undone"
 	case pcUnknown:
-		return "the path is computed at run time, so approval is needed; write it literally"
+		return "approval is needed; write the path literally if you can"
 	}
 	return "it is outside the workspace, so approval is needed"
 }
@@ -176,6 +184,9 @@ func advice(o op, c pathClass) string {
 func (w *walker) pathOp(o op, a field, actor, rule string, structural bool) Decision {
 	info := w.classifyPath(a)
 	d := pathDecision(o, info.class)
+	if info.class == pcSecret && o == opMeta && strings.HasPrefix(info.canon, "/") {
+		d = Deny // the system's credentials (chmod 777 /etc/shadow)
+	}
 	if d == Allow && !w.explain {
 		return d
 	}
@@ -232,6 +243,8 @@ func pathRule(o op, c pathClass) string {
 		what = "empty-variable"
 	case pcHarmless:
 		what = "device"
+	case pcHomeDir:
+		what = "home-dir"
 	case pcUnknown:
 		what = "computed-path"
 	case pcWorkspace, pcWorkspaceRoot:
@@ -425,5 +438,12 @@ func (w *walker) execData(c *call, d data, runner string, shell bool) {
 		}
 	default:
 		w.add(Confirm, "piped-script", fmt.Sprintf("%s runs %s as a script, which the policy cannot see; run the commands directly", runner, d.kind.String()), c.part)
+		for _, p := range d.lits {
+			if shell {
+				w.scriptQuiet(p, c.part)
+			} else {
+				w.inlineCode(c, p, runner)
+			}
+		}
 	}
 }

@@ -15,6 +15,7 @@ const (
 	pcTmp                            // a path inside /tmp or /var/tmp
 	pcOutside                        // elsewhere outside the workspace: a sibling, /data/x
 	pcHomeFile                       // a path in the home directory with no special meaning
+	pcHomeDir                        // a directory directly in home (~/Documents): the user's data
 	pcGitConfig                      // ~/.gitconfig: can define aliases and hooks
 	pcHarmless                       // /dev/null, /dev/stdout, /dev/fd/N
 	pcAncestor                       // "..", "../..": a directory that contains the workspace
@@ -109,6 +110,16 @@ var historyPaths = []string{
 	"~/.local/share/fish/fish_history", "~/.python_history", "~/.node_repl_history",
 	"~/.psql_history", "~/.mysql_history", "~/.sqlite_history", "~/.lesshst", "~/.viminfo",
 	"~/.irb_history", "~/.rediscli_history", "~/.config/fish/fish_history",
+}
+
+// homeCaches are the directories in home that only hold what can be fetched
+// or built again.
+var homeCaches = map[string]bool{
+	".cache": true, ".npm": true, ".yarn": true, ".pnpm-store": true, ".gradle": true, ".m2": true,
+	".cargo": true, ".rustup": true, ".bun": true, ".deno": true, ".nuget": true, ".composer": true,
+	".pub-cache": true, ".cpan": true, ".ivy2": true, ".sbt": true, ".conda": true, ".pyenv": true,
+	".nvm": true, ".node-gyp": true, ".android": true, ".expo": true, "go": true, "tmp": true, ".tmp": true,
+	".Trash": true, ".vscode-server": true, ".cursor-server": true,
 }
 
 var harmlessDevices = map[string]bool{
@@ -335,6 +346,9 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 	case strings.HasPrefix(c, "../"):
 		return pathInfo{pcOutside, c, c + ", outside the workspace"}
 	case strings.HasPrefix(c, "~/"):
+		if rest := c[2:]; !strings.Contains(rest, "/") && !homeCaches[rest] && !glob {
+			return pathInfo{pcHomeDir, c, c + ", directly in the user's home"}
+		}
 		return pathInfo{pcHomeFile, c, c + ", in the home directory"}
 	case c[0] != '/':
 		return pathInfo{pcWorkspace, c, c}

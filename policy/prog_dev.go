@@ -51,6 +51,29 @@ func registerDev() {
 			}
 		}
 	}})
+	reg("dotnet", program{decision: Allow, rule: "build", reason: "dotnet builds, runs or tests the project", check: func(w *walker, c *call) {
+		words := fieldStrings(parseArgs(c.args(), spec("cfopv", "--configuration", "--framework", "--output", "--project", "--verbosity")).ops)
+		if len(words) == 0 {
+			return
+		}
+		switch {
+		case words[0] == "add" && len(words) > 1 && contains(words, "package"), words[0] == "restore",
+			words[0] == "tool" && len(words) > 1 && (words[1] == "install" || words[1] == "update" || words[1] == "restore" || words[1] == "run"),
+			words[0] == "workload" && len(words) > 1 && words[1] != "list":
+			w.add(Confirm, "package-install", "dotnet "+strings.Join(words[:min(2, len(words))], " ")+" fetches packages from the network; approval is needed", c.part)
+		case words[0] == "nuget" && len(words) > 1 && (words[1] == "push" || words[1] == "delete"):
+			w.add(Confirm, "publish", "dotnet nuget "+words[1]+" publishes or deletes a package on a registry; approval is needed", c.part)
+		}
+	}})
+	reg("mvn mvnw gradle gradlew ./gradlew ./mvnw", program{decision: Allow, rule: "build", reason: "%s builds or tests the project", check: func(w *walker, c *call) {
+		for _, a := range c.args() {
+			switch l := lower(a.s); {
+			case l == "deploy" || l == "publish" || strings.HasPrefix(l, "release:") || strings.HasPrefix(l, "publish") || l == "uploadarchives":
+				w.add(Confirm, "publish", c.name+" "+a.s+" publishes the project's artifacts; approval is needed", c.part)
+				return
+			}
+		}
+	}})
 	reg("code cursor subl atom idea pycharm goland webstorm zed", program{decision: Confirm, rule: "gui", reason: "%s opens an editor window outside the sandbox's terminal; approval is needed"})
 	reg("vim vi nvim emacs nano ed ex pico micro joe mg kak hx helix", program{decision: Allow, rule: "editor", reason: "%s edits files", check: checkEditor})
 	reg("man info", program{decision: Allow, rule: "read-only", reason: "%s shows documentation", check: checkMan, exempt: true})
@@ -455,7 +478,7 @@ func (w *walker) hostMount(c *call, src field, how string) {
 	switch info.class {
 	case pcRoot, pcHome, pcSystem, pcSecret, pcSSH, pcDevice, pcKernel, pcAncestor, pcStartup, pcHistory:
 		w.add(Deny, "docker-host-mount", fmt.Sprintf("%s mounts %s into a container, giving it the host's files; mount only directories of the workspace", how, info.what), c.part)
-	case pcEmptyVar, pcUnknown, pcOutside, pcHomeFile:
+	case pcEmptyVar, pcUnknown, pcOutside, pcHomeFile, pcHomeDir:
 		w.add(Confirm, "docker-host-mount", fmt.Sprintf("%s mounts %s into a container; approval is needed", how, info.what), c.part)
 	}
 }

@@ -446,6 +446,9 @@ func checkAwk(w *walker, c *call) {
 			continue
 		}
 		code := stripStrings(prog.s)
+		if strings.Contains(prog.s, "/inet/") {
+			w.add(Deny, "reverse-shell", c.name+" opens a network connection through /inet/ and exchanges commands over it (a reverse shell); run the commands you need directly", c.part)
+		}
 		if awkExec.MatchString(code) {
 			w.add(Confirm, "awk-exec", c.name+" runs shell commands from its program (system, or a pipe to or from a command); run the commands directly", c.part)
 			for _, s := range stringLiterals(prog.s) {
@@ -539,6 +542,17 @@ func checkFind(w *walker, c *call) {
 	}
 	for _, r := range roots {
 		w.pathOp(opRead, r, actor(c), "", false)
+		switch w.classifyPath(r).class {
+		case pcHome, pcRoot, pcHomeDir:
+			for j := i; j+1 < len(args); j++ {
+				switch args[j].s {
+				case "-name", "-iname", "-path", "-ipath", "-regex", "-iregex", "-wholename", "-iwholename":
+					if credentialName.MatchString(args[j+1].s) {
+						w.add(Deny, "credential-search", fmt.Sprintf("%s searches %s for credential files (%s); do not harvest secrets — ask the user if the task needs one", c.name, r.show(), args[j+1].show()), c.part)
+					}
+				}
+			}
+		}
 	}
 	c.judgedPaths = true
 	for ; i < len(args); i++ {
@@ -587,6 +601,9 @@ func checkFind(w *walker, c *call) {
 		}
 	}
 }
+
+// credentialName matches file names and patterns that look for credentials.
+var credentialName = regexp.MustCompile(`(?i)id_(rsa|dsa|ecdsa|ed25519)|\.pem|\.key\b|\.p12|\.pfx|\.ppk|\.kdbx|credential|secret|token|passw|\.netrc|\.pgpass|\.env\b|wallet|\.aws|\.ssh|keychain|\.gnupg|authorized_keys|kubeconfig`)
 
 var deleters = set("rm", "unlink", "shred", "rmdir", "truncate", "srm", "wipe")
 
@@ -695,6 +712,7 @@ func checkXargs(w *walker, c *call) {
 		for k, a := range inner {
 			if strings.Contains(a.s, replace) {
 				inner[k] = placeholder(a, replace, "*")
+				inner[k].data |= c.stdin.kind
 			}
 		}
 	} else if c.stdin.hasText && c.stdin.kind == dLiteral {
@@ -707,8 +725,8 @@ func checkXargs(w *walker, c *call) {
 				break
 			}
 		}
-	} else {
-		inner = append(inner, field{s: unknown, raw: "…", dyn: true})
+	} else if len(inner) < maxArgs {
+		inner = append(inner, field{s: unknown, raw: "…", dyn: true, data: c.stdin.kind})
 	}
 	w.command(c.sub(inner))
 }

@@ -188,8 +188,13 @@ func checkGit(w *walker, c *call) {
 		w.add(Confirm, "git-push", reason, c.part)
 	case sub == "pull" || sub == "fetch" || sub == "clone" || sub == "ls-remote":
 		w.add(Confirm, "git-network", fmt.Sprintf("git %s talks to a remote repository over the network; approval is needed", sub), c.part)
-		if sub == "clone" && len(p.ops) > 1 {
-			w.pathOp(opWrite, p.ops[1], "git clone", "", false)
+		if sub == "clone" && len(p.ops) > 0 {
+			dir := lit(strings.TrimSuffix(urlBase(p.ops[0].s), ".git"))
+			if len(p.ops) > 1 {
+				dir = p.ops[1]
+				w.pathOp(opWrite, dir, "git clone", "", false)
+			}
+			w.download(dir)
 		}
 	case gitNetwork[sub]:
 		w.add(Confirm, "git-network", fmt.Sprintf("git %s talks to another machine or serves the repository; approval is needed", sub), c.part)

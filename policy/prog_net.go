@@ -134,8 +134,8 @@ func urlBase(u string) string {
 	return b
 }
 
-// download remembers a file fetched from the network, so that running it
-// later in the same command is seen.
+// download remembers a file (or a directory, cloned) fetched from the
+// network, so that running it later in the same command is seen.
 func (w *walker) download(f field) {
 	if !f.known() {
 		return
@@ -144,6 +144,17 @@ func (w *walker) download(f field) {
 		w.downloads = map[string]bool{}
 	}
 	w.downloads[w.canon(f.s)] = true
+}
+
+// downloaded reports whether a canonical path was fetched from the network
+// earlier in the command, or lies in a directory that was.
+func (w *walker) downloaded(c string) bool {
+	for d := range w.downloads {
+		if c == d || strings.HasPrefix(c, d+"/") || d == "." {
+			return true
+		}
+	}
+	return false
 }
 
 var wgetSpec = spec("OoaPeiBtTwQUYlADRIXkH",

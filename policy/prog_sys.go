@@ -54,6 +54,11 @@ func registerSys() {
 			}
 		}
 	}})
+	reg("fuser", program{decision: Allow, rule: "info", reason: "fuser shows which processes use a file or port", exempt: true, check: func(w *walker, c *call) {
+		if c.flag("k", "--kill") {
+			w.add(Confirm, "kill", "fuser -k kills the processes that use a file or port; approval is needed", c.part)
+		}
+	}})
 	reg("kill", program{decision: Confirm, rule: "kill", reason: "kill", check: checkKill, exempt: true})
 	reg("pkill killall killall5 skill slay pkill5 xkill", program{decision: Confirm, rule: "kill", reason: "kill", check: checkPkill, exempt: true})
 	reg("systemctl", program{decision: Confirm, rule: "service", reason: "systemctl manages services; approval is needed", check: checkSystemctl})
@@ -148,6 +153,13 @@ func registerSys() {
 	reg("enable", program{decision: Allow, rule: "shell-builtin", reason: "enable turns shell builtins on or off", exempt: true, check: func(w *walker, c *call) {
 		if c.flag("f") {
 			w.add(Confirm, "env-injection", "enable -f loads a builtin from a shared library, which runs native code; approval is needed", c.part)
+		}
+	}})
+	reg("locate mlocate plocate slocate", program{decision: Allow, rule: "read-only", reason: "%s lists file names from its database", check: func(w *walker, c *call) {
+		for _, a := range parseArgs(c.args(), spec("dlnr", "--database", "--limit", "--regexp")).ops {
+			if credentialName.MatchString(a.s) {
+				w.add(Deny, "credential-search", fmt.Sprintf("%s looks for credential files (%s) across the machine; do not harvest secrets — ask the user if the task needs one", c.name, a.show()), c.part)
+			}
 		}
 	}})
 	reg("grep egrep fgrep rg ag ack ugrep git-grep", program{decision: Allow, rule: "read-only", reason: "%s searches files and prints matches", check: checkGrep})
@@ -316,6 +328,7 @@ func checkCrontab(w *walker, c *call) {
 			} else if c.stdin.kind&(dDownload|dDecoded) != 0 {
 				w.execData(c, c.stdin, "crontab", true)
 			}
+			text += "\n" + strings.Join(c.stdin.lits, "\n")
 		}
 		for _, line := range strings.Split(text, "\n") {
 			line = strings.TrimSpace(line)

@@ -356,7 +356,7 @@ func checkShell(w *walker, c *call) {
 			return
 		}
 		script := rest[0]
-		if !script.known() || script.subst {
+		if !script.known() || script.subst || script.data != 0 {
 			k := script.data
 			if k == 0 {
 				k = dUnknown
@@ -398,7 +398,7 @@ func (w *walker) scriptFile(c *call, f field, runner string) {
 		return
 	}
 	canon := w.canon(f.s)
-	if w.downloads[canon] {
+	if w.downloaded(canon) {
 		w.add(Deny, "download-exec", fmt.Sprintf("%s runs %s, downloaded earlier in this command, without anyone reading it; download it, read it, then run it as a separate step", runner, f.show()), c.part)
 		return
 	}

@@ -216,5 +216,14 @@ func (p parsed) values(names ...string) []field {
 	return out
 }
 
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
 // lower returns s in lower case, for matching words case-insensitively.
 func lower(s string) string { return strings.ToLower(s) }

@@ -849,7 +849,7 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		dir := path.Dir(prog)
 		name = path.Base(prog)
 		trusted = stdBinDirs[path.Clean(dir)]
-		if w.downloads[w.canon(prog)] {
+		if w.downloaded(w.canon(prog)) {
 			w.add(Deny, "download-exec", prog+" was downloaded earlier in this command and is run without being read; download it, read it, then run it as a separate step", c.part)
 		}
 	}
