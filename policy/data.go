@@ -52,8 +52,9 @@ type data struct {
 	text    string // the text, when it is literal and known
 	hasText bool
 	lits    []string // literal pieces of it, when only some of it is known
+	names   string   // a glob standing for the paths it lists (ls, find)
 	from    string   // the command that produced it, when it came through a pipe
-	pipe    string // the whole pipeline, for messages
+	pipe    string   // the whole pipeline, for messages
 }
 
 func literalData(s string) data { return data{kind: dLiteral, text: s, hasText: true} }
@@ -123,6 +124,9 @@ func interpreterName(name string) string {
 
 // produce says what a list of statements writes to its standard output.
 func (w *walker) produce(list []*syntax.Stmt, stdin data) data {
+	if len(list) == 0 {
+		return literalData("") // $() is empty
+	}
 	var out data
 	for _, s := range list {
 		out = out.union(w.produceStmt(s, stdin))
@@ -299,8 +303,8 @@ func (w *walker) fileData(f field) data {
 		return data{kind: dFile | dUnknown}
 	}
 	c := w.canon(f.s)
-	if w.downloaded(c) {
-		return data{kind: dDownload}
+	if k := w.writtenKind(c); k != 0 {
+		return data{kind: k}
 	}
 	switch c {
 	case "/etc/hostname", "/etc/machine-id", "/proc/sys/kernel/hostname", "/etc/hosts", "/proc/version":
@@ -337,6 +341,10 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 	}
 	name = interpreterName(name)
 	args := argv[1:]
+	switch name {
+	case "true", "false", ":", "test", "[", "sleep", "cd", "wait", "exit", "return", "unset", "shift", "mkdir", "touch":
+		return literalData("")
+	}
 	switch {
 	case name == "echo":
 		var parts []string
@@ -393,6 +401,8 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		return out
 	case name == "tee" || name == "pv" || name == "buffer":
 		return stdin
+	case name == "ls" || name == "find" || name == "fd" || name == "fdfind" || name == "exa" || name == "eza":
+		return data{kind: dUnknown, names: listedNames(name, args)}
 	case name == "curl" || name == "wget":
 		if writesToFile(name, args) {
 			return data{}
@@ -434,6 +444,48 @@ func hasEncodedEscape(s string) bool {
 		}
 	}
 	return false
+}
+
+// listedNames returns a glob standing for the paths ls or find prints: ls
+// prints names relative to where it runs (unless -d or a pattern), find prints
+// paths under the directory it searches.
+func listedNames(name string, args []field) string {
+	dirOnly := false
+	var ops []field
+	for _, a := range args {
+		if isOpt(a.s) {
+			if name == "find" {
+				break
+			}
+			if hasShort(a.s, "d") || a.s == "--directory" {
+				dirOnly = true
+			}
+			continue
+		}
+		if a.s == "(" || a.s == "!" {
+			break
+		}
+		ops = append(ops, a)
+	}
+	if len(ops) == 0 || !ops[0].known() {
+		return "*"
+	}
+	op := ops[0]
+	switch {
+	case name == "find" || name == "fd" || name == "fdfind":
+		if name != "find" && len(ops) > 1 {
+			op = ops[1]
+		} else if name != "find" {
+			return "*"
+		}
+		return strings.TrimSuffix(op.s, "/") + "/*"
+	case dirOnly || op.glob:
+		if op.glob {
+			return op.pat
+		}
+		return op.s
+	}
+	return "*"
 }
 
 func printfData(args []field, argData dataKind) data {

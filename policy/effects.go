@@ -48,7 +48,7 @@ func pathDecision(o op, c pathClass) Decision {
 		return Deny
 	case pcSecret:
 		switch o {
-		case opMeta:
+		case opMeta, opMetaTree:
 			return Confirm
 		}
 		return Deny
@@ -192,7 +192,7 @@ func (w *walker) pathOp(o op, a field, actor, rule string, structural bool) Deci
 	}
 	verb := o.verb()
 	what := info.what
-	if o == opDeleteTree && info.class != pcRoot && info.class != pcHome && !strings.HasPrefix(what, "everything") {
+	if o == opDeleteTree && info.class != pcRoot && info.class != pcHome && info.class != pcEmptyVar && !strings.HasPrefix(what, "everything") {
 		what += " and everything in it"
 	}
 	var reason string

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"path"
 	"strings"
 )
@@ -204,13 +205,24 @@ func (w *walker) canonAbs(p string) string {
 func (w *walker) classifyPath(f field) pathInfo {
 	c := w.canon(f.s)
 	key := c
-	if f.glob {
-		key = "\x01" + c + "\x01" + f.pat
+	if f.glob || f.hasAlt {
+		key = "\x01" + c + "\x01" + f.pat + "\x01" + f.alt
 	}
 	if info, ok := w.paths[key]; ok {
 		return info
 	}
 	info := w.classifyPath1(c, f)
+	if info.class == pcUnknown && f.raw != "" {
+		info.what = f.raw + ", computed at run time"
+	}
+	if !f.known() && f.hasAlt && f.alt != "" {
+		// rm -rf "$DIR/" is rm -rf / when DIR is not set.
+		alt := w.classifyCanon(w.canon(f.alt), f.glob)
+		switch alt.class {
+		case pcRoot, pcHome, pcAncestor, pcSystem, pcHomeDir:
+			info = pathInfo{pcEmptyVar, c, fmt.Sprintf("%s, which is %s if the variable is empty or unset", f.show(), alt.what)}
+		}
+	}
 	if w.paths == nil {
 		w.paths = map[string]pathInfo{}
 	}
@@ -241,13 +253,9 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 		return pathInfo{pcWorkspace, c, "an empty path"}
 	}
 	if strings.Contains(c, unknown) {
-		if strings.HasPrefix(c, unknown+"/") || c == unknown {
-			i := what(strings.ReplaceAll(c, unknown, "$…") + ", computed at run time (the root directory if the variable is empty)")
-			i.class = pcEmptyVar
-			if c == unknown {
-				i.class = pcUnknown
-				i.what = "a path computed at run time"
-			}
+		if c == unknown {
+			i := what("a path computed at run time")
+			i.class = pcUnknown
 			return i
 		}
 		// A known prefix still says a lot: ~/$x is somewhere in home.
@@ -287,7 +295,11 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 		}
 	}
 	if c[0] != '/' && c[0] != '~' && c != ".." && !strings.HasPrefix(c, "../") {
-		// Inside the workspace: only names say anything.
+		// Inside the workspace: only names say anything, and git's own
+		// configuration, which can make git run programs.
+		if c == ".git/config" || strings.HasPrefix(c, ".git/hooks/") || c == ".git/hooks" || strings.HasSuffix(c, "/.git/config") || strings.Contains(c, "/.git/hooks/") {
+			return pathInfo{pcGitConfig, c, c + ", git configuration that can make git run programs"}
+		}
 		if matchName(path.Base(c), secretNames) && !strings.HasSuffix(c, ".pub") {
 			return pathInfo{pcSecret, c, "the credentials in " + c}
 		}

@@ -642,7 +642,7 @@ func checkInfra(w *walker, c *call) {
 	w.add(Confirm, "infrastructure", fmt.Sprintf("%s %s reads or changes infrastructure with the user's credentials; approval is needed", c.name, sub), c.part)
 }
 
-var cloudSecretVerb = regexp.MustCompile(`(?i)^(get-secret-value|print-access-token|print-identity-token|get-access-token|get-session-token|get-login-password|export-credentials|get-authorization-token|decrypt|get-parameters?|access)$`)
+var cloudSecretVerb = regexp.MustCompile(`(?i)^(get-secret-value|print-access-token|print-identity-token|get-access-token|get-session-token|get-login-password|export-credentials|get-authorization-token|decrypt|get-parameters?|access|auth:token|print-token|get-credentials-token)$`)
 
 func checkCloud(w *walker, c *call) {
 	var words []string

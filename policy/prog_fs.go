@@ -483,6 +483,21 @@ func stripStrings(code string) string {
 // stringLiterals returns the quoted strings in a piece of code.
 func stringLiterals(code string) []string {
 	var out []string
+	for _, l := range codeLiterals(code) {
+		out = append(out, l.s)
+	}
+	return out
+}
+
+// codeLit is a quoted string in code and where it is.
+type codeLit struct {
+	s          string
+	start, end int // the quotes included
+}
+
+// codeLiterals finds the quoted strings in code, at most 64.
+func codeLiterals(code string) []codeLit {
+	var out []codeLit
 	for i := 0; i < len(code) && len(out) < 64; i++ {
 		q := code[i]
 		if q != '"' && q != '\'' && q != '`' {
@@ -505,7 +520,34 @@ func stringLiterals(code string) []string {
 			sb.WriteByte(code[j])
 		}
 		if s := sb.String(); strings.TrimSpace(s) != "" && len(s) <= maxValue {
-			out = append(out, s)
+			out = append(out, codeLit{s, i, min(j+1, len(code))})
+		}
+		i = j
+	}
+	return out
+}
+
+// argvGroups finds argument lists written as adjacent string literals in
+// code — ["rm", "-rf", "/"], system("rm", "-rf", "/"), spawn('rm', ['-rf', '/'])
+// — and returns each as one command line.
+func argvGroups(code string) []string {
+	lits := codeLiterals(code)
+	var out []string
+	for i := 0; i < len(lits); {
+		j := i + 1
+		for j < len(lits) {
+			gap := code[lits[j-1].end:lits[j].start]
+			if strings.Trim(gap, " \t\n,[]()") != "" || !strings.Contains(gap, ",") {
+				break
+			}
+			j++
+		}
+		if j-i > 1 {
+			fs := make([]field, 0, j-i)
+			for _, l := range lits[i:j] {
+				fs = append(fs, lit(l.s))
+			}
+			out = append(out, quoteArgs(fs))
 		}
 		i = j
 	}
@@ -702,16 +744,45 @@ func checkXargs(w *walker, c *call) {
 		}
 	}
 	c.judgedPaths = true
+	i = min(i, len(args))
 	inner := args[i:len(args):len(args)]
 	if len(inner) == 0 {
 		return // echo
 	}
 	c.delegated = true
+	if deleters[path.Base(inner[0].s)] {
+		w.add(Confirm, "xargs-delete", fmt.Sprintf("xargs %s deletes or destroys every file named on its input; approval is needed", inner[0].show()), c.part)
+	}
+	if replace != "" && c.stdin.hasText && c.stdin.kind == dLiteral {
+		// The input is known: run the command once per line, as xargs -I does.
+		n := 0
+		for _, line := range strings.Split(c.stdin.text, "\n") {
+			if line = strings.TrimSpace(line); line == "" {
+				continue
+			}
+			if n++; n > 8 {
+				break
+			}
+			sub := append([]field(nil), inner...)
+			for k, a := range sub {
+				if strings.Contains(a.s, replace) {
+					sub[k].s = strings.ReplaceAll(a.s, replace, line)
+					sub[k].dyn, sub[k].literal = true, false
+				}
+			}
+			w.command(c.sub(sub))
+		}
+		return
+	}
 	if replace != "" {
 		inner = append([]field(nil), inner...)
 		for k, a := range inner {
 			if strings.Contains(a.s, replace) {
-				inner[k] = placeholder(a, replace, "*")
+				with := "*"
+				if a.s == replace && c.stdin.names != "" {
+					with = c.stdin.names
+				}
+				inner[k] = placeholder(a, replace, with)
 				inner[k].data |= c.stdin.kind
 			}
 		}
@@ -726,7 +797,12 @@ func checkXargs(w *walker, c *call) {
 			}
 		}
 	} else if len(inner) < maxArgs {
-		inner = append(inner, field{s: unknown, raw: "…", dyn: true, data: c.stdin.kind})
+		if n := c.stdin.names; n != "" {
+			// find DIR | xargs CMD: the arguments are the paths listed.
+			inner = append(inner, placeholder(lit("{}"), "{}", n))
+		} else {
+			inner = append(inner, field{s: unknown, raw: "…", dyn: true, data: c.stdin.kind})
+		}
 	}
 	w.command(c.sub(inner))
 }

@@ -136,25 +136,35 @@ func urlBase(u string) string {
 
 // download remembers a file (or a directory, cloned) fetched from the
 // network, so that running it later in the same command is seen.
-func (w *walker) download(f field) {
+func (w *walker) download(f field) { w.wrote(f, dDownload) }
+
+// wrote remembers that a file was filled with data of a kind.
+func (w *walker) wrote(f field, k dataKind) {
 	if !f.known() {
 		return
 	}
-	if w.downloads == nil {
-		w.downloads = map[string]bool{}
+	if w.written == nil {
+		w.written = map[string]dataKind{}
 	}
-	w.downloads[w.canon(f.s)] = true
+	w.written[w.canon(f.s)] |= k
+}
+
+// writtenKind says what a canonical path was filled with earlier in the
+// command (a file, or a directory cloned into), if anything.
+func (w *walker) writtenKind(c string) dataKind {
+	var k dataKind
+	for d, dk := range w.written {
+		if c == d || strings.HasPrefix(c, d+"/") || d == "." {
+			k |= dk
+		}
+	}
+	return k
 }
 
 // downloaded reports whether a canonical path was fetched from the network
-// earlier in the command, or lies in a directory that was.
+// or decoded earlier in the command, or lies in a directory that was.
 func (w *walker) downloaded(c string) bool {
-	for d := range w.downloads {
-		if c == d || strings.HasPrefix(c, d+"/") || d == "." {
-			return true
-		}
-	}
-	return false
+	return w.writtenKind(c)&(dDownload|dDecoded) != 0
 }
 
 var wgetSpec = spec("OoaPeiBtTwQUYlADRIXkH",
@@ -263,7 +273,7 @@ func (w *walker) sshOptions(c *call, p parsed) {
 
 func checkSSH(w *walker, c *call) {
 	c.judgedPaths = true // -i names a key ssh uses, not one it sends
-	p := parseArgs(c.args(), sshSpec)
+	p := parseArgs(c.args(), sshSpec.firstOperand())
 	w.sshOptions(c, p)
 	if len(p.values("-R")) > 0 {
 		w.add(Deny, "ssh-reverse-tunnel", "ssh -R opens a tunnel from another machine back into this one, exposing it; do not open tunnels", c.part)

@@ -54,6 +54,32 @@ func registerSys() {
 			}
 		}
 	}})
+	reg("printenv", program{decision: Allow, rule: "info", reason: "printenv prints the environment", exempt: true, check: func(w *walker, c *call) {
+		for _, a := range c.args() {
+			if secretVarName(a.s) {
+				w.add(Confirm, "secret-var", fmt.Sprintf("printenv %s prints what looks like a credential into the transcript; use it without printing it", a.s), c.part)
+			}
+		}
+	}})
+	reg("diskutil", program{decision: Deny, rule: "disk", reason: "diskutil changes disks", check: func(w *walker, c *call) {
+		if a := c.args(); len(a) > 0 {
+			switch a[0].s {
+			case "list", "info", "activity", "listFilesystems", "apfs":
+				if a[0].s != "apfs" || len(a) > 1 && a[1].s == "list" {
+					w.add(Allow, "info", "diskutil "+a[0].s+" only shows disks", c.part)
+					return
+				}
+			}
+		}
+		w.add(Deny, "disk", "diskutil would change disks, partitions or volumes, which can destroy all their data; do not touch disks", c.part)
+	}})
+	reg("zmodload", program{decision: Allow, rule: "shell-builtin", reason: "zmodload loads a zsh module", exempt: true, check: func(w *walker, c *call) {
+		for _, a := range c.args() {
+			if strings.HasPrefix(a.s, "zsh/net/") {
+				w.add(Deny, "reverse-shell", "zmodload "+a.s+" loads zsh's raw network sockets, the way zsh reverse shells are built; use curl for HTTP", c.part)
+			}
+		}
+	}})
 	reg("fuser", program{decision: Allow, rule: "info", reason: "fuser shows which processes use a file or port", exempt: true, check: func(w *walker, c *call) {
 		if c.flag("k", "--kill") {
 			w.add(Confirm, "kill", "fuser -k kills the processes that use a file or port; approval is needed", c.part)
@@ -88,7 +114,7 @@ func registerSys() {
 	reg("atq atrm", program{decision: Allow, rule: "info", reason: "%s lists or removes scheduled jobs"})
 	reg("systemd-run", program{decision: Confirm, rule: "persistence", reason: "systemd-run runs a command as a service; approval is needed", check: func(w *walker, c *call) {
 		w.add(Confirm, "persistence", "systemd-run runs a command as a service outside this session; run it directly instead", c.part)
-		p := parseArgs(c.args(), spec("pMHuESt", "--property", "--machine", "--host", "--unit", "--setenv", "--slice", "--description", "--on-calendar", "--on-active", "--uid", "--gid", "--working-directory"))
+		p := parseArgs(c.args(), spec("pMHuESt", "--property", "--machine", "--host", "--unit", "--setenv", "--slice", "--description", "--on-calendar", "--on-active", "--uid", "--gid", "--working-directory").firstOperand())
 		if len(p.ops) > 0 {
 			w.command(c.sub(p.ops))
 		}
@@ -103,6 +129,26 @@ func registerSys() {
 	}})
 	reg("set", program{decision: Allow, rule: "shell-builtin", reason: "set changes shell options", exempt: true, check: func(w *walker, c *call) {
 		args := c.args()
+		// set -- a b c (or set a b c) sets the positional parameters.
+		for i, a := range args {
+			if a.s == "--" || i == 0 && !strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "+") {
+				start := i
+				if a.s == "--" {
+					start = i + 1
+				}
+				w.pos, w.posKnown = nil, true
+				for _, p := range args[start:] {
+					if !p.known() {
+						w.posKnown = false
+					}
+					w.pos = append(w.pos, p.s)
+				}
+				break
+			}
+			if !strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "+") {
+				break
+			}
+		}
 		for i, a := range args {
 			if (a.s == "+o" || a.s == "-o") && i+1 < len(args) && args[i+1].s == "history" && a.s == "+o" {
 				w.add(Deny, "history-wipe", "set +o history stops the shell from recording commands, which hides what was run; leave the history on", c.part)
@@ -131,15 +177,32 @@ func registerSys() {
 	reg("cd pushd", program{decision: Allow, rule: "shell-builtin", reason: "%s changes the current directory", exempt: true, check: checkCd})
 	reg("read mapfile readarray", program{decision: Allow, rule: "shell-builtin", reason: "%s reads input into variables", exempt: true, check: func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec("adinNptuCcO"))
-		for _, v := range append(p.ops, p.values("-a")...) {
+		vars := append(p.ops, p.values("-a")...)
+		for _, v := range vars {
 			w.embedded(v.s, c.part)
-			w.setVar(strings.SplitN(v.s, "[", 2)[0], varState{})
+			w.setVar(strings.SplitN(v.s, "[", 2)[0], varState{data: c.stdin.kind})
+		}
+		// read x <<< 'text': the variables get the text's words.
+		if c.name == "read" && c.stdin.hasText && c.stdin.kind == dLiteral && len(vars) > 0 && len(p.values("-a")) == 0 {
+			line, _, _ := strings.Cut(c.stdin.text, "\n")
+			words := strings.Fields(line)
+			for i, v := range vars {
+				val := ""
+				switch {
+				case i == len(vars)-1 && i < len(words):
+					val = strings.Join(words[i:], " ")
+				case i < len(words):
+					val = words[i]
+				}
+				w.setVar(v.s, varState{s: val, known: true})
+			}
 		}
 	}})
 	reg("printf", program{decision: Allow, rule: "read-only", reason: "printf only prints", exempt: true, check: func(w *walker, c *call) {
 		if a := c.args(); len(a) > 1 && a[0].s == "-v" {
 			w.embedded(a[1].s, c.part)
-			w.setVar(a[1].s, varState{})
+			d := printfData(a[2:], 0)
+			w.setVar(a[1].s, varState{s: d.text, known: d.hasText, data: d.kind &^ dLiteral})
 		}
 	}})
 	reg("test [", program{decision: Allow, rule: "read-only", reason: "%s only tests", exempt: true, check: func(w *walker, c *call) {
@@ -259,7 +322,7 @@ func checkKill(w *walker, c *call) {
 	if i < len(args) && args[i].s == "--" {
 		i++
 	}
-	for _, a := range args[i:] {
+	for _, a := range args[min(i, len(args)):] {
 		switch a.s {
 		case "-1", "1":
 			w.add(Deny, "kill-all", fmt.Sprintf("kill of %s would kill init or every process the user can signal, the session and the agent included; kill only the process you started, by its id", a.s), c.part)

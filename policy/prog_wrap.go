@@ -254,6 +254,20 @@ func checkWrapper(w *walker, c *call) {
 		}
 	}
 	inner := w.unwrap(name, c.argv)
+	if (name == "parallel" || name == "sem") && len(inner) == 0 {
+		// parallel ::: CMD...: with no command, each argument is one.
+		after := false
+		for _, a := range c.args() {
+			if a.s == ":::" {
+				after = true
+				continue
+			}
+			if after && a.known() {
+				w.script(a.s, c.part)
+			}
+		}
+		return
+	}
 	if len(inner) == 0 {
 		return
 	}
@@ -350,7 +364,7 @@ func checkShell(w *walker, c *call) {
 		}
 		break
 	}
-	rest := args[i:]
+	rest := args[min(i, len(args)):]
 	if cmdString {
 		if len(rest) == 0 {
 			return
@@ -659,8 +673,38 @@ func (w *walker) inlineCode(c *call, code, runner string) {
 		for _, s := range stringLiterals(code) {
 			w.scriptQuiet(s, c.part)
 		}
+		for _, s := range argvGroups(code) {
+			w.scriptQuiet(s, c.part)
+		}
+	}
+	// Files the code deletes or writes, when it names them.
+	del, write := codeDelete.MatchString(code), codeWrite.MatchString(code)
+	if !del && !write {
+		return
+	}
+	for _, s := range stringLiterals(code) {
+		if strings.HasPrefix(s, "$HOME") {
+			s = "~" + strings.TrimPrefix(s, "$HOME")
+		}
+		if !strings.HasPrefix(s, "/") && s != "~" && !strings.HasPrefix(s, "~/") {
+			continue
+		}
+		f := lit(s)
+		f.glob = strings.ContainsAny(s, "*?[")
+		f.pat = s
+		if del {
+			w.pathOp(opDeleteTree, f, runner, "", false)
+		}
+		if write {
+			w.pathOp(opWrite, f, runner, "", false)
+		}
 	}
 }
+
+var (
+	codeDelete = regexp.MustCompile(`(?i)rmtree|rm_rf|rm_r\b|rmSync|rmdirSync|rmdir|remove_dir_all|unlink|os\.remove|removedirs|FileUtils\.rm|Remove-Item|deleteRecursively|File::Path|rimraf|\.delete\(|removeSync|Deno\.remove|fs\.rm|truncate`)
+	codeWrite  = regexp.MustCompile(`(?i)open\s*\([^)]*['"][wa]b?\+?['"]|write_text|write_bytes|writeFile|appendFile|File\.write|IO\.write|fs\.write|Out-File|Set-Content|Add-Content|fopen\([^)]*['"][wa]|file_put_contents|>>|writeTextFile|\bwrite\(`)
+)
 
 // scriptQuiet classifies a string that may be a shell command (a string literal
 // inside inline code); one that does not parse is ignored.
@@ -741,7 +785,7 @@ func checkTrap(w *walker, c *call) {
 }
 
 func checkWatch(w *walker, c *call) {
-	p := parseArgs(c.args(), spec("nqd", "--interval", "--differences", "--equexit", "--chgexit"))
+	p := parseArgs(c.args(), spec("nqd", "--interval", "--differences", "--equexit", "--chgexit").firstOperand())
 	if len(p.ops) == 0 {
 		return
 	}
@@ -788,10 +832,18 @@ func checkScript(w *walker, c *call) {
 }
 
 func checkFlock(w *walker, c *call) {
-	p := parseArgs(c.args(), spec("wEc", "--timeout", "--wait", "--conflict-exit-code", "--command"))
+	p := parseArgs(c.args(), spec("wEc", "--timeout", "--wait", "--conflict-exit-code", "--command").firstOperand())
 	if cmds := p.values("-c", "--command"); len(cmds) > 0 {
 		for _, s := range cmds {
 			w.script(s.s, c.part)
+		}
+		return
+	}
+	if len(p.ops) > 2 && (p.ops[1].s == "-c" || p.ops[1].s == "--command") {
+		if p.ops[2].known() {
+			w.script(p.ops[2].s, c.part)
+		} else {
+			w.add(Confirm, "dynamic-command", "flock -c runs a command computed at run time; write it literally", c.part)
 		}
 		return
 	}

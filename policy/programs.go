@@ -123,6 +123,15 @@ func (c *call) flag(short string, long ...string) bool {
 type optSpec struct {
 	short string          // short options that take a value, e.g. "otC"
 	long  map[string]bool // long options that take a value (without "=")
+	// first makes the first operand end the options, as for programs that
+	// run a command given after their own options (ssh HOST CMD -x).
+	first bool
+}
+
+// firstOperand returns sp with options ending at the first operand.
+func (sp optSpec) firstOperand() optSpec {
+	sp.first = true
+	return sp
 }
 
 func spec(short string, long ...string) optSpec {
@@ -182,6 +191,10 @@ func parseArgs(args []field, sp optSpec) parsed {
 				p.opts = append(p.opts, o)
 			}
 		default:
+			if sp.first {
+				p.ops = append(p.ops, args[i:]...)
+				return p
+			}
 			p.ops = append(p.ops, a)
 		}
 	}

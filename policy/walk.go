@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -99,11 +100,14 @@ type walker struct {
 
 	vars      map[string]varState
 	cands     map[string][]string // values a loop variable takes
+	arrays    map[string][]string // arrays with known elements
+	pos       []string            // positional parameters, set by set --
+	posKnown  bool
 	aliases   map[string]string
 	expanding map[string]bool // aliases being expanded
 	funcs     map[string]bool
-	cwd       string // "" for the workspace; else a canonical path
-	downloads map[string]bool
+	cwd       string                  // "" for the workspace; else a canonical path
+	written   map[string]dataKind     // files filled earlier in the command, and with what
 	paths     map[string]pathInfo     // classified paths
 	lastCall  *syntax.CallExpr        // the last simple command walked,
 	lastArgv  []field                 // and its argv, for the data it produces
@@ -318,6 +322,13 @@ func (w *walker) stmt(s *syntax.Stmt, stdin data) {
 		switch l := c.Loop.(type) {
 		case *syntax.WordIter:
 			var items []string
+			count := 0
+			for _, it := range l.Items {
+				count += braceCount(it)
+			}
+			if count > 1000 && background(c.Do) != nil {
+				w.addS(Deny, "process-flood", fmt.Sprintf("the loop starts a background process for each of %d items, which floods the machine with processes; run them a few at a time (xargs -P 4)", count), part)
+			}
 			for _, it := range l.Items {
 				w.substs(it)
 				for _, f := range w.expandWord(it) {
@@ -374,7 +385,8 @@ func (w *walker) stmt(s *syntax.Stmt, stdin data) {
 }
 
 // trackWrites remembers files a command fills with downloaded or decoded data
-// (curl URL > x.sh), so that running them later in the command is seen.
+// (curl URL > x.sh), or with the environment or credentials (env > e.txt), so
+// that running or sending them later in the command is seen.
 func (w *walker) trackWrites(s *syntax.Stmt, c *syntax.CallExpr, stdin data) {
 	for _, r := range s.Redirs {
 		switch r.Op {
@@ -386,11 +398,11 @@ func (w *walker) trackWrites(s *syntax.Stmt, c *syntax.CallExpr, stdin data) {
 				continue
 			}
 			d := w.produceCall(w.expandWords(c.Args), stdin)
-			if d.kind&(dDownload|dDecoded) == 0 {
+			if d.kind&(dDownload|dDecoded|dEnv|dSecret) == 0 {
 				continue
 			}
 			if fs := w.expandWord(r.Word); len(fs) == 1 {
-				w.download(fs[0])
+				w.wrote(fs[0], d.kind)
 			}
 		}
 	}
@@ -420,6 +432,49 @@ func (w *walker) pipeline(c *syntax.BinaryCmd, stdin data) {
 		in = w.produceStmt(st, in)
 		in.from, in.pipe = shorten(w.text(st)), whole
 	}
+}
+
+// braceCount says how many words a word expands to by brace expansion, without
+// expanding it: {1..100000} is 100000.
+func braceCount(orig *syntax.Word) int {
+	copied := *orig
+	word := &copied
+	syntax.SplitBraces(word)
+	n := 1
+	var count func(parts []syntax.WordPart) int
+	count = func(parts []syntax.WordPart) int {
+		m := 1
+		for _, p := range parts {
+			b, ok := p.(*syntax.BraceExp)
+			if !ok {
+				continue
+			}
+			k := 0
+			if b.Sequence && len(b.Elems) >= 2 {
+				from, err1 := strconv.Atoi(b.Elems[0].Lit())
+				to, err2 := strconv.Atoi(b.Elems[1].Lit())
+				step := 1
+				if len(b.Elems) > 2 {
+					if s, err := strconv.Atoi(b.Elems[2].Lit()); err == nil && s != 0 {
+						step = max(s, -s)
+					}
+				}
+				if err1 == nil && err2 == nil {
+					k = (max(from, to)-min(from, to))/step + 1
+				} else {
+					k = 26
+				}
+			} else {
+				for _, e := range b.Elems {
+					k += count(e.Parts)
+				}
+			}
+			m = min(m*max(k, 1), 1<<30)
+		}
+		return m
+	}
+	n = count(word.Parts)
+	return n
 }
 
 func alwaysTrue(cond []*syntax.Stmt) bool {
@@ -535,6 +590,9 @@ func (w *walker) substs(node syntax.Node) {
 		case *syntax.ParamExp:
 			if n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && n.Exp.Word != nil && strings.Contains(n.Exp.Word.Lit(), "P") {
 				w.addS(Confirm, "prompt-expansion", "${var@P} expands the variable as a prompt string, which can run commands hidden in its value; print the variable plainly instead", w.text(n))
+				if v, ok := w.varValue(paramName(n)); ok {
+					w.embedded(v, w.text(n))
+				}
 			}
 			if n.Excl && n.Param != nil {
 				w.addS(Allow, "indirect-expansion", "${!var} reads a variable named by another", w.text(n))
@@ -627,6 +685,7 @@ func (w *walker) setVar(name string, v varState) {
 	if w.vars == nil {
 		w.vars = map[string]varState{}
 	}
+	delete(w.arrays, name)
 	if len(v.s) > maxValue {
 		v = varState{}
 	}
@@ -660,6 +719,36 @@ func (w *walker) declClause(c *syntax.DeclClause, part string) {
 		w.envVar(a.Name.Value, val, part, variant == "export")
 		w.setVar(a.Name.Value, varState{s: val.s, data: val.data, known: val.known() && a.Array == nil && !a.Append})
 	}
+}
+
+// setArray remembers an array assigned literal elements: a=(rm -rf ~).
+func (w *walker) setArray(a *syntax.Assign) {
+	name := a.Name.Value
+	var elems []string
+	if a.Append {
+		elems = append(elems, w.arrays[name]...)
+	}
+	known := true
+	for _, e := range a.Array.Elems {
+		if e.Index != nil || e.Value == nil {
+			known = false
+			break
+		}
+		for _, f := range w.expandWord(e.Value) {
+			if !f.known() {
+				known = false
+			}
+			elems = append(elems, f.s)
+		}
+	}
+	w.setVar(name, varState{})
+	if !known || len(elems) > maxFields {
+		return
+	}
+	if w.arrays == nil {
+		w.arrays = map[string][]string{}
+	}
+	w.arrays[name] = elems
 }
 
 func (w *walker) assignValue(a *syntax.Assign) field {
@@ -703,6 +792,10 @@ func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr, stdin data, part stri
 			continue
 		}
 		val := w.assignValue(a)
+		if len(ce.Args) == 0 && a.Array != nil && a.Index == nil {
+			w.setArray(a)
+			continue
+		}
 		if len(ce.Args) == 0 {
 			w.envVar(a.Name.Value, val, part, false)
 			w.setVar(a.Name.Value, varState{s: val.s, data: val.data, known: val.known() && a.Array == nil && !a.Append && a.Index == nil})
@@ -819,7 +912,7 @@ func (w *walker) dynamicName(c *call, name field) {
 		for _, cand := range programNames() {
 			if ok, _ := path.Match(pat, cand); ok {
 				n++
-				if n > 16 {
+				if n > 128 {
 					break
 				}
 				w.run(c, cand, false)
@@ -827,6 +920,9 @@ func (w *walker) dynamicName(c *call, name field) {
 		}
 	case name.known():
 		w.run(c, name.s, false)
+	case name.hasAlt && name.alt != "":
+		// r${x}m: with x unset, as it is, the program is rm.
+		w.run(c, name.alt, false)
 	default:
 		// A loop variable: try each value it takes.
 		if v := c.argv[0].raw; strings.HasPrefix(v, "$") {
@@ -998,8 +1094,17 @@ func (w *walker) generic(c *call) {
 			continue
 		}
 		for _, cand := range pathCandidates(a) {
-			if info := w.classifyPath(cand); info.class == pcSecret {
+			if c.network && cand.known() && w.writtenKind(w.canon(cand.s))&(dEnv|dSecret) != 0 {
+				w.add(Deny, "exfil", fmt.Sprintf("%s would send %s, which holds the environment or credentials written earlier in the command; do not send them anywhere", c.name, cand.s), c.part)
+				break
+			}
+			info := w.classifyPath(cand)
+			if info.class == pcSecret {
 				w.add(Deny, "secret-read", fmt.Sprintf("%s would read %s; credentials must not be read, copied or sent — ask the user if the task needs them", c.name, info.what), c.part)
+				break
+			}
+			if info.class == pcHistory {
+				w.add(Confirm, "read-history", fmt.Sprintf("%s would read %s, which may hold passwords typed on the command line; approval is needed", c.name, info.what), c.part)
 				break
 			}
 		}

@@ -39,6 +39,11 @@ type field struct {
 	proc    *data    // what a process substitution in it produces
 	quoted  bool     // some part of it was quoted
 	literal bool     // made of literal text and quotes only: the word means exactly s
+	// alt is the value if the variables never set in the command are empty,
+	// as they usually are (r${x}m is rm); set when it differs from s and is
+	// fully known.
+	alt    string
+	hasAlt bool
 }
 
 func (f field) known() bool { return !strings.Contains(f.s, unknown) }
@@ -57,15 +62,17 @@ func lit(s string) field { return field{s: s, raw: s, literal: true} }
 // fieldBuilder accumulates the parts of one word into fields, splitting where an
 // unquoted expansion's value holds blanks.
 type fieldBuilder struct {
-	cur     field
-	sb, pb  strings.Builder
-	started bool
-	out     []field
+	cur        field
+	sb, pb, ab strings.Builder
+	started    bool
+	altDiffers bool
+	out        []field
 }
 
 func (b *fieldBuilder) add(s string, quoted bool) {
 	b.started = true
 	b.sb.WriteString(s)
+	b.ab.WriteString(s)
 	if quoted {
 		b.pb.WriteString(quoteGlob(s))
 	} else {
@@ -81,11 +88,30 @@ func (b *fieldBuilder) split() {
 	if b.cur.glob {
 		b.cur.pat = b.pb.String()
 	}
+	if b.altDiffers {
+		if alt := b.ab.String(); !strings.Contains(alt, unknown) {
+			b.cur.alt, b.cur.hasAlt = alt, true
+		}
+	}
 	b.out = append(b.out, b.cur)
 	b.cur = field{}
 	b.sb.Reset()
 	b.pb.Reset()
-	b.started = false
+	b.ab.Reset()
+	b.started, b.altDiffers = false, false
+}
+
+// addUnset adds the unknown value of a variable the command never set: the
+// alternative value takes it as empty.
+func (b *fieldBuilder) addUnset(quoted bool) {
+	b.started = true
+	b.sb.WriteString(unknown)
+	if quoted {
+		b.pb.WriteString(quoteGlob(unknown))
+	} else {
+		b.pb.WriteString(unknown)
+	}
+	b.altDiffers = true
 }
 
 func quoteGlob(s string) string {
@@ -123,6 +149,10 @@ func (w *walker) expandWords(words []*syntax.Word) []field {
 // what cannot be known is marked unknown.
 func (w *walker) expandWord(word *syntax.Word) []field {
 	raw := w.text(word)
+	// Brace expansion works on a copy: the tree stays as parsed, for the
+	// walks that do not know brace nodes.
+	copied := *word
+	word = &copied
 	if !syntax.SplitBraces(word) && !hasBraceExp(word) {
 		fs := w.resolveParts(word.Parts)
 		if len(fs) == 1 {
@@ -229,9 +259,29 @@ func (w *walker) resolvePart(b *fieldBuilder, p syntax.WordPart, quoted, first b
 		if v, ok := w.vars[name]; ok {
 			b.cur.data |= v.data
 		}
+		if quoted && (name == "@" || p.Index != nil) && !p.Excl && p.Exp == nil && p.Slice == nil {
+			// "$@" and "${a[@]}" are one word per element.
+			if idx, _ := p.Index.(*syntax.Word); p.Index == nil || idx != nil && idx.Lit() == "@" {
+				if elems, ok := w.elems(p); ok {
+					for i, e := range elems {
+						if i > 0 {
+							b.split()
+							b.cur.dyn = true
+							b.started = true
+						}
+						b.add(e, true)
+					}
+					return
+				}
+			}
+		}
 		v, ok := w.param(p)
 		if !ok {
-			b.add(unknown, quoted)
+			if _, assigned := w.vars[name]; !assigned && name != "" && p.Exp == nil && p.Slice == nil && !p.Excl && !p.Length && p.Index == nil && !w.positional(name) {
+				b.addUnset(quoted)
+			} else {
+				b.add(unknown, quoted)
+			}
 			if identityVar(name) {
 				b.cur.data |= dEnv
 			}
@@ -250,6 +300,15 @@ func (w *walker) resolvePart(b *fieldBuilder, p syntax.WordPart, quoted, first b
 		if d.hasText && d.kind&^(dLiteral|dDecoded) == 0 {
 			// $(echo rm) is rm: the output is known.
 			w.addValue(b, strings.TrimRight(d.text, "\n"), quoted)
+			return
+		}
+		if d.names != "" {
+			// $(ls -d /*), $(find ~): the paths listed, as a pattern.
+			b.started = true
+			b.sb.WriteString(d.names)
+			b.pb.WriteString(d.names)
+			b.ab.WriteString(d.names)
+			b.cur.glob = true
 			return
 		}
 		b.add(unknown, quoted)
@@ -453,9 +512,30 @@ func paramName(p *syntax.ParamExp) string {
 // earlier in the same command to a literal, or one whose meaning is fixed
 // ($HOME is the home directory, whatever its path).
 func (w *walker) param(p *syntax.ParamExp) (string, bool) {
-	if p.Param == nil || p.Excl || p.Length || p.Width || p.IsSet || p.Index != nil ||
+	if p.Param == nil || p.Length || p.Width || p.IsSet ||
 		p.NestedParam != nil || p.Names != 0 || p.Repl != nil || len(p.Modifiers) > 0 {
 		return "", false
+	}
+	if p.Excl {
+		// ${!ref}: the variable named by ref.
+		if p.Index != nil || p.Slice != nil || p.Exp != nil {
+			return "", false
+		}
+		ref, ok := w.varValue(p.Param.Value)
+		if !ok || ref == "" {
+			return "", false
+		}
+		return w.varValue(ref)
+	}
+	if p.Index != nil {
+		if p.Slice != nil || p.Exp != nil {
+			return "", false
+		}
+		elems, ok := w.elems(p)
+		if !ok {
+			return "", false
+		}
+		return strings.Join(elems, " "), true
 	}
 	if p.Slice != nil {
 		// ${x:n:0} is empty whatever x holds.
@@ -486,6 +566,21 @@ func (w *walker) param(p *syntax.ParamExp) (string, bool) {
 		}
 		n = max(0, min(n, len(v)-off))
 		return v[off : off+n], true
+	}
+	if n, err := strconv.Atoi(p.Param.Value); err == nil && n > 0 && p.Exp == nil {
+		if !w.posKnown {
+			return "", false
+		}
+		if n > len(w.pos) {
+			return "", true
+		}
+		return w.pos[n-1], true
+	}
+	if name := p.Param.Value; (name == "@" || name == "*") && p.Exp == nil {
+		if !w.posKnown {
+			return "", false
+		}
+		return strings.Join(w.pos, " "), true
 	}
 	v, ok := w.varValue(p.Param.Value)
 	if p.Exp != nil {
@@ -533,6 +628,56 @@ func arithLit(x syntax.ArithmExpr) (int, bool) {
 		return arithLit(x.X)
 	}
 	return 0, false
+}
+
+// elems returns the values of an array expansion (${a[@]}, ${a[1]}, $@) when
+// they are known.
+func (w *walker) elems(p *syntax.ParamExp) ([]string, bool) {
+	name := paramName(p)
+	var all []string
+	switch {
+	case name == "@" || name == "*":
+		if !w.posKnown {
+			return nil, false
+		}
+		all = w.pos
+	default:
+		a, ok := w.arrays[name]
+		if !ok {
+			return nil, false
+		}
+		all = a
+	}
+	if p.Index == nil {
+		return all, true
+	}
+	idx, ok := p.Index.(*syntax.Word)
+	if !ok {
+		return nil, false
+	}
+	switch l := idx.Lit(); l {
+	case "@", "*":
+		return all, true
+	default:
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			return nil, false
+		}
+		if n >= len(all) {
+			return []string{""}, true
+		}
+		return all[n : n+1], true
+	}
+}
+
+// positional reports whether a parameter is a positional or special one
+// ($1, $@, $?), which an empty-by-default reading does not fit.
+func (w *walker) positional(name string) bool {
+	if name == "" {
+		return true
+	}
+	c := name[0]
+	return c >= '0' && c <= '9' || strings.ContainsRune("@*#?$!-_", rune(c))
 }
 
 // varValue returns the value of a variable when the walker knows it.
