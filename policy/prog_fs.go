@@ -44,8 +44,10 @@ func registerFS() {
 	})
 	check("tee", pEdit, func(w *walker, c *call) {
 		c.judgedPaths = true
-		for _, f := range parseArgs(c.args(), spec("", "--output-error")).ops {
+		p := parseArgs(c.args(), spec("", "--output-error"))
+		for _, f := range p.ops {
 			w.pathOp(opWrite, f, actor(c), "", false)
+			w.wroteData(f, c.stdin, p.has("-a", "--append"))
 		}
 	})
 	check("truncate", pEdit, func(w *walker, c *call) {

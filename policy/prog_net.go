@@ -149,6 +149,34 @@ func (w *walker) wrote(f field, k dataKind) {
 	w.written[w.canon(f.s)] |= k
 }
 
+// wroteData remembers what a command wrote into a file: its kind, and its
+// text when it is known, so that running the file later is running that text.
+func (w *walker) wroteData(f field, d data, appended bool) {
+	if !f.known() {
+		return
+	}
+	if d.kind&(dDownload|dDecoded|dEnv|dSecret) != 0 {
+		w.wrote(f, d.kind)
+	}
+	c := w.canon(f.s)
+	if w.scripts == nil {
+		w.scripts = map[string]string{}
+	}
+	switch {
+	case d.hasText && len(d.text) <= maxScript && len(w.scripts) < 64:
+		if appended {
+			if old, ok := w.scripts[c]; ok {
+				w.scripts[c] = old + d.text
+				return
+			}
+			// Appended to a file whose start is unknown: the text still runs.
+		}
+		w.scripts[c] = d.text
+	default:
+		delete(w.scripts, c)
+	}
+}
+
 // writtenKind says what a canonical path was filled with earlier in the
 // command (a file, or a directory cloned into), if anything.
 func (w *walker) writtenKind(c string) dataKind {

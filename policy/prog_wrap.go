@@ -412,6 +412,11 @@ func (w *walker) scriptFile(c *call, f field, runner string) {
 		return
 	}
 	canon := w.canon(f.s)
+	if text, ok := w.scripts[canon]; ok {
+		w.add(Allow, "run-script", fmt.Sprintf("%s runs %s, written earlier in this command; its commands are checked", runner, f.show()), c.part)
+		w.runText(c, text, runner)
+		return
+	}
 	if w.downloaded(canon) {
 		w.add(Deny, "download-exec", fmt.Sprintf("%s runs %s, downloaded earlier in this command, without anyone reading it; download it, read it, then run it as a separate step", runner, f.show()), c.part)
 		return
@@ -429,6 +434,27 @@ func (w *walker) scriptFile(c *call, f field, runner string) {
 	default:
 		w.add(Confirm, "outside-script", fmt.Sprintf("%s runs %s; the policy has not seen what it does — copy it into the workspace and read it first", runner, info.what), c.part)
 	}
+}
+
+// runText classifies running a script whose text is known: by its #! line,
+// a shell script or another language's code.
+func (w *walker) runText(c *call, text, runner string) {
+	first, _, _ := strings.Cut(text, "\n")
+	code := interpreters[interpreterName(strings.Fields(runner + " x")[0])]
+	if strings.HasPrefix(first, "#!") {
+		for _, lang := range []string{"python", "node", "perl", "ruby", "php", "lua"} {
+			if strings.Contains(first, lang) {
+				code = true
+			}
+		}
+	}
+	if code {
+		// Code the command wrote itself is judged like a file of the
+		// workspace, but what it plainly does still counts.
+		w.scanCode(c, text, runner)
+		return
+	}
+	w.script(text, c.part)
 }
 
 // Interpreters: the options that take inline code, per language.
@@ -656,6 +682,14 @@ var (
 // itself denied.
 func (w *walker) inlineCode(c *call, code, runner string) {
 	w.add(Confirm, "inline-code", fmt.Sprintf("%s runs inline code, which the policy cannot fully check; write it to a file in the workspace and run that, or ask for approval", runner), c.part)
+	w.scanCode(c, code, runner)
+}
+
+// scanCode denies code, in any language, that plainly opens a reverse shell,
+// sends the environment away, forks without end, decodes hidden code and runs
+// it, reads credentials, runs a shell command that is itself denied, or
+// deletes or writes protected files.
+func (w *walker) scanCode(c *call, code, runner string) {
 	switch {
 	case codeSocket.MatchString(code) && codeSpawn.MatchString(code):
 		w.add(Deny, "reverse-shell", runner+" opens a network connection and runs a shell or process through it (a reverse shell); run the commands you need directly", c.part)

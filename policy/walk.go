@@ -108,6 +108,7 @@ type walker struct {
 	funcs     map[string]bool
 	cwd       string                  // "" for the workspace; else a canonical path
 	written   map[string]dataKind     // files filled earlier in the command, and with what
+	scripts   map[string]string       // files written earlier with known text (cat > x.sh <<EOF)
 	paths     map[string]pathInfo     // classified paths
 	lastCall  *syntax.CallExpr        // the last simple command walked,
 	lastArgv  []field                 // and its argv, for the data it produces
@@ -398,12 +399,11 @@ func (w *walker) trackWrites(s *syntax.Stmt, c *syntax.CallExpr, stdin data) {
 				continue
 			}
 			d := w.produceCall(w.expandWords(c.Args), stdin)
-			if d.kind&(dDownload|dDecoded|dEnv|dSecret) == 0 {
+			fs := w.expandWord(r.Word)
+			if len(fs) != 1 {
 				continue
 			}
-			if fs := w.expandWord(r.Word); len(fs) == 1 {
-				w.wrote(fs[0], d.kind)
-			}
+			w.wroteData(fs[0], d, r.Op == syntax.AppOut || r.Op == syntax.AppAll)
 		}
 	}
 }
@@ -945,6 +945,10 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		dir := path.Dir(prog)
 		name = path.Base(prog)
 		trusted = stdBinDirs[path.Clean(dir)]
+		if text, ok := w.scripts[w.canon(prog)]; ok {
+			w.add(Allow, "run-script", prog+" was written earlier in this command; its commands are checked", c.part)
+			w.runText(c, text, prog)
+		}
 		if w.downloaded(w.canon(prog)) {
 			w.add(Deny, "download-exec", prog+" was downloaded earlier in this command and is run without being read; download it, read it, then run it as a separate step", c.part)
 		}
