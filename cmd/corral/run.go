@@ -35,8 +35,9 @@ next input line:
 
 Malformed lines, unknown tools and missing or mistyped arguments give an
 is_error result, never a crash. Blank lines are skipped. The exit status is 0 when
-every line was processed, whatever the tools answered; 130 after Ctrl-C, which
-cancels the running call and stops.`,
+every line was processed, whatever the tools answered; 130 after Ctrl-C or
+SIGTERM, which cancel the running call (its result says so), remove the sandbox
+and stop.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := cmd.InOrStdin()
