@@ -1,6 +1,29 @@
 // Package policy decides whether a shell command may run: allow, confirm (ask a
 // human) or deny, with a reason. It reads the command as bash would, from the parse
 // tree of mvdan.cc/sh, never from the raw string.
+//
+// Classify walks everything bash would execute — lists, pipelines, subshells,
+// functions, loops, command and process substitutions, arithmetic, here-documents
+// and redirections — and judges every program it would run; the strictest
+// decision wins. Words are resolved as bash would resolve them (quotes, escapes,
+// $'...', brace expansion, variables set earlier in the command); a program whose
+// name is computed needs confirmation at least. Wrappers (sudo, env, timeout,
+// xargs, find -exec, sh -c, eval, ssh, git -c, npx ...) are unwrapped and the
+// command inside judged too. Data is followed through pipes, substitutions and
+// files written earlier in the command: a download or decoded text run as code is
+// denied, the environment or credentials sent over the network is denied.
+//
+// The defaults fit an agent in a sandbox: reading and ordinary development are
+// allowed; effects beyond the task (pushes, installs, downloads, containers,
+// recursive deletion in the workspace, kills) need confirmation; catastrophe and
+// escape (deleting /, ~ or system directories, disks, fork bombs, reverse shells,
+// reading or sending credentials, privilege escalation, writing startup files or
+// history) are denied, with a reason that says what to do instead. Programs the
+// policy does not know are allowed, or need confirmation in strict mode. A user's
+// rules (see Rules) add to the defaults.
+//
+// An Engine is safe for concurrent use. Classify never runs anything and never
+// panics: a command it cannot finish checking is denied.
 package policy
 
 import "fmt"
@@ -57,7 +80,9 @@ type Verdict struct {
 	// Reason is a sentence for the model and the human: what the command would do
 	// that led to the decision.
 	Reason string `json:"reason"`
-	// Rule names the rule that decided, e.g. "default:rm-root" or "user:deny[2]".
+	// Rule names the rule that decided: "default:" and a name for the built-in
+	// rules (default:delete-tree-root, default:remote-code, default:git-push),
+	// `user:deny "git push *" (rules.toml:12)` for a user's rule.
 	Rule string `json:"rule,omitempty"`
 	// Part is the part of the command the decision concerns (a simple command,
 	// a redirection, a substitution), as written in the input.

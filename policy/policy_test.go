@@ -231,3 +231,27 @@ func TestProgramsHaveReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrent: one engine serves many goroutines (run with -race).
+func TestConcurrent(t *testing.T) {
+	e := exampleEngine(t)
+	cases := readCorpus(t, "corpus-public.jsonl")
+	want := make([]Decision, len(cases))
+	for i, c := range cases {
+		want[i] = e.Classify(c.Cmd).Decision
+	}
+	done := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i, c := range cases {
+				if got := e.Classify(c.Cmd).Decision; got != want[i] {
+					t.Errorf("%q: %s, then %s", c.Cmd, want[i], got)
+				}
+			}
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		<-done
+	}
+}
