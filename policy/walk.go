@@ -262,15 +262,37 @@ func (w *walker) stmts(list []*syntax.Stmt, stdin data) {
 }
 
 func (w *walker) stmt(s *syntax.Stmt, stdin data) {
-	// A chain of && and || nests as deep as it is long; walk it in a loop.
-	for s != nil && len(s.Redirs) == 0 {
-		b, ok := s.Cmd.(*syntax.BinaryCmd)
-		if !ok || b.Op != syntax.AndStmt && b.Op != syntax.OrStmt {
-			break
-		}
-		w.stmt(b.X, stdin)
-		s = b.Y
+	if chain(s) == nil {
+		w.stmt1(s, stdin)
+		return
 	}
+	// A chain of && and || nests as deep as it is long; walk it with a
+	// stack, in order, rather than recursing.
+	stack := []*syntax.Stmt{s}
+	for len(stack) > 0 && !w.halted {
+		cur := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if b := chain(cur); b != nil {
+			stack = append(stack, b.Y, b.X)
+			continue
+		}
+		w.stmt1(cur, stdin)
+	}
+}
+
+// chain returns the && or || command of a statement, if that is all it is.
+func chain(s *syntax.Stmt) *syntax.BinaryCmd {
+	if s == nil || len(s.Redirs) > 0 || s.Negated || s.Background {
+		return nil
+	}
+	b, ok := s.Cmd.(*syntax.BinaryCmd)
+	if !ok || b.Op != syntax.AndStmt && b.Op != syntax.OrStmt {
+		return nil
+	}
+	return b
+}
+
+func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 	if s == nil || !w.tick() {
 		return
 	}
