@@ -14,7 +14,7 @@ type policyFlags struct {
 }
 
 func (f *policyFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.file, "policy", "", "TOML file of the user's allow, confirm and deny rules, added to the default policy (format: corral check --help)")
+	fs.StringVar(&f.file, "policy", "", "TOML `FILE` of the user's allow, confirm and deny rules, added to the default policy (format: corral check --help)")
 	fs.BoolVar(&f.strict, "strict", false, "ask for confirmation before running a program the policy does not know (default: allow it, since the sandbox contains it)")
 }
 
