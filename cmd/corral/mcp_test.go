@@ -452,3 +452,46 @@ func TestMCPTwoClients(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestMCPHTTPSessionContainer: over HTTP, each MCP session has its own sandbox,
+// removed when the client ends the session.
+func TestMCPHTTPSessionContainer(t *testing.T) {
+	needsDocker(t)
+	url := startHTTP(t, "--workspace", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var hosts []string
+	var sessions []*mcp.ClientSession
+	for range 2 {
+		c := mcp.NewClient(&mcp.Implementation{Name: "corral-test", Version: "v0"}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, cs)
+		res := callTool(t, cs, "bash", map[string]any{"command": "cat /etc/hostname"})
+		_, body, _ := strings.Cut(resultText(res), "\n\n")
+		hosts = append(hosts, strings.TrimSpace(body))
+	}
+	if hosts[0] == "" || hosts[0] == hosts[1] {
+		t.Fatalf("hostnames %q: want two sandboxes", hosts)
+	}
+	sessions[0].Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "id="+hosts[0]).Output()
+		if strings.TrimSpace(string(out)) == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s still there after its session ended", hosts[0])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The other session is untouched.
+	res := callTool(t, sessions[1], "bash", map[string]any{"command": "cat /etc/hostname"})
+	if !strings.HasSuffix(resultText(res), hosts[1]) {
+		t.Errorf("second session after the first ended: %q", resultText(res))
+	}
+	sessions[1].Close()
+}
