@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -481,7 +482,14 @@ func (c *Container) mounts() []mount.Mount {
 		{Type: mount.TypeBind, Source: ws, Target: ws},
 		{Type: mount.TypeBind, Source: c.cfg.Agent, Target: agentPath, ReadOnly: true},
 	}
-	for _, p := range gitProtected(ws) {
+	gitDir, protected := gitProtected(ws)
+	if gitDir != "" {
+		// .git mounted on itself: a mount point cannot be renamed or removed,
+		// so a command cannot move the repository aside and put one with its
+		// own hooks in its place.
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: gitDir, Target: gitDir})
+	}
+	for _, p := range protected {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
 	}
 	for _, p := range c.cfg.ReadOnlyMounts {
@@ -490,24 +498,46 @@ func (c *Container) mounts() []mount.Mount {
 	return ms
 }
 
-// gitProtected lists the paths of the workspace's repository that a command
-// must not change because git on the host would run what they name: the hooks
-// directory and the config (core.fsmonitor, core.pager, aliases, ...). Symlinks
-// are resolved; paths outside the workspace are not visible inside anyway.
-func gitProtected(ws string) []string {
-	gitDir := filepath.Join(ws, ".git")
+// maxGitDirs bounds the submodule repositories whose hooks and config are
+// protected.
+const maxGitDirs = 64
+
+// gitProtected finds the workspace's repository (.git, a directory) and lists
+// the paths in it that a command must not change because git on the host would
+// run what they name: the hooks directory and the config (core.fsmonitor,
+// core.pager, aliases, ...), of the repository and of its submodules
+// (.git/modules/...). A missing hooks directory is created, as git init would,
+// so that it can be protected too. Symlinks are resolved; paths outside the
+// workspace are not visible inside anyway.
+func gitProtected(ws string) (gitDir string, protected []string) {
+	gitDir = filepath.Join(ws, ".git")
 	if fi, err := os.Lstat(gitDir); err != nil || !fi.IsDir() {
-		return nil
+		return "", nil
 	}
-	var out []string
-	for _, name := range []string{"hooks", "config"} {
-		p, err := filepath.EvalSymlinks(filepath.Join(gitDir, name))
-		if err != nil || !within(ws, p) {
-			continue
+	dirs := []string{gitDir}
+	filepath.WalkDir(filepath.Join(gitDir, "modules"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || len(dirs) >= maxGitDirs {
+			return fs.SkipDir
 		}
-		out = append(out, p)
+		if fi, err := os.Stat(filepath.Join(p, "HEAD")); err == nil && fi.Mode().IsRegular() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for _, dir := range dirs {
+		hooks := filepath.Join(dir, "hooks")
+		if _, err := os.Lstat(hooks); errors.Is(err, fs.ErrNotExist) {
+			os.Mkdir(hooks, 0o755)
+		}
+		for _, name := range []string{"hooks", "config"} {
+			p, err := filepath.EvalSymlinks(filepath.Join(dir, name))
+			if err != nil || !within(ws, p) {
+				continue
+			}
+			protected = append(protected, p)
+		}
 	}
-	return out
+	return gitDir, protected
 }
 
 // commandEnv is the environment of every command: the image's, then a terminal

@@ -158,11 +158,27 @@ func TestGitHooksAndConfigReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A submodule's repository lives in .git/modules/NAME, hooks and config
+	// included; this one has no hooks directory yet.
+	sub := filepath.Join(ws, ".git", "modules", "lib")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"HEAD": "ref: refs/heads/main\n", "config": "[core]\n\tbare = false\n"} {
+		if err := os.WriteFile(filepath.Join(sub, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c := newSandbox(t, cfg)
 	if !hasTool(t, c, "git") {
 		t.Skip("no git in the image")
 	}
 	attacks := []string{
+		// Move the repository aside and put one with a hook in its place.
+		"mv .git .git-aside",
+		"mv .git/hooks .git/hooks-aside",
+		"echo 'touch /tmp/pwned' > .git/modules/lib/hooks/post-checkout",
+		"echo '[core] fsmonitor = touch /tmp/pwned' >> .git/modules/lib/config",
 		"echo 'touch /tmp/pwned' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
 		"git config core.fsmonitor 'touch /tmp/pwned'",
 		"git config core.pager 'touch /tmp/pwned'",
@@ -181,6 +197,12 @@ func TestGitHooksAndConfigReadOnly(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, ".git", "hooks", "pre-commit")); err == nil {
 		t.Error("a pre-commit hook was planted")
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git-aside")); err == nil {
+		t.Error("the repository was moved aside")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(sub, "hooks")); len(entries) > 0 {
+		t.Errorf("a submodule hook was planted: %v", entries)
 	}
 	out := sh(t, c, "echo hello > f && git add f && git commit -q -m first && git log --oneline | wc -l && git status --porcelain | wc -l")
 	if out != "1\n0" {
