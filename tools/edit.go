@@ -29,7 +29,7 @@ const EditDescription = `Replace text in a file you have read in this session.
 - The file keeps its line endings (a CRLF file stays CRLF), byte-order mark, mode and final newline: write oldText and newText with plain "\n".
 - When oldText is not found, the error quotes the most similar lines of the current file with their numbers; correct oldText from them. A match that differs only in line endings, trailing spaces or typographic quotes, dashes and spaces is applied to that text alone, and the result says so.
 - Prefer edit to write for changes to an existing file; make several small edits rather than one huge one.
-- Protected paths (by default .git/hooks/ and .git/config) cannot be edited.`
+- Protected paths (by default .git/hooks/, .git/config and .git/modules/) cannot be edited.`
 
 // maxEditBytes caps the files edit and write hold in memory. A larger file is
 // left to bash (sed, a script).

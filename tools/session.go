@@ -114,7 +114,7 @@ const (
 
 // DefaultProtected are the paths an agent could use to reach the host through the
 // user's own tools: git runs hooks and reads core.* programs from them.
-var DefaultProtected = []string{".git/hooks/", ".git/config"}
+var DefaultProtected = []string{".git/hooks/", ".git/config", ".git/modules/"}
 
 // ErrClosed is returned by calls on a closed Session.
 var ErrClosed = errors.New("session is closed")
