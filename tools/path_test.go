@@ -133,10 +133,11 @@ func TestResolveCanon(t *testing.T) {
 
 func TestProtected(t *testing.T) {
 	files := map[string]string{
-		".git/config":           "[core]\n",
-		".git/hooks/pre-commit": "#!/bin/sh\n",
-		".git/HEAD":             "ref: refs/heads/main\n",
-		"src/a.txt":             "a\n",
+		".git/config":             "[core]\n",
+		".git/hooks/pre-commit":   "#!/bin/sh\n",
+		".git/HEAD":               "ref: refs/heads/main\n",
+		"src/a.txt":               "a\n",
+		".git/modules/lib/config": "[core]\n",
 	}
 	s, ws := newTestSession(t, files)
 	os.Symlink(".git/config", filepath.Join(ws, "cfg"))
@@ -145,6 +146,7 @@ func TestProtected(t *testing.T) {
 	for _, p := range []string{
 		".git/config", "./.git//config", ".GIT/config", ".git/hooks/pre-commit", ".git/hooks/new-hook",
 		".git/hooks/sub/x", "cfg", "g/config", "g/hooks/post-checkout", ws + "/.git/config", "hardlink",
+		".git/modules/lib/config", ".git/modules/lib/hooks/post-checkout",
 	} {
 		t.Run(p, func(t *testing.T) {
 			call(t, s, "read", m{"path": p}) // reading is fine
