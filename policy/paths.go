@@ -297,8 +297,14 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 	if c[0] != '/' && c[0] != '~' && c != ".." && !strings.HasPrefix(c, "../") {
 		// Inside the workspace: only names say anything, and git's own
 		// configuration, which can make git run programs.
-		if c == ".git/config" || strings.HasPrefix(c, ".git/hooks/") || c == ".git/hooks" || strings.HasSuffix(c, "/.git/config") || strings.Contains(c, "/.git/hooks/") {
+		if c == ".git/config" || strings.HasPrefix(c, ".git/hooks/") || c == ".git/hooks" || strings.HasSuffix(c, "/.git/config") || strings.Contains(c, "/.git/hooks/") ||
+			c == ".git/modules" || strings.HasPrefix(c, ".git/modules/") || strings.Contains(c, "/.git/modules/") {
 			return pathInfo{pcGitConfig, c, c + ", git configuration that can make git run programs"}
+		}
+		if c == ".git" || strings.HasSuffix(c, "/.git") {
+			// Moving or replacing the repository itself swaps in other hooks
+			// and configuration.
+			return pathInfo{pcGitConfig, c, c + ", the git repository, whose hooks and configuration git runs"}
 		}
 		if matchName(path.Base(c), secretNames) && !strings.HasSuffix(c, ".pub") {
 			return pathInfo{pcSecret, c, "the credentials in " + c}
