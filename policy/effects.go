@@ -175,6 +175,8 @@ func advice(o op, c pathClass) string {
 		return "approval is needed because it cannot be undone"
 	case pcUnknown:
 		return "approval is needed; write the path literally if you can"
+	case pcGitConfig:
+		return "git on the host would run what it names, so approval is needed"
 	}
 	return "it is outside the workspace, so approval is needed"
 }
