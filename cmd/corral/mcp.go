@@ -54,6 +54,7 @@ when the client supports it; otherwise --confirm decides.`,
 			if err != nil {
 				return err
 			}
+			defer f.closeEvents()
 			defer srv.closeAll()
 			if httpAddr == "" {
 				err := srv.server.Run(cmd.Context(), &mcp.StdioTransport{})

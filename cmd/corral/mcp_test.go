@@ -457,7 +457,8 @@ func TestMCPTwoClients(t *testing.T) {
 // removed when the client ends the session.
 func TestMCPHTTPSessionContainer(t *testing.T) {
 	needsDocker(t)
-	url := startHTTP(t, "--workspace", t.TempDir())
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	url := startHTTP(t, "--workspace", t.TempDir(), "--events", events)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var hosts []string
@@ -494,4 +495,22 @@ func TestMCPHTTPSessionContainer(t *testing.T) {
 		t.Errorf("second session after the first ended: %q", resultText(res))
 	}
 	sessions[1].Close()
+	// Both sessions wrote their events to the one --events file, whole lines.
+	data, err := os.ReadFile(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e struct{ Type string }
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("events line %q: %v", line, err)
+		}
+		if e.Type == "call_end" {
+			ends++
+		}
+	}
+	if ends != 3 {
+		t.Errorf("%d call_end events, want 3 (two sessions)", ends)
+	}
 }

@@ -55,7 +55,7 @@ and stop.`,
 				return err
 			}
 			err = runLines(cmd.Context(), s, in, cmd.OutOrStdout())
-			if cerr := closeSession(); cerr != nil {
+			if cerr := errors.Join(closeSession(), f.closeEvents()); cerr != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "corral: closing the session:", cerr)
 			}
 			if errors.Is(err, context.Canceled) {

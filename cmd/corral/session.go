@@ -36,6 +36,10 @@ type sessionFlags struct {
 	maxLog         string
 	// stderr receives progress a person may want to see (an image build).
 	stderr io.Writer
+
+	eventsOnce sync.Once // opens eventsFile
+	eventsFile *os.File
+	eventsErr  error
 }
 
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
@@ -145,15 +149,9 @@ func (f *sessionFlags) openSession(ctx context.Context, adjust ...func(*tools.Op
 		return box.Close(ctx)
 	})
 	opts.Sandbox = &imageBuilder{box: box, image: cfg.Image, stderr: f.stderr}
-	if f.events != "" {
-		ef, err := os.Create(f.events)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--events: %w", err)
-		}
-		undo = append(undo, ef.Close)
-		bw := bufio.NewWriter(ef)
-		undo = append(undo, bw.Flush)
-		opts.Events = tools.JSONLines(&lockedFlusher{w: bw})
+	if opts.Events, err = f.eventSink(); err != nil {
+		closeAll()
+		return nil, nil, err
 	}
 	for _, a := range adjust {
 		a(&opts)
@@ -167,21 +165,31 @@ func (f *sessionFlags) openSession(ctx context.Context, adjust ...func(*tools.Op
 	return s, closeAll, nil
 }
 
-// lockedFlusher flushes after every write, so a UI tailing the events file sees
-// each event as it happens.
-type lockedFlusher struct {
-	mu sync.Mutex // guards w
-	w  *bufio.Writer
+// eventSink opens the --events file once: every session of the process (one
+// per MCP client) writes to it. Each event is one write of one line, so a UI
+// tailing the file sees it at once. Nil when --events is not given.
+func (f *sessionFlags) eventSink() (tools.EventSink, error) {
+	if f.events == "" {
+		return nil, nil
+	}
+	f.eventsOnce.Do(func() {
+		f.eventsFile, f.eventsErr = os.Create(f.events)
+		if f.eventsErr != nil {
+			f.eventsErr = fmt.Errorf("--events: %w", f.eventsErr)
+		}
+	})
+	if f.eventsErr != nil {
+		return nil, f.eventsErr
+	}
+	return tools.JSONLines(f.eventsFile), nil
 }
 
-func (l *lockedFlusher) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n, err := l.w.Write(p)
-	if err == nil {
-		err = l.w.Flush()
+// closeEvents closes the --events file, after the sessions that wrote to it.
+func (f *sessionFlags) closeEvents() error {
+	if f.eventsFile == nil {
+		return nil
 	}
-	return n, err
+	return f.eventsFile.Close()
 }
 
 // ttyConfirmer asks on the controlling terminal, which stays free when stdin
