@@ -28,32 +28,32 @@ type ExecRequest struct {
 // error: its exit status is here. Errors are for a sandbox that could not run it.
 type ExecResult struct {
 	// ExitCode is the shell's exit status; 128+n when killed by signal n.
-	ExitCode int `json:"exitCode"`
+	ExitCode int `json:"exit_code"`
 	// Signal names the signal that ended the command, if any ("SIGKILL").
 	Signal string `json:"signal,omitempty"`
 	// Duration is the wall time from start to the call's return.
-	Duration time.Duration `json:"duration"`
+	Duration time.Duration `json:"duration_ns"`
 	// Dir is the directory the command started in.
 	Dir string `json:"dir"`
 	// DirReset is set when the previous command left the working directory
 	// outside the workspace (or it vanished), so this one started at the root.
-	DirReset bool `json:"dirReset,omitempty"`
+	DirReset bool `json:"dir_reset,omitempty"`
 	// TimedOut, Canceled and InputWait say why the command was ended early.
-	TimedOut bool `json:"timedOut,omitempty"`
+	TimedOut bool `json:"timed_out,omitempty"`
 	Canceled bool `json:"canceled,omitempty"`
 	// InputWait is set when the command was ended because it sat waiting for
 	// terminal input it would never get.
-	InputWait bool `json:"inputWait,omitempty"`
+	InputWait bool `json:"input_wait,omitempty"`
 	// OOMKilled is set when a process of the command was killed for memory.
-	OOMKilled bool `json:"oomKilled,omitempty"`
+	OOMKilled bool `json:"oom_killed,omitempty"`
 	// ProcessLimit is set when the command hit the sandbox's process limit (a
 	// fork bomb): forks failed, and everything it started was killed.
-	ProcessLimit bool `json:"processLimit,omitempty"`
+	ProcessLimit bool `json:"process_limit,omitempty"`
 	// Restarted is set when the sandbox container had died and a new one was
 	// started for this command: shell state and background processes were lost.
 	Restarted bool `json:"restarted,omitempty"`
 	// RestartReason says why the old container was gone, when known.
-	RestartReason string `json:"restartReason,omitempty"`
+	RestartReason string `json:"restart_reason,omitempty"`
 	// Background lists processes the command started that are still running
 	// after its main process exited (`server &`).
 	Background []Process `json:"background,omitempty"`

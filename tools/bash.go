@@ -97,16 +97,16 @@ type BashDetails struct {
 	// How the command ended; nil when it did not run.
 	*sandbox.ExecResult
 	// LogPath is the full, cleaned output; LogDroppedBytes were past its cap.
-	LogPath         string `json:"logPath,omitempty"`
-	LogDroppedBytes int64  `json:"logDroppedBytes,omitempty"`
+	LogPath         string `json:"log_path,omitempty"`
+	LogDroppedBytes int64  `json:"log_dropped_bytes,omitempty"`
 	// Truncated is set when the model's view left lines out.
 	Truncated   bool   `json:"truncated,omitempty"`
-	OmitLines   int64  `json:"omitLines,omitempty"`
-	OmitBytes   int64  `json:"omitBytes,omitempty"`
-	TotalLines  int64  `json:"totalLines,omitempty"`
-	TotalBytes  int64  `json:"totalBytes,omitempty"`
-	RawBytes    int64  `json:"rawBytes,omitempty"`
-	TimeoutNote string `json:"timeoutNote,omitempty"`
+	OmitLines   int64  `json:"omit_lines,omitempty"`
+	OmitBytes   int64  `json:"omit_bytes,omitempty"`
+	TotalLines  int64  `json:"total_lines,omitempty"`
+	TotalBytes  int64  `json:"total_bytes,omitempty"`
+	RawBytes    int64  `json:"raw_bytes,omitempty"`
+	TimeoutNote string `json:"timeout_note,omitempty"`
 }
 
 func (s *Session) classify(command string) policy.Verdict {
