@@ -89,27 +89,32 @@ func planEdit(content []byte, oldText, newText string, all bool) (editPlan, *mat
 	crlf := isCRLF(body)
 	repl := toEOL(newText, crlf)
 
-	cands := []string{toEOL(oldText, crlf)}
-	if cands[0] != oldText {
-		cands = append(cands, oldText)
+	// The exact text, and the text with the file's line endings: a model
+	// writes "\n" whatever the file uses. Both count, so that in a file with
+	// mixed line endings neither spelling silently picks one occurrence out of
+	// several.
+	cands := []string{oldText}
+	if c := toEOL(oldText, crlf); c != oldText {
+		cands = append(cands, c)
 	}
+	var spans []span
 	for _, c := range cands {
-		if c == "" {
-			continue
+		for _, j := range findAll(body, []byte(c), !all) {
+			spans = append(spans, span{start + j, start + j + len(c)})
 		}
-		idx := findAll(body, []byte(c), !all)
-		if len(idx) == 0 {
-			continue
+	}
+	if len(spans) > 0 {
+		sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+		if len(spans) > 1 && !all {
+			starts := make([]int, len(spans))
+			for i, s := range spans {
+				starts[i] = s.start - start
+			}
+			return editPlan{}, &matchFailure{count: len(spans), lines: lineNumbers(content, start, starts)}
 		}
-		if len(idx) > 1 && !all {
-			return editPlan{}, &matchFailure{count: len(idx), lines: lineNumbers(content, start, idx)}
-		}
-		spans := make([]span, len(idx))
-		for i, j := range idx {
-			spans[i] = span{start + j, start + j + len(c)}
-		}
-		if c == repl {
-			return editPlan{}, &matchFailure{count: len(idx), unchanged: true}
+		spans = disjoint(spans)
+		if unchanged(content, spans, repl) {
+			return editPlan{}, &matchFailure{count: len(spans), unchanged: true}
 		}
 		return apply(content, spans, repl, crlf), nil
 	}
@@ -121,33 +126,34 @@ func planEdit(content []byte, oldText, newText string, all bool) (editPlan, *mat
 		return editPlan{}, &matchFailure{similar: sim, differs: differs}
 	}
 	nBody, _ := normalize(body, true)
-	idx := findAll(nBody.out, nOld.out, !all)
-	if len(idx) == 0 {
+	// Every occurrence, overlapping ones too; one that starts or ends inside a
+	// replaced character (one dot of an ellipsis) is no occurrence: it has no
+	// span of the original of its own.
+	spans = nil
+	for _, j := range findAll(nBody.out, nOld.out, true) {
+		if s, ok := nBody.span(j, j+len(nOld.out)); ok {
+			spans = append(spans, span{start + s.start, start + s.end})
+		}
+	}
+	if len(spans) == 0 {
 		sim, differs := similarLines(content, oldText)
 		return editPlan{}, &matchFailure{similar: sim, differs: differs}
 	}
-	spans := make([]span, len(idx))
-	for i, j := range idx {
-		spans[i] = span{start + nBody.startOf(j), start + nBody.endOf(j+len(nOld.out)-1)}
-	}
-	if len(idx) > 1 && !all {
+	if len(spans) > 1 && !all {
 		starts := make([]int, len(spans))
 		for i, s := range spans {
 			starts[i] = s.start - start
 		}
-		return editPlan{}, &matchFailure{count: len(idx), lines: lineNumbers(content, start, starts), tolerant: true}
+		return editPlan{}, &matchFailure{count: len(spans), lines: lineNumbers(content, start, starts), tolerant: true}
 	}
+	spans = disjoint(spans)
 	kinds := oldKinds
 	for _, s := range spans {
 		_, k := normalize(content[s.start:s.end], false)
 		kinds |= k
 	}
-	same := true
-	for _, s := range spans {
-		same = same && string(content[s.start:s.end]) == repl
-	}
-	if same {
-		return editPlan{}, &matchFailure{count: len(idx), unchanged: true, tolerant: true}
+	if unchanged(content, spans, repl) {
+		return editPlan{}, &matchFailure{count: len(spans), unchanged: true, tolerant: true}
 	}
 	p := apply(content, spans, repl, crlf)
 	p.tolerant = true
@@ -176,6 +182,29 @@ func findAll(hay, needle []byte, overlap bool) []int {
 		}
 	}
 	return idx
+}
+
+// disjoint keeps the spans, sorted by start, that do not overlap one kept
+// before them: replaceAll replaces "aa" in "aaa" once.
+func disjoint(spans []span) []span {
+	out := spans[:1]
+	for _, s := range spans[1:] {
+		if s.start >= out[len(out)-1].end {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// unchanged reports whether replacing every span of content with repl would
+// leave content as it is.
+func unchanged(content []byte, spans []span, repl string) bool {
+	for _, s := range spans {
+		if string(content[s.start:s.end]) != repl {
+			return false
+		}
+	}
+	return true
 }
 
 // lineNumbers turns offsets (relative to content[base:]) into 1-based lines.
@@ -286,6 +315,19 @@ func (nz *normalized) endOf(n int) int {
 	return s.o + n - s.n + 1
 }
 
+// span maps the normalized bytes [from, to) back to the original. It fails
+// when the range starts or ends inside a replaced character: "..." matched
+// within an ellipsis has no original bytes of its own.
+func (nz *normalized) span(from, to int) (span, bool) {
+	if s := nz.segAt(from); s.replaced && s.n != from {
+		return span{}, false
+	}
+	if s := nz.segAt(to - 1); s.replaced && s.n+s.nlen != to {
+		return span{}, false
+	}
+	return span{nz.startOf(from), nz.endOf(to - 1)}, true
+}
+
 func (nz *normalized) segAt(n int) seg {
 	i := sort.Search(len(nz.segs), func(i int) bool { return nz.segs[i].n+nz.segs[i].nlen > n })
 	return nz.segs[i]
@@ -326,7 +368,8 @@ func normalize(b []byte, trimEnd bool) (normalized, normKind) {
 			lineEnd, next = pos+nl, pos+nl+1
 		}
 		body := lineEnd
-		if body > pos && b[body-1] == '\r' && nl >= 0 {
+		crlf := body > pos && b[body-1] == '\r' && nl >= 0
+		if crlf {
 			body--
 			kinds |= kindEOL
 		}
@@ -338,7 +381,11 @@ func normalize(b []byte, trimEnd bool) (normalized, normKind) {
 			body = pos + trimmed
 		}
 		kinds |= normLine(&nz, b, pos, body)
-		if nl >= 0 {
+		switch {
+		case crlf:
+			// "\r\n" maps as one: a match never takes or leaves half of it.
+			nz.replace(lineEnd-1, 2, "\n")
+		case nl >= 0:
 			nz.keep(lineEnd, b[lineEnd:next])
 		}
 		pos = next

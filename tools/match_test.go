@@ -55,6 +55,24 @@ func TestPlanEdit(t *testing.T) {
 			want: "keep \u201cthis\u201d\nfixed\nkeep \u2014\n", tolerant: true, normalized: []string{"trailing whitespace", "Unicode quotes"}},
 		{name: "tolerant twice refused", content: "\u201cx\u201d\n\u201cx\u201d\n", old: `"x"`, new: "y", fail: true, failCount: 2, failLines: []int{1, 2}},
 		{name: "whitespace oldText not found", content: "a\n", old: "  ", new: "b", fail: true},
+		// An occurrence in the normalized text that starts or ends inside one
+		// replaced character has no original span: replaceAll once panicked on
+		// it, and a partial match replaced the whole ellipsis.
+		{name: "replaceAll inside an ellipsis", content: "wait\u2026\n", old: ".", new: "!", all: true, fail: true},
+		{name: "match ends inside an ellipsis", content: "wait\u2026done\n", old: "..done", new: "..finished", fail: true},
+		{name: "whole ellipsis matches", content: "wait\u2026done\n", old: "...done", new: "!", want: "wait!\n",
+			tolerant: true, normalized: []string{"ellipses"}},
+		{name: "replaceAll dashes", content: "x\u2014\u2014y\n", old: "-", new: "+", all: true, want: "x++y\n",
+			tolerant: true, normalized: []string{"Unicode dashes"}},
+		// A tolerant match that begins at a line break takes the whole CRLF,
+		// never leaving a lone "\r" before the replacement's own "\r\n".
+		{name: "tolerant match starts at a CRLF", content: "x  \r\nfoo\u201d\r\ny\r\n", old: "\nfoo\"", new: "\nbar",
+			want: "x  \r\nbar\r\ny\r\n", tolerant: true},
+		// With mixed line endings, oldText's own spelling and the file's both
+		// count: neither silently picks one of several occurrences.
+		{name: "mixed endings, CRLF oldText, also as LF", content: "a\r\nb\na\nb\nc\nd\n", old: "a\r\nb", new: "X", fail: true, failCount: 2, failLines: []int{1, 3}},
+		{name: "mixed endings, LF oldText, also as CRLF", content: "a\r\nb\r\na\nb\r\n", old: "a\nb", new: "X", fail: true, failCount: 2, failLines: []int{1, 3}},
+		{name: "mixed endings, replaceAll takes both", content: "a\r\nb\r\na\nb\r\n", old: "a\nb", new: "X", all: true, want: "X\r\nX\r\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,6 +176,8 @@ func FuzzEdit(f *testing.F) {
 	f.Add("aaaa", "aa", "a", true)
 	f.Add("a\nb\n", "b\n", "", false)
 	f.Add("\xff\xfe\x00", "\xfe", "\u2019", true)
+	f.Add("wait\u2026\n", ".", "!", true)
+	f.Add("x\r\nfoo\u201d\r\n", "\nfoo\"", "\nbar", false)
 	f.Fuzz(func(t *testing.T, content, old, new string, all bool) {
 		if old == "" || old == new {
 			return
