@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -113,6 +112,19 @@ func (t *terminal) Close() {
 }
 
 func (t *terminal) rune(r rune) {
+	if t.state != stGround {
+		switch r {
+		case '\n':
+			// No sequence spans a line break: a malformed or unterminated one
+			// must not swallow the line structure, or the rest of the output.
+			t.state = stGround
+			t.finish()
+			return
+		case 0x18, 0x1a: // CAN, SUB cancel a sequence
+			t.state = stGround
+			return
+		}
+	}
 	switch t.state {
 	case stEsc:
 		switch {
@@ -140,6 +152,8 @@ func (t *terminal) rune(r rune) {
 			if len(t.params) < 32 {
 				t.params = append(t.params, byte(r))
 			}
+		case r == 0x1b:
+			t.state = stEsc // a new sequence cuts this one short
 		default:
 			t.state = stGround // malformed: drop it
 		}
@@ -203,10 +217,7 @@ func (t *terminal) put(r rune) {
 // csi acts on the control sequences that change what a line shows; the others
 // (colours, cursor up, modes) are dropped.
 func (t *terminal) csi(final byte) {
-	n := 0
-	if len(t.params) > 0 {
-		n, _ = strconv.Atoi(string(t.params))
-	}
+	n := t.param()
 	switch final {
 	case 'K': // erase in line
 		switch n {
@@ -232,13 +243,35 @@ func (t *terminal) csi(final byte) {
 	t.col = min(t.col, maxLineBytes)
 }
 
+// param returns the first numeric parameter of the CSI sequence being read, 0
+// when there is none. It saturates past maxLineBytes, as no line is longer: a
+// program's "\x1b[99999999999999999999C" must not overflow the column.
+func (t *terminal) param() int {
+	n := 0
+	for _, c := range t.params {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = min(n*10+int(c-'0'), maxLineBytes+1)
+	}
+	return n
+}
+
 func (t *terminal) finish() {
 	end := len(t.line)
 	for end > 0 && (t.line[end-1] == ' ' || t.line[end-1] == '\t') {
 		end--
 	}
 	t.out = t.out[:0]
-	for _, r := range t.line[:end] {
+	// The line holds at most maxLineBytes characters; its bytes are capped too,
+	// so that a line of wide characters cannot crowd out the tail.
+	for i, r := range t.line[:end] {
+		if len(t.out)+utf8.RuneLen(r) > maxLineBytes {
+			for _, r := range t.line[i:end] {
+				t.dropped += utf8.RuneLen(r)
+			}
+			break
+		}
 		if r < utf8.RuneSelf {
 			t.out = append(t.out, byte(r))
 		} else {
@@ -312,7 +345,9 @@ func (tr *transcript) writeLog(line []byte) {
 		return
 	}
 	n := int64(len(line)) + 1
-	if tr.logBytes+n > tr.logMax {
+	// Past the cap everything is only counted, short lines too: the log is
+	// the output's start, never a start with holes.
+	if tr.logDropped > 0 || tr.logBytes+n > tr.logMax {
 		tr.logDropped += n
 		return
 	}

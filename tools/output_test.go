@@ -1,7 +1,10 @@
 package tools
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -138,4 +141,141 @@ func BenchmarkShapeFlood(b *testing.B) {
 			term.Write(chunk)
 		}
 	})
+}
+
+// TestTranscriptArithmetic: whatever the lines, what the model sees and what is
+// left out add up to the whole, in lines and in bytes, and the view stays
+// within the cap; output of exactly maxModelOutput bytes is shown whole.
+func TestTranscriptArithmetic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 200; round++ {
+		tr := &transcript{}
+		var all []string
+		n := rng.IntN(3000)
+		for i := 0; i < n; i++ {
+			var l string
+			switch rng.IntN(10) {
+			case 0:
+				l = ""
+			case 1:
+				l = strings.Repeat("w", rng.IntN(maxLineBytes))
+			default:
+				l = fmt.Sprintf("line %d %s", i, strings.Repeat("x", rng.IntN(80)))
+			}
+			all = append(all, l)
+			tr.addLine([]byte(l))
+		}
+		text := tr.text("/logs/x.log")
+		var wantBytes int64
+		for _, l := range all {
+			wantBytes += int64(len(l)) + 1
+		}
+		if tr.totalLines != int64(n) || tr.totalBytes != wantBytes {
+			t.Fatalf("round %d: totals %d lines %d bytes, want %d and %d", round, tr.totalLines, tr.totalBytes, n, wantBytes)
+		}
+		if tr.omitLines == 0 {
+			if text != strings.TrimRight(strings.Join(all, "\n"), "\n") {
+				t.Fatalf("round %d: nothing left out, yet the text differs from the output", round)
+			}
+			continue
+		}
+		head, tail := string(tr.head), string(tr.tail)
+		marker := fmt.Sprintf("[... %d lines (%s) left out; the full log is /logs/x.log ...]\n", tr.omitLines, byteSize(tr.omitBytes))
+		if text != strings.TrimRight(head+marker+tail, "\n") {
+			t.Fatalf("round %d: the text is not head, marker, tail", round)
+		}
+		shownLines := int64(strings.Count(head, "\n") + strings.Count(tail, "\n"))
+		shownBytes := int64(len(head) + len(tail))
+		if shownLines+tr.omitLines != tr.totalLines {
+			t.Errorf("round %d: %d lines shown + %d left out != %d", round, shownLines, tr.omitLines, tr.totalLines)
+		}
+		if shownBytes+tr.omitBytes != tr.totalBytes {
+			t.Errorf("round %d: %d bytes shown + %d left out != %d", round, shownBytes, tr.omitBytes, tr.totalBytes)
+		}
+		if shownBytes > maxModelOutput {
+			t.Errorf("round %d: %d bytes of output shown, over %d", round, shownBytes, maxModelOutput)
+		}
+		// The head is a prefix of the output, the tail a suffix.
+		whole := strings.Join(all, "\n") + "\n"
+		if !strings.HasPrefix(whole, head) || !strings.HasSuffix(whole, tail) || tail == "" {
+			t.Errorf("round %d: head or tail is not the output's own", round)
+		}
+	}
+
+	// Exactly at the cap: whole; one byte more: one line left out.
+	for _, extra := range []int{0, 1} {
+		tr := &transcript{}
+		line := strings.Repeat("z", 99) // 100 bytes with its newline
+		for i := 0; i < maxModelOutput/100-1; i++ {
+			tr.addLine([]byte(line))
+		}
+		tr.addLine([]byte(strings.Repeat("z", 99+extra)))
+		text := tr.text("x")
+		if got := tr.omitLines; got != int64(extra) {
+			t.Errorf("%d bytes of output: %d lines left out, want %d", maxModelOutput+extra, got, extra)
+		}
+		if extra == 0 && len(text) != maxModelOutput-1 {
+			t.Errorf("output of exactly %d bytes shown as %d", maxModelOutput, len(text))
+		}
+	}
+}
+
+// TestTerminalHostileSequences: sequences a program may print on purpose never
+// crash the terminal (a huge cursor move once overflowed the column and
+// panicked) and never let one line grow past maxLineBytes bytes.
+func TestTerminalHostileSequences(t *testing.T) {
+	tests := []struct {
+		name   string
+		chunks []string
+		want   []string
+	}{
+		{"huge cursor forward", []string{"abc\x1b[9999999999999999999Cx\n"}, []string{"abc … [line cut: 1 more bytes]"}},
+		{"huge cursor back", []string{"abc\x1b[99999999999999999999999999999Dx\n"}, []string{"xbc"}},
+		{"huge column", []string{"abc\x1b[9223372036854775807Gx\nok\n"}, []string{"abc … [line cut: 1 more bytes]", "ok"}},
+		{"huge erase", []string{"abc\x1b[99999999999999999999Kd\n"}, []string{"abcd"}},
+		{"negative looking", []string{"abc\x1b[-5Cx\n"}, []string{"abc x"}},
+		{"unterminated CSI ends at the line break", []string{"a\x1b[12;", "34", "\n", "b\n"}, []string{"a", "b"}},
+		{"CSI cut short by another", []string{"a\x1b[12\x1b[31mb\n"}, []string{"ab"}},
+		{"unterminated OSC ends at the line break", []string{"a\x1b]0;ti", "tle\nstill", "\x07b\n"}, []string{"a", "stillb"}},
+		{"OSC then a flood stays visible", []string{"\x1b]", strings.Repeat("out\n", 3)}, []string{"", "out", "out"}},
+		{"ESC at the end of a write", []string{"a\x1b", "[1mb\n"}, []string{"ab"}},
+		{"CR flood", []string{strings.Repeat("\r", 100_000) + "done\n"}, []string{"done"}},
+		{"C1 CSI as UTF-8 dropped", []string{"a\u009bb\n"}, []string{"ab"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := termLines(t, tt.chunks...)
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tt.want) {
+				t.Errorf("lines = %q, want %q", got, tt.want)
+			}
+		})
+	}
+
+	// A line of four-byte characters is cut at maxLineBytes bytes, not characters.
+	got := termLines(t, strings.Repeat("😀", maxLineBytes)+"\n")
+	if len(got) != 1 {
+		t.Fatalf("got %d lines", len(got))
+	}
+	body, marker, _ := strings.Cut(got[0], " … [line cut: ")
+	if len(body) > maxLineBytes || marker != fmt.Sprintf("%d more bytes]", 4*maxLineBytes-len(body)) {
+		t.Errorf("a line of %d bytes became %d bytes with marker %q", 4*maxLineBytes, len(body), marker)
+	}
+}
+
+// TestTranscriptLogCap: the log keeps the output's first lines up to the cap
+// and only counts the rest — a short line after a long one that did not fit is
+// not written either, so the log never has a hole.
+func TestTranscriptLogCap(t *testing.T) {
+	var buf bytes.Buffer
+	tr := &transcript{log: bufio.NewWriter(&buf), logMax: 20}
+	for _, l := range []string{"0123456789", "this line does not fit", "short", "x"} {
+		tr.addLine([]byte(l))
+	}
+	tr.log.Flush()
+	if got, want := buf.String(), "0123456789\n"; got != want {
+		t.Errorf("log = %q, want %q", got, want)
+	}
+	if tr.logBytes+tr.logDropped != tr.totalBytes {
+		t.Errorf("%d bytes logged + %d dropped != %d", tr.logBytes, tr.logDropped, tr.totalBytes)
+	}
 }
