@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"strings"
 	"syscall"
 )
@@ -114,6 +115,9 @@ func (s *Session) edit(ctx context.Context, p EditParams) (Result, error) {
 	if have != want {
 		return errorResult("Cannot edit %s: it changed since this session last read it (by the user, a formatter or a command). Read the file again to see its current content, then retry with exact oldText.", t.display), nil
 	}
+	if err := checkWritable(t.display, fi, "edit"); err != nil {
+		return resultOf(err)
+	}
 
 	plan, fail := planEdit(old, p.OldText, p.NewText, p.ReplaceAll)
 	if fail != nil {
@@ -156,6 +160,16 @@ func (s *Session) edit(ctx context.Context, p EditParams) (Result, error) {
 	return Result{Content: b.String(), Details: det}, nil
 }
 
+// checkWritable refuses to replace a file that no one may write (no write
+// bit in its mode): someone marked it read-only, and a rename over it would
+// succeed all the same. Root is refused too, whatever it may do.
+func checkWritable(display string, fi fs.FileInfo, verb string) error {
+	if fi.Mode().Perm()&0o222 != 0 {
+		return nil
+	}
+	return userErrorf("Cannot %s %s: it is read-only (mode %04o), so someone meant it not to change. The file is unchanged; ask the user whether it should be changed.", verb, display, fi.Mode().Perm())
+}
+
 // parentDir is the directory of a target, opened for one call.
 type parentDir struct {
 	root *os.Root
@@ -178,6 +192,15 @@ func (s *Session) openParent(t target, verb string) (parentDir, error) {
 	if _, ok := s.protect.identity(s.ws.root, fi, t.name(), nil); ok {
 		r.Close()
 		return parentDir{}, s.protect.error(t.display, verb)
+	}
+	if fi.Mode().Perm()&0o222 == 0 {
+		// Root could write in it; no one is meant to.
+		r.Close()
+		where := "its directory " + path.Dir(t.display)
+		if t.dir() == "." {
+			where = "the workspace root"
+		}
+		return parentDir{}, userErrorf("Cannot %s %s: %s is read-only (mode %04o), so no file in it is meant to change. Nothing was changed; ask the user.", verb, t.display, where, fi.Mode().Perm())
 	}
 	return parentDir{root: r, info: fi}, nil
 }

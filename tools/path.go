@@ -175,11 +175,46 @@ func (ws *workspace) resolve(p string) (target, error) {
 	if rel == ".." || strings.HasPrefix(rel, "../") {
 		return target{}, userErrorf("%s points outside the workspace. Only files inside the workspace can be used: give a path relative to the workspace root, without leading \"..\".", p)
 	}
+	if err := ws.checkExpansion(p, rel); err != nil {
+		return target{}, err
+	}
 	canon, exists, err := ws.realpath(rel)
 	if err != nil {
 		return target{}, err
 	}
 	return target{display: rel, canon: canon, key: ws.keyOf(canon), exists: exists}, nil
+}
+
+// checkExpansion refuses a path whose first component a shell would have
+// expanded — "~/x", "~user/x", "$HOME/x", "$lib/x" — when the workspace has no
+// such entry: the model meant the home directory or a variable, not a new
+// directory named "~" or "$HOME" in the workspace.
+func (ws *workspace) checkExpansion(p, rel string) error {
+	first, _, _ := strings.Cut(rel, "/")
+	if !strings.HasPrefix(first, "~") && !strings.HasPrefix(first, "$") {
+		return nil
+	}
+	if _, err := ws.root.Lstat(first); !errors.Is(err, fs.ErrNotExist) {
+		return nil // it exists: a name like any other
+	}
+	if first[0] == '~' {
+		return userErrorf("%s starts with %s, but paths are not expanded as a shell would: ~ is not the home directory here, and the home directory is outside the workspace. Give a path relative to the workspace root (%s).", p, first, ws.abs)
+	}
+	return userErrorf("%s starts with %s, but paths are not expanded as a shell would: variables and aliases are not replaced. Give the path relative to the workspace root (%s), as it is on disk.", p, first, ws.abs)
+}
+
+// checkNewName refuses to create a file whose path no one would type on
+// purpose: one with a control character (a line break or a tab copied into
+// the path) or with spaces around it. Existing files keep whatever names they
+// have.
+func checkNewName(p string) error {
+	if i := strings.IndexFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
+		return userErrorf("The path %q contains a control character (%q), so the file would get a name no one can type. Give the path without it.", p, p[i])
+	}
+	if strings.TrimSpace(p) != p {
+		return userErrorf("The path %q starts or ends with whitespace, so the file would get a name that looks like another. Give the path without it.", p)
+	}
+	return nil
 }
 
 // realpath resolves the symbolic links of rel, a clean relative path, one
@@ -287,6 +322,9 @@ func pathError(display string, err error) error {
 		return userErrorf("%s resolves outside the workspace (a path component changed into a symbolic link while it was used). Only files inside the workspace can be used.", display)
 	case errors.Is(err, syscall.ENAMETOOLONG):
 		return userErrorf("The path %s is too long.", display)
+	case errors.Is(err, syscall.ENXIO):
+		// Opening a socket, or a device without a driver.
+		return userErrorf("%s is a socket or a device, not a regular file; read, edit and write work on regular files.", display)
 	}
 	return fmt.Errorf("%s: %w", display, err)
 }

@@ -396,8 +396,13 @@ func guessType(head []byte) (kind string, textual bool) {
 	return ct, false
 }
 
-// shellQuote quotes s for a bash command line when it needs it.
+// shellQuote quotes s for a bash command line when it needs it. A path that
+// starts with "-" gets "./" before it, so that a program does not take it for
+// an option.
 func shellQuote(s string) string {
+	if strings.HasPrefix(s, "-") {
+		s = "./" + s
+	}
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
 	}) < 0 {

@@ -64,6 +64,11 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 	if _, ok := s.protect.lexical(t.canon); ok {
 		return resultOf(s.protect.error(t.display, "write"))
 	}
+	if !t.exists {
+		if err := checkNewName(p.Path); err != nil {
+			return resultOf(err)
+		}
+	}
 
 	release, err := s.queue.acquire(ctx, t.key)
 	if err != nil {
@@ -110,6 +115,9 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 		}
 		if _, ok := s.protect.identity(s.ws.root, dir.info, t.name(), oldInfo); ok {
 			return resultOf(s.protect.error(t.display, "write"))
+		}
+		if err := checkWritable(t.display, oldInfo, "overwrite"); err != nil {
+			return resultOf(err)
 		}
 		if s.opts.WritePolicy != AllowOverwrite {
 			want, read := s.state.lookup(t.key)
