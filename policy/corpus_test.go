@@ -100,3 +100,8 @@ func TestCorpusPublic(t *testing.T) { scoreCorpus(t, "corpus-public.jsonl", fals
 // TestCorpusOwn runs our own labelled commands, which must all get exactly
 // their label.
 func TestCorpusOwn(t *testing.T) { scoreCorpus(t, "cases.jsonl", true) }
+
+// TestCorpusRedteam runs a red-team set written without looking at our own
+// cases: ordinary development across ecosystems and bypass attempts. Every
+// command must get exactly its label.
+func TestCorpusRedteam(t *testing.T) { scoreCorpus(t, "redteam.jsonl", true) }

@@ -376,10 +376,11 @@ func checkYarn(w *walker, c *call) {
 	switch sub {
 	case "dlx":
 		w.command(c.sub(append([]field{lit("pnpx")}, rest...)))
-	case "exec", "node":
-		if sub == "exec" {
-			checkRunInner(w, c, "yarn", rest)
-		}
+	case "exec":
+		checkRunInner(w, c, "yarn", rest)
+	case "node":
+		// yarn node ARGS is node ARGS.
+		w.command(c.sub(append([]field{lit("node")}, rest...)))
 	case "create":
 		w.add(Confirm, "npx-download", "yarn create downloads and runs a create-* package; approval is needed", c.part)
 	case "workspace", "workspaces":

@@ -15,6 +15,7 @@ func registerChecks() {
 	registerNet()
 	registerDev()
 	registerSys()
+	registerRunners()
 }
 
 func registerSys() {
@@ -284,7 +285,13 @@ func registerSys() {
 			w.pathOp(opWrite, f, "ssh-keygen -f", "", false)
 		}
 	}})
-	reg("ssh-add ssh-agent", program{decision: Confirm, rule: "ssh-key", reason: "%s loads keys into the SSH agent; approval is needed", exempt: true})
+	reg("ssh-add", program{decision: Confirm, rule: "ssh-key", reason: "%s loads keys into the SSH agent; approval is needed", exempt: true})
+	reg("ssh-agent", program{decision: Confirm, rule: "ssh-key", reason: "%s starts an SSH agent that holds keys; approval is needed", exempt: true, check: func(w *walker, c *call) {
+		// ssh-agent CMD runs CMD with the agent.
+		if inner := w.unwrap("ssh-agent", c.argv); len(inner) > 0 {
+			w.command(c.sub(inner))
+		}
+	}})
 	reg("open xdg-open gio gnome-open kde-open sensible-browser x-www-browser www-browser firefox chromium chromium-browser google-chrome start explorer.exe", program{decision: Confirm, rule: "open", reason: "%s opens a file, URL or program outside the terminal; approval is needed", exempt: true})
 	reg("osascript", program{decision: Confirm, rule: "inline-code", reason: "osascript runs AppleScript, which can control other applications; approval is needed", check: checkInterpreter})
 	// AI agents: another agent's actions are invisible to this policy.

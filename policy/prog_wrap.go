@@ -17,51 +17,82 @@ var wrapperSpecs = map[string]struct {
 	sp   optSpec
 	skip int // operands of the wrapper's own before the command (timeout's duration)
 }{
-	"nohup":           {spec(""), 0},
-	"nice":            {spec("n", "--adjustment"), 0},
-	"ionice":          {spec("cnpPu", "--class", "--classdata", "--pid", "--pgid", "--uid"), 0},
-	"timeout":         {spec("sk", "--signal", "--kill-after"), 1},
-	"gtimeout":        {spec("sk", "--signal", "--kill-after"), 1},
-	"time":            {spec("fo", "--format", "--output"), 0},
-	"command":         {spec(""), 0},
-	"builtin":         {spec(""), 0},
-	"exec":            {spec("a"), 0},
-	"stdbuf":          {spec("ioe", "--input", "--output", "--error"), 0},
-	"chrt":            {spec(""), 1},
-	"taskset":         {spec(""), 1},
-	"setsid":          {spec(""), 0},
-	"unbuffer":        {spec(""), 0},
-	"caffeinate":      {spec("tw"), 0},
-	"xvfb-run":        {spec("nsfe", "--server-num", "--server-args", "--auth-file", "--error-file"), 0},
-	"strace":          {spec("eoOpPsSuXIabE"), 0},
-	"ltrace":          {spec("eoOpPsSuXIabEAnlL"), 0},
-	"catchsegv":       {spec(""), 0},
-	"valgrind":        {spec(""), 0},
-	"firejail":        {spec(""), 0},
-	"proxychains":     {spec("f"), 0},
-	"proxychains4":    {spec("f"), 0},
-	"torsocks":        {spec(""), 0},
-	"tsocks":          {spec(""), 0},
-	"cpulimit":        {spec("lpe", "--limit", "--pid", "--exe"), 0},
-	"systemd-inhibit": {spec("", "--what", "--who", "--why", "--mode"), 0},
-	"dbus-launch":     {spec(""), 0},
-	"fakeroot":        {spec("ls"), 0},
-	"faketime":        {spec("f"), 1},
-	"cross-env":       {spec(""), 0},
-	"dotenv":          {spec("ec", "--e", "--c"), 0},
-	"with-contenv":    {spec(""), 0},
-	"then":            {spec(""), 0},
-	"retry":           {spec("tdm", "--times", "--delay"), 0},
-	"entr":            {spec(""), 0},
-	"parallel":        {spec("jPS", "--jobs"), 0},
-	"busybox":         {spec(""), 0},
-	"toybox":          {spec(""), 0},
-	"sem":             {spec("j", "--jobs", "--id"), 0},
-	"doas":            {spec("uC"), 0},
-	"sudo":            {spec("ugCDhprtTUc", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--command-timeout", "--other-user", "--login-class"), 0},
-	"pkexec":          {spec("", "--user"), 0},
-	"runuser":         {spec("ugG", "--user", "--group", "--supp-group"), 0},
-	"run0":            {spec("uD", "--user", "--chdir"), 0},
+	"nohup":               {spec(""), 0},
+	"nice":                {spec("n", "--adjustment"), 0},
+	"ionice":              {spec("cnpPu", "--class", "--classdata", "--pid", "--pgid", "--uid"), 0},
+	"timeout":             {spec("sk", "--signal", "--kill-after"), 1},
+	"gtimeout":            {spec("sk", "--signal", "--kill-after"), 1},
+	"time":                {spec("fo", "--format", "--output"), 0},
+	"command":             {spec(""), 0},
+	"builtin":             {spec(""), 0},
+	"exec":                {spec("a"), 0},
+	"stdbuf":              {spec("ioe", "--input", "--output", "--error"), 0},
+	"chrt":                {spec(""), 1},
+	"taskset":             {spec(""), 1},
+	"setsid":              {spec(""), 0},
+	"unbuffer":            {spec(""), 0},
+	"caffeinate":          {spec("tw"), 0},
+	"xvfb-run":            {spec("nsfe", "--server-num", "--server-args", "--auth-file", "--error-file"), 0},
+	"strace":              {spec("eoOpPsSuXIabE"), 0},
+	"ltrace":              {spec("eoOpPsSuXIabEAnlL"), 0},
+	"catchsegv":           {spec(""), 0},
+	"valgrind":            {spec(""), 0},
+	"firejail":            {spec(""), 0},
+	"proxychains":         {spec("f"), 0},
+	"proxychains4":        {spec("f"), 0},
+	"torsocks":            {spec(""), 0},
+	"tsocks":              {spec(""), 0},
+	"cpulimit":            {spec("lpe", "--limit", "--pid", "--exe"), 0},
+	"systemd-inhibit":     {spec("", "--what", "--who", "--why", "--mode"), 0},
+	"dbus-launch":         {spec(""), 0},
+	"fakeroot":            {spec("ls"), 0},
+	"faketime":            {spec("f"), 1},
+	"cross-env":           {spec(""), 0},
+	"dotenv":              {spec("ec", "--e", "--c"), 0},
+	"with-contenv":        {spec(""), 0},
+	"then":                {spec(""), 0},
+	"retry":               {spec("tdm", "--times", "--delay"), 0},
+	"entr":                {spec(""), 0},
+	"parallel":            {spec("jPS", "--jobs"), 0},
+	"busybox":             {spec(""), 0},
+	"toybox":              {spec(""), 0},
+	"sem":                 {spec("j", "--jobs", "--id"), 0},
+	"doas":                {spec("uC"), 0},
+	"sudo":                {spec("ugCDhprtTUc", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--command-timeout", "--other-user", "--login-class"), 0},
+	"pkexec":              {spec("", "--user"), 0},
+	"runuser":             {spec("ugG", "--user", "--group", "--supp-group"), 0},
+	"run0":                {spec("uD", "--user", "--chdir"), 0},
+	"sudo-rs":             {spec("ugCDhprtTUc", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--command-timeout", "--other-user", "--login-class"), 0},
+	"please":              {spec("crtudnpa", "--user", "--target", "--dir", "--group"), 0},
+	"pfexec":              {spec("P"), 0},
+	"ksu":                 {spec("nezacq"), 1},
+	"gosu":                {spec(""), 1},
+	"setuidgid":           {spec(""), 1},
+	"unshare":             {spec("SGRw", "--setuid", "--setgid", "--root", "--wd", "--propagation", "--setgroups"), 0},
+	"bwrap":               {spec(""), 0},
+	"proot":               {spec("rbwqkvRSip", "--rootfs", "--bind", "--mount", "--cwd", "--pwd", "--qemu", "--kernel-release", "--verbose"), 0},
+	"setpriv":             {spec("", "--reuid", "--regid", "--ruid", "--euid", "--rgid", "--egid", "--groups", "--inh-caps", "--ambient-caps", "--bounding-set", "--securebits", "--selinux-label", "--apparmor-profile", "--pdeathsig", "--landlock-access", "--landlock-rule"), 0},
+	"prlimit":             {spec("p", "--pid", "--output"), 0},
+	"numactl":             {spec("NmCipPw", "--cpunodebind", "--membind", "--physcpubind", "--interleave", "--preferred", "--preferred-many", "--weighted-interleave"), 0},
+	"dbus-run-session":    {spec("", "--config-file", "--dbus-daemon"), 0},
+	"rlwrap":              {spec("bCDefgHlOpPqsSwz"), 0},
+	"tini":                {spec("pe"), 0},
+	"dumb-init":           {spec("r", "--rewrite"), 0},
+	"chpst":               {spec("uUbe/nlLmdofpct"), 0},
+	"daemonize":           {spec("ceEoplu"), 0},
+	"chronic":             {spec(""), 0},
+	"ifne":                {spec(""), 0},
+	"eatmydata":           {spec(""), 0},
+	"nocache":             {spec("n"), 0},
+	"trickle":             {spec("udwtlLn"), 0},
+	"sshpass":             {spec("pfdP"), 0},
+	"setarch":             {spec(""), 1},
+	"linux32":             {spec(""), 0},
+	"linux64":             {spec(""), 0},
+	"ssh-agent":           {spec("aEtPO"), 0},
+	"flatpak-spawn":       {spec("", "--directory", "--env", "--forward-fd", "--unset-env", "--sandbox-expose", "--sandbox-expose-ro", "--sandbox-flag", "--app-path", "--usr-path"), 0},
+	"host-spawn":          {spec("", "--cwd", "--env"), 0},
+	"distrobox-host-exec": {spec(""), 0},
 }
 
 // unwrap returns the command a wrapper runs, or nil when name is not a
@@ -102,14 +133,55 @@ func (w *walker) unwrap(name string, argv []field) []field {
 		}
 		return args[i:]
 	case "parallel", "sem":
-		// parallel CMD ::: ARGS
-		p := parseArgs(args, ws.sp)
+		// parallel [OPTIONS] CMD ::: ARGS: the command ends at the first :::.
+		p := parseArgs(args, ws.sp.firstOperand())
 		for i, o := range p.ops {
-			if o.s == ":::" || o.s == "::::" {
+			if o.s == ":::" || o.s == "::::" || o.s == ":::+" || o.s == "::::+" {
 				return p.ops[:i]
 			}
 		}
 		return p.ops
+	case "bwrap":
+		// bwrap's options take zero, one or two values; the command follows.
+		for i := 0; i < len(args); i++ {
+			s := args[i].s
+			switch {
+			case s == "--":
+				return args[i+1:]
+			case bwrapTwo[s]:
+				i += 2
+			case bwrapOne[s]:
+				i++
+			case strings.HasPrefix(s, "--"):
+			default:
+				return args[i:]
+			}
+		}
+		return nil
+	case "prlimit":
+		for _, a := range args {
+			if hasShort(a.s, "p") || a.s == "--pid" || strings.HasPrefix(a.s, "--pid=") {
+				return nil // acts on a running process
+			}
+		}
+	case "setarch":
+		// setarch ARCH [OPTIONS] [CMD]
+		i := 0
+		for i < len(args) && isOpt(args[i].s) {
+			i++
+		}
+		i++
+		for i < len(args) && isOpt(args[i].s) {
+			if args[i].s == "--" {
+				i++
+				break
+			}
+			i++
+		}
+		if i >= len(args) {
+			return nil
+		}
+		return args[i:]
 	}
 	// Stop at the first operand: the wrapper's options come before it.
 	i := 0
@@ -140,6 +212,16 @@ func (w *walker) unwrap(name string, argv []field) []field {
 	}
 	return args[i:]
 }
+
+// bwrap's options that take two values, and those that take one.
+var (
+	bwrapTwo = set("--bind", "--bind-try", "--ro-bind", "--ro-bind-try", "--dev-bind", "--dev-bind-try", "--symlink",
+		"--setenv", "--file", "--bind-data", "--ro-bind-data", "--chmod", "--ro-overlay")
+	bwrapOne = set("--tmpfs", "--proc", "--dev", "--dir", "--chdir", "--unsetenv", "--uid", "--gid", "--hostname",
+		"--remount-ro", "--mqueue", "--seccomp", "--add-seccomp-fd", "--info-fd", "--json-status-fd", "--block-fd",
+		"--userns-block-fd", "--sync-fd", "--lock-file", "--exec-label", "--file-label", "--cap-add", "--cap-drop",
+		"--perms", "--size", "--args", "--userns", "--userns2", "--pidns", "--argv0", "--overlay-src", "--tmp-overlay")
+)
 
 // envCommand parses env's arguments: options, NAME=VALUE assignments, then the
 // command. -S splits a string into words.
@@ -237,11 +319,23 @@ func checkWrapper(w *walker, c *call) {
 	name := c.name
 	c.delegated = true
 	switch name {
-	case "sudo", "doas", "pkexec", "runuser", "run0":
+	case "sudo", "doas", "pkexec", "runuser", "run0", "sudo-rs", "please", "pfexec", "ksu", "gosu", "setuidgid":
 		w.add(Deny, "privilege", fmt.Sprintf("%s would run a command as root (or another user); privilege escalation is not allowed — run the command without %s, on files inside the workspace", name, name), c.part)
 		if inner := w.unwrap(name, c.argv); len(inner) == 0 {
 			return // sudo -s, sudo -i: a root shell
 		}
+	case "flatpak-spawn", "host-spawn", "distrobox-host-exec":
+		if name != "flatpak-spawn" || c.flag("", "--host") {
+			w.add(Deny, "sandbox-escape", name+" runs a command on the host, outside the sandbox; run the command here instead", c.part)
+		}
+	case "unshare", "bwrap", "proot", "setpriv":
+		w.add(Confirm, "namespaces", name+" runs a command with other namespaces, mounts, a different root or other privileges; run the command directly, or ask for approval", c.part)
+	case "chpst":
+		if c.flag("uU/") {
+			w.add(Deny, "privilege", "chpst -u or -/ runs a command as another user or under another root; privilege changes are not allowed", c.part)
+		}
+	case "daemonize":
+		w.add(Confirm, "persistence", "daemonize starts a daemon that outlives this session; run the command directly instead", c.part)
 	case "proxychains", "proxychains4", "torsocks", "tsocks":
 		w.add(Confirm, "network", name+" sends a program's connections through a proxy; approval is needed", c.part)
 	case "exec":
@@ -272,8 +366,46 @@ func checkWrapper(w *walker, c *call) {
 		return
 	}
 	if name == "parallel" || name == "sem" {
-		// parallel runs its command through a shell.
-		w.script(joinFields(inner), c.part)
+		// parallel runs its command through a shell, once for each argument
+		// after :::, which replaces {} or is appended (quoted).
+		cmd := joinFields(inner)
+		var vals []field
+		after, files := false, false
+		for _, a := range c.args() {
+			switch a.s {
+			case ":::", ":::+":
+				after, files = true, false
+				continue
+			case "::::", "::::+":
+				after, files = true, true
+				continue
+			}
+			if !after {
+				continue
+			}
+			if files {
+				a = field{s: unknown, raw: "(a line of " + a.show() + ")", dyn: true}
+			}
+			vals = append(vals, a)
+			if len(vals) >= 16 {
+				break
+			}
+		}
+		if len(vals) == 0 {
+			w.script(cmd, c.part)
+			return
+		}
+		for _, v := range vals {
+			arg := quoteArgs([]field{v})
+			if v.known() && (v.s == "~" || strings.HasPrefix(v.s, "~/")) {
+				arg = "~" + strings.TrimPrefix(quoteArgs([]field{lit(strings.TrimPrefix(v.s, "~"))}), "''")
+			}
+			if strings.Contains(cmd, "{}") {
+				w.script(strings.ReplaceAll(cmd, "{}", arg), c.part)
+			} else {
+				w.script(cmd+" "+arg, c.part)
+			}
+		}
 		return
 	}
 	w.command(c.sub(inner))
@@ -514,6 +646,24 @@ func checkInterpreter(w *walker, c *call) {
 				}
 				if args[0].s == "upgrade" {
 					w.add(Confirm, "package-install", name+" upgrade downloads a new version of "+name+"; approval is needed", c.part)
+				}
+				if args[0].s == "run" || args[0].s == "x" || name == "deno" && args[0].s == "test" {
+					// The program: the first operand after the options.
+					for _, a := range args[1:] {
+						if isOpt(a.s) {
+							continue
+						}
+						u := lower(a.s)
+						switch {
+						case strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "data:"):
+							w.add(Deny, "remote-code", fmt.Sprintf("%s %s runs code straight from the network (%s) without anyone reading it; download it, read it, then run it", name, args[0].s, a.show()), c.part)
+							return
+						case strings.HasPrefix(u, "npm:") || strings.HasPrefix(u, "jsr:"):
+							w.add(Confirm, "npx-download", fmt.Sprintf("%s %s downloads the package %s and runs it; add it to the project, or ask for approval", name, args[0].s, a.show()), c.part)
+							return
+						}
+						break
+					}
 				}
 				if name == "bun" && args[0].s == "run" && len(args) > 1 {
 					w.add(Allow, "build", "bun run runs a package.json script or a workspace file", c.part)

@@ -1,0 +1,254 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Programs that run commands given to them as strings or after their own
+// arguments, which are not plain wrappers: benchmark and watch tools,
+// debuggers, profilers, environment managers, daemon starters.
+
+func registerRunners() {
+	reg("srm wipe", program{decision: Allow, rule: "workspace-change", reason: "%s securely deletes files", check: checkRm})
+	reg("hyperfine", program{decision: Allow, rule: "build", reason: "hyperfine benchmarks commands; they are checked", check: checkHyperfine})
+	reg("nodemon", program{decision: Allow, rule: "build", reason: "nodemon runs a program again when files change", check: checkNodemon})
+	reg("pee", program{decision: Allow, rule: "text", reason: "pee feeds its input to commands; they are checked", check: checkPee})
+	reg("nix-shell", program{decision: Confirm, rule: "package-install", reason: "nix-shell builds an environment from packages it may fetch from the network; approval is needed", check: checkNixShell})
+	reg("gdb lldb", program{decision: Allow, rule: "build", reason: "%s debugs a program", check: checkDebugger})
+	reg("perf", program{decision: Allow, rule: "build", reason: "perf profiles a program", check: checkPerf})
+	reg("direnv", program{decision: Allow, rule: "info", reason: "direnv shows the environment of a directory", check: checkDirenv})
+	reg("aws-vault", program{decision: Confirm, rule: "cloud", reason: "aws-vault runs commands with cloud credentials; approval is needed", check: checkAwsVault})
+	reg("start-stop-daemon", program{decision: Confirm, rule: "persistence", reason: "start-stop-daemon starts or stops a daemon outside this session; approval is needed", check: checkStartStopDaemon})
+	reg("loginctl", program{decision: Confirm, rule: "service", reason: "loginctl manages login sessions; approval is needed", check: checkLoginctl})
+}
+
+// shellStrings classifies strings a program runs through a shell.
+func (w *walker) shellStrings(c *call, what string, strs []field) {
+	for _, s := range strs {
+		if !s.known() {
+			w.add(Confirm, "dynamic-command", fmt.Sprintf("%s runs a command computed at run time (%s); write it literally", what, s.show()), c.part)
+			continue
+		}
+		w.script(s.s, c.part)
+	}
+}
+
+func checkHyperfine(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("wrmMpcsSLPDuno", "--warmup", "--runs", "--min-runs", "--max-runs", "--prepare",
+		"--conclude", "--cleanup", "--setup", "--shell", "--parameter-list", "--parameter-scan", "--parameter-step-size",
+		"--time-unit", "--export-asciidoc", "--export-csv", "--export-json", "--export-markdown", "--export-orgmode",
+		"--command-name", "--output", "--input", "--style", "--sort"))
+	strs := append(p.values("-p", "--prepare", "-c", "--cleanup", "-s", "--setup", "--conclude"), p.ops...)
+	w.shellStrings(c, "hyperfine", strs)
+}
+
+func checkNodemon(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("xewiVd", "--exec", "--ext", "--watch", "--ignore", "--delay", "--signal", "--config"))
+	w.shellStrings(c, "nodemon --exec", p.values("-x", "--exec"))
+}
+
+func checkPee(w *walker, c *call) {
+	var strs []field
+	for _, a := range c.args() {
+		if !isOpt(a.s) {
+			strs = append(strs, a)
+		}
+	}
+	w.shellStrings(c, "pee", strs)
+}
+
+func checkNixShell(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("pAIE", "--run", "--command", "--packages", "--attr", "--include", "--expr", "--arg", "--argstr", "--option"))
+	w.shellStrings(c, "nix-shell --run", p.values("--run", "--command"))
+}
+
+// checkDebugger: gdb and lldb run commands given with -ex or -o; "shell" and "!"
+// run them through a shell, "python" and "script" run inline code; attaching to
+// a running process needs approval.
+func checkDebugger(w *walker, c *call) {
+	args := c.args()
+	for i := 0; i < len(args); i++ {
+		s := args[i].s
+		name, val, hasVal := strings.Cut(strings.TrimLeft(s, "-"), "=")
+		var cmd *field
+		switch name {
+		case "ex", "iex", "eval-command", "init-eval-command", "o", "one-line", "O", "one-line-before-file", "k", "one-line-on-crash":
+			if !isOpt(s) {
+				continue
+			}
+			if hasVal {
+				f := args[i]
+				f.s = val
+				cmd = &f
+			} else if i+1 < len(args) {
+				i++
+				cmd = &args[i]
+			}
+		case "x", "ix", "command", "init-command", "s", "source", "S", "source-before-file":
+			if isOpt(s) && !hasVal && i+1 < len(args) {
+				i++
+			}
+			if isOpt(s) {
+				w.add(Confirm, "inline-code", c.name+" "+s+" runs the debugger commands in a file, which can run shell commands; approval is needed", c.part)
+			}
+			continue
+		case "p", "pid", "attach-pid", "n", "attach-name":
+			if isOpt(s) {
+				w.add(Confirm, "debug-attach", c.name+" "+s+" attaches to a running process and can change what it does; approval is needed", c.part)
+			}
+			continue
+		case "args", "-":
+			if isOpt(s) || s == "--" {
+				if i+1 < len(args) {
+					w.command(c.sub(args[i+1:]))
+				}
+				return
+			}
+		}
+		if cmd == nil {
+			continue
+		}
+		if !cmd.known() {
+			w.add(Confirm, "dynamic-command", c.name+" "+s+" runs a debugger command computed at run time; write it literally", c.part)
+			continue
+		}
+		text := strings.TrimSpace(cmd.s)
+		word, rest, _ := strings.Cut(text, " ")
+		switch {
+		case strings.HasPrefix(text, "!"):
+			w.script(strings.TrimPrefix(text, "!"), c.part)
+		case word == "shell" || word == "sh":
+			w.script(rest, c.part)
+		case word == "platform" && strings.HasPrefix(strings.TrimSpace(rest), "shell"):
+			w.script(strings.TrimPrefix(strings.TrimSpace(rest), "shell"), c.part)
+		case word == "python" || word == "py" || word == "pi" || word == "script" || word == "guile" || word == "pipe" || strings.HasPrefix(text, "|"):
+			w.inlineCode(c, rest, c.name+" "+word)
+		}
+	}
+}
+
+func checkPerf(w *walker, c *call) {
+	args := c.args()
+	if len(args) == 0 {
+		return
+	}
+	switch args[0].s {
+	case "stat", "record", "trace", "top", "mem", "c2c", "kvm", "sched", "lock":
+	default:
+		return
+	}
+	p := parseArgs(args[1:], spec("eoptCFcGjmrIux", "--event", "--output", "--pid", "--tid", "--cpu", "--freq",
+		"--count", "--cgroup", "--call-graph", "--repeat", "--interval-print", "--uid", "--field-separator", "--mmap-pages").firstOperand())
+	if p.has("-p", "--pid", "-t", "--tid", "-u", "--uid") {
+		return
+	}
+	c.delegated = len(p.ops) > 0
+	if len(p.ops) > 0 {
+		w.command(c.sub(p.ops))
+	}
+}
+
+func checkDirenv(w *walker, c *call) {
+	args := c.args()
+	if len(args) == 0 {
+		return
+	}
+	switch args[0].s {
+	case "exec":
+		c.delegated = true
+		if len(args) > 2 {
+			w.command(c.sub(args[2:]))
+		}
+	case "allow", "permit", "grant":
+		w.add(Confirm, "persistence", "direnv allow lets the directory's .envrc run in every later shell that enters it; approval is needed", c.part)
+	}
+}
+
+func checkAwsVault(w *walker, c *call) {
+	args := c.args()
+	if len(args) == 0 || args[0].s != "exec" {
+		return
+	}
+	c.delegated = true
+	w.add(Confirm, "cloud", "aws-vault exec runs a command with the credentials of a cloud account; approval is needed", c.part)
+	rest := args[1:]
+	for i, a := range rest {
+		if a.s == "--" {
+			if i+1 < len(rest) {
+				w.command(c.sub(rest[i+1:]))
+			}
+			return
+		}
+	}
+	// aws-vault exec PROFILE [options] CMD...
+	i := 0
+	for i < len(rest) && isOpt(rest[i].s) {
+		i++
+	}
+	i++ // the profile
+	for i < len(rest) && isOpt(rest[i].s) {
+		i++
+	}
+	if i < len(rest) {
+		w.command(c.sub(rest[i:]))
+	}
+}
+
+func checkStartStopDaemon(w *walker, c *call) {
+	args := c.args()
+	var exe *field
+	var after []field
+	for i := 0; i < len(args); i++ {
+		s := args[i].s
+		if s == "--" {
+			after = args[i+1:]
+			break
+		}
+		name, val, hasVal := strings.Cut(s, "=")
+		switch name {
+		case "-x", "--exec", "-a", "--startas":
+			if hasVal {
+				f := args[i]
+				f.s = val
+				exe = &f
+			} else if i+1 < len(args) {
+				i++
+				f := args[i]
+				exe = &f
+			}
+		case "-c", "--chuid", "-u", "--user", "-g", "--group":
+			if name == "-c" || name == "--chuid" {
+				w.add(Deny, "privilege", "start-stop-daemon "+name+" runs the daemon as another user; privilege changes are not allowed", c.part)
+			}
+			if !hasVal {
+				i++
+			}
+		}
+	}
+	if exe != nil {
+		c.delegated = true
+		w.command(c.sub(append([]field{*exe}, after...)))
+	}
+}
+
+func checkLoginctl(w *walker, c *call) {
+	args := c.args()
+	for _, a := range args {
+		if isOpt(a.s) {
+			continue
+		}
+		switch a.s {
+		case "poweroff", "reboot", "halt", "suspend", "hibernate", "hybrid-sleep", "suspend-then-hibernate", "kexec":
+			w.add(Deny, "power", "loginctl "+a.s+" would stop or suspend the machine; never stop the machine — finish the task instead", c.part)
+		case "terminate-user", "kill-user", "terminate-session", "kill-session", "terminate-seat":
+			w.add(Deny, "kill", "loginctl "+a.s+" kills a whole login session, the user's other programs too; stop only the processes you started", c.part)
+		case "enable-linger":
+			w.add(Deny, "persistence", "loginctl enable-linger keeps the user's services running after logout, which is how persistence is installed; leave it alone", c.part)
+		case "list-sessions", "list-users", "list-seats", "session-status", "user-status", "seat-status", "show-session", "show-user", "show-seat":
+			w.add(Allow, "info", "loginctl "+a.s+" only shows sessions", c.part)
+		}
+		return
+	}
+	w.add(Allow, "info", "loginctl only lists sessions", c.part)
+}
