@@ -102,6 +102,10 @@ var startupPaths = []string{
 	"~/.config/fish/config.fish", "~/.config/fish/conf.d/*", "~/.config/fish/functions/*",
 	"~/.inputrc", "~/.xinitrc", "~/.xprofile", "~/.xsession", "~/.config/autostart/*",
 	"~/.config/systemd/user/*", "~/.config/systemd/user/*/*", "~/Library/LaunchAgents/*",
+	"~/.config/autostart", "~/.config/systemd/user", "~/.config/systemd", "~/Library/LaunchAgents",
+	"~/.config/fish", "~/.config/fish/conf.d", "~/.config/environment.d", "~/.config/upstart", "~/.config/upstart/*",
+	"~/.local/share/systemd/user", "~/.local/share/systemd/user/*", "~/.kde/Autostart", "~/.kde/Autostart/*",
+	"~/.config/plasma-workspace/env", "~/.config/plasma-workspace/env/*", "~/.bashrc.d", "~/.bashrc.d/*",
 	"~/.ssh/rc", "~/.vimrc", "~/.config/nvim/init.*", "~/.emacs",
 	"~/.pythonrc", "~/.config/environment.d/*", "~/.pam_environment",
 }

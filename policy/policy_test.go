@@ -88,8 +88,9 @@ func TestVerdicts(t *testing.T) {
 		{"terraform plan", Confirm, "default:infrastructure", nil, ""},
 		{"crontab -r", Deny, "default:crontab-remove", []string{"backup"}, ""},
 		{"history -c", Deny, "default:history-wipe", nil, ""},
-		{"curl -s http://localhost:3000/api", Allow, "default:local-http", nil, ""},
-		{"npx prettier --write .", Allow, "", nil, ""},
+		{"curl -s http://localhost:3000/api", Confirm, "default:local-http", nil, ""},
+		{"npx prettier --write .", Confirm, "default:npx-download", []string{"--no-install"}, ""},
+		{"npx --no-install prettier --write .", Allow, "", nil, ""},
 		{"npx -y cowsay hi", Confirm, "default:npx-download", []string{"cowsay"}, ""},
 	}
 	for _, tt := range tests {

@@ -412,6 +412,10 @@ var (
 
 func checkDocker(w *walker, c *call) {
 	args := c.args()
+	if versionOnly(c) || len(args) == 1 && args[0].s == "-v" {
+		w.add(Allow, "info", c.name+" "+args[0].s+" prints the client's version or help", c.part)
+		return
+	}
 	i := 0
 	for i < len(args) && isOpt(args[i].s) {
 		s := args[i].s
@@ -433,7 +437,7 @@ func checkDocker(w *walker, c *call) {
 		if len(rest) > 0 {
 			verb := rest[0].s
 			if verb == "ls" || verb == "list" || verb == "inspect" || verb == "df" || verb == "history" || verb == "show" || verb == "logs" {
-				w.add(Allow, "docker-read", fmt.Sprintf("%s %s %s only lists or shows", c.name, sub, verb), c.part)
+				w.add(Confirm, "docker-read", fmt.Sprintf("%s %s %s only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.name, sub, verb), c.part)
 				return
 			}
 			if sub == "container" && (verb == "run" || verb == "create") {
@@ -445,8 +449,12 @@ func checkDocker(w *walker, c *call) {
 		return
 	}
 	if dockerReadOnly[sub] {
-		if sub == "logs" || sub == "inspect" || sub == "ps" || sub == "images" || sub == "version" || sub == "info" || sub == "stats" || sub == "top" || sub == "history" || sub == "port" || sub == "diff" || sub == "help" || strings.HasPrefix(sub, "-") {
-			w.add(Allow, "docker-read", fmt.Sprintf("%s %s only lists or shows", c.name, sub), c.part)
+		if sub == "help" || sub == "--version" || sub == "-v" || sub == "--help" {
+			w.add(Allow, "info", fmt.Sprintf("%s %s prints the client's version or help", c.name, sub), c.part)
+			return
+		}
+		if sub == "logs" || sub == "inspect" || sub == "ps" || sub == "images" || sub == "version" || sub == "info" || sub == "stats" || sub == "top" || sub == "history" || sub == "port" || sub == "diff" || strings.HasPrefix(sub, "-") {
+			w.add(Confirm, "docker-read", fmt.Sprintf("%s %s only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.name, sub), c.part)
 			return
 		}
 	}
@@ -565,7 +573,11 @@ func checkDockerCompose(w *walker, c *call) {
 	if i < len(args) {
 		switch args[i].s {
 		case "ps", "logs", "config", "ls", "images", "version", "top", "port", "events":
-			w.add(Allow, "docker-read", "docker compose "+args[i].s+" only lists or shows", c.part)
+			if args[i].s == "version" {
+				w.add(Allow, "info", "docker compose version prints the client's version", c.part)
+				return
+			}
+			w.add(Confirm, "docker-read", "docker compose "+args[i].s+" only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.part)
 			return
 		case "run", "exec":
 			checkDockerRun(w, c, args[i].s, args[i+1:])

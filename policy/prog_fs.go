@@ -231,6 +231,27 @@ func checkLn(w *walker, c *call) {
 
 var setuidMode = regexp.MustCompile(`^(?:[0-7]?[2-7][0-7]{3}|.*[ugoa]*[+=][rwxXt]*s.*)$`)
 
+// setsUID reports whether a chmod mode sets the setuid bit itself (4755, u+s,
+// +s), not only setgid (2775, g+s: shared directories use it).
+func setsUID(mode string) bool {
+	if len(mode) == 4 && strings.Trim(mode, "01234567") == "" {
+		return (mode[0]-'0')&4 != 0
+	}
+	if len(mode) == 5 && strings.Trim(mode, "01234567") == "" {
+		return (mode[1]-'0')&4 != 0
+	}
+	for _, clause := range strings.Split(mode, ",") {
+		i := strings.IndexAny(clause, "+=")
+		if i < 0 || !strings.Contains(clause[i:], "s") {
+			continue
+		}
+		if who := clause[:i]; who == "" || strings.ContainsAny(who, "ua") {
+			return true
+		}
+	}
+	return false
+}
+
 func checkChmod(w *walker, c *call) {
 	c.judgedPaths = true
 	p := parseArgs(c.args(), spec("", "--reference", "--from"))
@@ -239,7 +260,11 @@ func checkChmod(w *walker, c *call) {
 		mode := ops[0]
 		ops = ops[1:]
 		if c.name == "chmod" && mode.known() && setuidMode.MatchString(mode.s) {
-			w.add(Confirm, "setuid", fmt.Sprintf("chmod %s sets the setuid or setgid bit, which lets a program run with its owner's rights; approval is needed", mode.s), c.part)
+			if setsUID(mode.s) {
+				w.add(Deny, "setuid", fmt.Sprintf("chmod %s sets the setuid bit, which makes a program run with its owner's rights, the way privileges are escalated; leave the mode bits alone", mode.s), c.part)
+			} else {
+				w.add(Confirm, "setuid", fmt.Sprintf("chmod %s sets the setgid bit, which lets a program run with its group's rights; approval is needed", mode.s), c.part)
+			}
 		}
 		if c.name != "chmod" && c.name != "setfacl" {
 			w.add(Confirm, "chown", c.name+" changes who owns files; approval is needed", c.part)

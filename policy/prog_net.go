@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"net/netip"
 	"path"
 	"strings"
 )
@@ -32,7 +33,13 @@ func registerNet() {
 	net("mail mailx sendmail mutt msmtp swaks", "network", "%s sends email; approval is needed", nil)
 	net("gh glab hub tea", "forge", "%s talks to the code host with the user's credentials; approval is needed", checkForge)
 	net("ssh-copy-id", "ssh", "ssh-copy-id installs a key on another machine; approval is needed", nil)
-	net("ngrok cloudflared localtunnel lt bore frpc chisel", "tunnel", "%s exposes this machine to the internet through a tunnel; approval is needed", nil)
+	net("ngrok cloudflared localtunnel lt bore frpc chisel inlets rathole zrok pinggy", "tunnel", "%s exposes this machine to the internet through a tunnel, a way in for anyone; do not open tunnels — ask the user to expose what they need", func(w *walker, c *call) {
+		if versionOnly(c) || len(c.args()) == 1 && (c.args()[0].s == "version" || c.args()[0].s == "help") {
+			w.add(Allow, "info", c.name+" "+c.args()[0].s+" prints its version or help", c.part)
+			return
+		}
+		w.add(Deny, "tunnel", c.name+" exposes this machine to the internet through a tunnel, a way in for anyone; do not open tunnels — ask the user to expose what they need", c.part)
+	})
 	reg("openssl", program{decision: Allow, rule: "crypto", reason: "openssl works on keys, certificates and data locally", check: checkOpenssl})
 	reg("wall write", program{decision: Confirm, rule: "message", reason: "%s writes to other users' terminals; approval is needed"})
 }
@@ -57,7 +64,10 @@ func isLocalURL(u string) bool {
 	case "localhost", "127.0.0.1", "0.0.0.0", "::1", "host.docker.internal":
 		return true
 	}
-	return strings.HasSuffix(lower(host), ".localhost") || strings.HasPrefix(host, "127.")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.IsLoopback() || ip.IsUnspecified()
+	}
+	return strings.HasSuffix(lower(host), ".localhost")
 }
 
 var curlSpec = spec("oTdFHuXAeKrbcwmxEyYzQtCUP",
@@ -66,9 +76,30 @@ var curlSpec = spec("oTdFHuXAeKrbcwmxEyYzQtCUP",
 	"--range", "--cookie", "--cookie-jar", "--write-out", "--max-time", "--proxy", "--cert", "--key",
 	"--url", "--output-dir", "--json", "--connect-timeout", "--retry", "--resolve", "--cacert", "--capath",
 	"--dump-header", "--trace", "--trace-ascii", "--stderr", "--netrc-file", "--oauth2-bearer", "--proxy-user",
-	"--variable", "--expand-url", "--limit-rate", "--interface", "--local-port", "--unix-socket", "--abstract-unix-socket")
+	"--variable", "--expand-url", "--limit-rate", "--interface", "--local-port", "--unix-socket", "--abstract-unix-socket",
+	"--preproxy", "--socks4", "--socks4a", "--socks5", "--socks5-hostname", "--connect-to", "--doh-url")
+
+// versionOnly reports whether a program is asked only for its version or help.
+func versionOnly(c *call) bool {
+	args := c.args()
+	if len(args) == 0 {
+		return false
+	}
+	for _, a := range args {
+		switch a.s {
+		case "--version", "-V", "--help", "-h", "--manual", "-M":
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 func checkCurl(w *walker, c *call) {
+	if versionOnly(c) {
+		w.add(Allow, "info", "curl "+c.args()[0].s+" prints curl's version or help", c.part)
+		return
+	}
 	p := parseArgs(c.args(), curlSpec)
 	urls := append(p.values("--url"), p.ops...)
 	local := len(urls) > 0
@@ -108,8 +139,11 @@ func checkCurl(w *walker, c *call) {
 	for _, f := range p.values("-K", "--config", "--netrc-file") {
 		w.add(Confirm, "download", "curl "+f.show()+" reads options or credentials from a file; approval is needed", c.part)
 	}
+	if len(p.values("-x", "--proxy", "--preproxy", "--socks4", "--socks4a", "--socks5", "--socks5-hostname", "--resolve", "--connect-to", "--doh-url")) > 0 {
+		local = false // the request goes elsewhere
+	}
 	if local {
-		w.add(Allow, "local-http", "curl talks to a server on this machine (the sandbox)", c.part)
+		w.add(Confirm, "local-http", "curl sends a request to a server on this machine; network requests need approval — run the server's tests, or ask", c.part)
 		return
 	}
 	if len(p.values("-d", "--data", "--data-binary", "--data-raw", "--data-ascii", "--data-urlencode", "-F", "--form", "--json")) > 0 {
@@ -203,6 +237,10 @@ var wgetSpec = spec("OoaPeiBtTwQUYlADRIXkH",
 	"--certificate", "--private-key", "--use-askpass")
 
 func checkWget(w *walker, c *call) {
+	if versionOnly(c) {
+		w.add(Allow, "info", "wget "+c.args()[0].s+" prints wget's version or help", c.part)
+		return
+	}
 	p := parseArgs(c.args(), wgetSpec)
 	local := len(p.ops) > 0
 	for _, u := range p.ops {
@@ -235,7 +273,7 @@ func checkWget(w *walker, c *call) {
 		w.programString(f, c.part, "wget --use-askpass")
 	}
 	if local {
-		w.add(Allow, "local-http", "wget talks to a server on this machine (the sandbox)", c.part)
+		w.add(Confirm, "local-http", "wget sends a request to a server on this machine; network requests need approval — run the server's tests, or ask", c.part)
 		return
 	}
 	target := "the network"

@@ -56,6 +56,9 @@ func registerSys() {
 		}
 	}})
 	reg("printenv", program{decision: Allow, rule: "info", reason: "printenv prints the environment", exempt: true, check: func(w *walker, c *call) {
+		if len(parseArgs(c.args(), spec("")).ops) == 0 {
+			w.envDump("printenv", c.part)
+		}
 		for _, a := range c.args() {
 			if secretVarName(a.s) {
 				w.add(Confirm, "secret-var", fmt.Sprintf("printenv %s prints what looks like a credential into the transcript; use it without printing it", a.s), c.part)
@@ -106,6 +109,9 @@ func registerSys() {
 			case "reboot", "halt":
 				w.add(Deny, "power", "launchctl reboot would restart the machine; never stop the machine", c.part)
 				return
+			case "load", "bootstrap", "enable", "submit":
+				w.add(Deny, "persistence", "launchctl "+a[0].s+" installs a job that starts on its own at every login, which is how persistence is installed; run what you need now, in this session", c.part)
+				return
 			}
 		}
 		w.add(Confirm, "persistence", "launchctl loads or changes services that run outside this session; approval is needed", c.part)
@@ -130,6 +136,9 @@ func registerSys() {
 	}})
 	reg("set", program{decision: Allow, rule: "shell-builtin", reason: "set changes shell options", exempt: true, check: func(w *walker, c *call) {
 		args := c.args()
+		if len(args) == 0 {
+			w.envDump("set", c.part)
+		}
 		// set -- a b c (or set a b c) sets the positional parameters.
 		for i, a := range args {
 			if a.s == "--" || i == 0 && !strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "+") {
@@ -373,8 +382,10 @@ func checkSystemctl(w *walker, c *call) {
 		"list-automounts", "list-paths", "is-active", "is-enabled", "is-failed", "is-system-running", "cat", "show", "help",
 		"get-default", "show-environment":
 		w.add(Allow, "info", "systemctl "+verb+" only shows services", c.part)
-	case "enable", "link", "preset", "preset-all", "set-default", "add-wants", "add-requires", "edit", "revert", "reenable":
-		w.add(Confirm, "persistence", "systemctl "+verb+" makes a service start on its own later; approval is needed", c.part)
+	case "enable", "link", "preset", "preset-all", "set-default", "add-wants", "add-requires", "reenable":
+		w.add(Deny, "persistence", "systemctl "+verb+" makes a service start on its own at every boot or login, which is how persistence is installed; run what you need now, in this session", c.part)
+	case "edit", "revert":
+		w.add(Confirm, "persistence", "systemctl "+verb+" changes how a service starts; approval is needed", c.part)
 	default:
 		w.add(Confirm, "service", "systemctl "+verb+" starts, stops or changes services; approval is needed", c.part)
 	}
@@ -390,7 +401,7 @@ func checkCrontab(w *walker, c *call) {
 	case p.has("-e"):
 		w.add(Confirm, "persistence", "crontab -e changes jobs that run later, outside this session; approval is needed", c.part)
 	default:
-		w.add(Confirm, "persistence", "crontab installs jobs that run later, outside this session; approval is needed", c.part)
+		w.add(Deny, "persistence", "crontab FILE replaces the user's whole crontab with jobs that run later, unwatched, which is how persistence is installed; run the commands now, in this session", c.part)
 		text := ""
 		if len(p.ops) == 0 || p.ops[0].s == "-" {
 			if c.stdin.hasText {

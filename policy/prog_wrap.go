@@ -429,6 +429,9 @@ func checkEnv(w *walker, c *call) {
 		w.add(Allow, "wrapper", "env -S splits a string into a command; that command is checked", c.part)
 	}
 	if len(inner) == 0 {
+		if !split {
+			w.envDump("env", c.part)
+		}
 		return
 	}
 	sub := c.sub(inner)
@@ -1078,7 +1081,7 @@ var npxLocal = set("tsc", "eslint", "prettier", "jest", "vitest", "mocha", "ts-n
 func checkNpx(w *walker, c *call) {
 	args := c.args()
 	valued := set("-p", "--package", "-c", "--call", "--registry", "--cache", "--userconfig", "-w", "--workspace", "--node-options", "--shell")
-	download := false
+	download, noInstall := false, false
 	var pkgs []string
 	i := 0
 	for ; i < len(args); i++ {
@@ -1098,6 +1101,8 @@ func checkNpx(w *walker, c *call) {
 		switch name {
 		case "-y", "--yes":
 			download = true
+		case "--no", "--no-install", "--offline":
+			noInstall = true
 		case "-p", "--package":
 			pkgs = append(pkgs, val)
 			download = true
@@ -1127,8 +1132,13 @@ func checkNpx(w *walker, c *call) {
 	if c.name == "pnpx" || strings.HasPrefix(c.name, "dlx") {
 		download = true
 	}
-	if !npxLocal[bare] || download || len(pkgs) > 0 {
+	switch {
+	case !npxLocal[bare] || download || len(pkgs) > 0:
 		w.add(Confirm, "npx-download", fmt.Sprintf("%s %s may download the package %s from the registry and run it; add it as a dev dependency and run it from node_modules/.bin, or ask for approval", c.name, pkg, bare), c.part)
+	case !noInstall:
+		// A tool the project usually has: npx still downloads a package of
+		// that name when it is not installed.
+		w.add(Confirm, "npx-download", fmt.Sprintf("%s %s runs %s from node_modules/.bin when the project has it, and otherwise downloads a package of that name from the registry; run npx --no-install %s (or ./node_modules/.bin/%s), or ask for approval", c.name, pkg, bare, bare, path.Base(bare)), c.part)
 	}
 	sub := make([]field, len(inner))
 	copy(sub, inner)

@@ -725,6 +725,23 @@ func (w *walker) declClause(c *syntax.DeclClause, part string) {
 	if c.Variant != nil {
 		variant = c.Variant.Value
 	}
+	if variant == "export" || variant == "declare" || variant == "typeset" {
+		// export, export -p, declare -x: every variable, printed.
+		dump := true
+		for _, a := range c.Args {
+			if a.Name != nil || a.Value == nil {
+				dump = false
+				break
+			}
+			if s := a.Value.Lit(); s != "-p" && s != "-x" && s != "-px" && s != "-xp" {
+				dump = false
+				break
+			}
+		}
+		if dump && (variant == "export" || len(c.Args) > 0) {
+			w.envDump(variant+" "+w.text(c), part)
+		}
+	}
 	for _, a := range c.Args {
 		w.substs(a.Value)
 		if a.Array != nil {
@@ -746,6 +763,11 @@ func (w *walker) declClause(c *syntax.DeclClause, part string) {
 		w.envVar(a.Name.Value, val, part, variant == "export")
 		w.setVar(a.Name.Value, varState{s: val.s, data: val.data, known: val.known() && a.Array == nil && !a.Append})
 	}
+}
+
+// envDump records a command that prints every environment variable.
+func (w *walker) envDump(what, part string) {
+	w.add(Confirm, "env-dump", fmt.Sprintf("%s prints every environment variable, credentials too, into the transcript; print only the variables you need (printenv PATH, echo \"$HOME\"), or ask for approval", strings.TrimSpace(what)), part)
 }
 
 // setArray remembers an array assigned literal elements: a=(rm -rf ~).
