@@ -79,6 +79,10 @@ type varState struct {
 	data  dataKind // what the value carries, when it came from a substitution
 	known bool
 	unset bool // known to be unset in the script: its environment value is not used
+	// alt is the value when the variables never set in the command are
+	// empty (D=${D:-/} is /), when that is known and differs.
+	alt    string
+	hasAlt bool
 }
 
 // walker classifies one command. It visits what bash would execute in the order
@@ -761,7 +765,9 @@ func (w *walker) declClause(c *syntax.DeclClause, part string) {
 		}
 		val := w.assignValue(a)
 		w.envVar(a.Name.Value, val, part, variant == "export")
-		w.setVar(a.Name.Value, varState{s: val.s, data: val.data, known: val.known() && a.Array == nil && !a.Append})
+		known := val.known() && a.Array == nil && !a.Append
+		w.setVar(a.Name.Value, varState{s: val.s, data: val.data, known: known,
+			alt: val.alt, hasAlt: val.hasAlt && !known && a.Array == nil && !a.Append})
 	}
 }
 
@@ -814,6 +820,7 @@ func (w *walker) assignValue(a *syntax.Assign) field {
 	f := fs[0]
 	for _, g := range fs[1:] {
 		f.s += " " + g.s
+		f.hasAlt = false
 	}
 	f.raw = w.text(a.Value)
 	return f
@@ -852,7 +859,9 @@ func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr, stdin data, part stri
 		}
 		if len(ce.Args) == 0 {
 			w.envVar(a.Name.Value, val, part, false)
-			w.setVar(a.Name.Value, varState{s: val.s, data: val.data, known: val.known() && a.Array == nil && !a.Append && a.Index == nil})
+			known := val.known() && a.Array == nil && !a.Append && a.Index == nil
+			w.setVar(a.Name.Value, varState{s: val.s, data: val.data, known: known,
+				alt: val.alt, hasAlt: val.hasAlt && !known && a.Array == nil && !a.Append && a.Index == nil})
 			continue
 		}
 		env = append(env, envAssign{a.Name.Value, val})

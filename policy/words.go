@@ -2,11 +2,13 @@ package policy
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/pattern"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -111,6 +113,20 @@ func (b *fieldBuilder) addUnset(quoted bool) {
 	} else {
 		b.pb.WriteString(unknown)
 	}
+	b.altDiffers = true
+}
+
+// addAlt adds an unknown value whose alternative (all never-set variables
+// empty) is known: ${x:-rm} is rm when x is not set.
+func (b *fieldBuilder) addAlt(alt string, quoted bool) {
+	b.started = true
+	b.sb.WriteString(unknown)
+	if quoted {
+		b.pb.WriteString(quoteGlob(unknown))
+	} else {
+		b.pb.WriteString(unknown)
+	}
+	b.ab.WriteString(alt)
 	b.altDiffers = true
 }
 
@@ -277,9 +293,20 @@ func (w *walker) resolvePart(b *fieldBuilder, p syntax.WordPart, quoted, first b
 		}
 		v, ok := w.param(p)
 		if !ok {
-			if _, assigned := w.vars[name]; !assigned && name != "" && p.Exp == nil && p.Slice == nil && !p.Excl && !p.Length && p.Index == nil && !w.positional(name) {
+			vs, assigned := w.vars[name]
+			plain := name != "" && p.Slice == nil && !p.Excl && !p.Length && p.Index == nil && p.Repl == nil && !w.positional(name)
+			switch {
+			case plain && !assigned && p.Exp == nil:
 				b.addUnset(quoted)
-			} else {
+			case plain && assigned && p.Exp == nil && vs.hasAlt:
+				b.addAlt(vs.alt, quoted)
+			case plain && !assigned && p.Exp != nil:
+				if alt, ok := w.unsetValue(p); ok {
+					b.addAlt(alt, quoted)
+				} else {
+					b.add(unknown, quoted)
+				}
+			default:
 				b.add(unknown, quoted)
 			}
 			if identityVar(name) {
@@ -599,6 +626,38 @@ func (w *walker) param(p *syntax.ParamExp) (string, bool) {
 				}
 			}
 			return "", false
+		case syntax.ErrorUnset, syntax.ErrorUnsetOrNull:
+			// ${x:?}: bash stops if x is empty; otherwise it is x.
+			return v, ok && (v != "" || p.Exp.Op == syntax.ErrorUnset)
+		case syntax.RemSmallSuffix, syntax.RemLargeSuffix, syntax.RemSmallPrefix, syntax.RemLargePrefix:
+			if !ok {
+				return "", false
+			}
+			if v == "~" || strings.HasPrefix(v, "~/") {
+				v = homeValue + v[1:]
+			}
+			if p.Param.Value == "PWD" && !strings.HasPrefix(v, "/") {
+				return "", false // the workspace's own path is not known
+			}
+			return w.trimPattern(v, p.Exp.Op, p.Exp.Word)
+		case syntax.UpperFirst, syntax.UpperAll, syntax.LowerFirst, syntax.LowerAll:
+			if !ok || p.Exp.Word != nil && p.Exp.Word.Lit() != "" && p.Exp.Word.Lit() != "?" {
+				return "", false
+			}
+			switch p.Exp.Op {
+			case syntax.UpperAll:
+				return strings.ToUpper(v), true
+			case syntax.LowerAll:
+				return strings.ToLower(v), true
+			}
+			if v == "" {
+				return v, true
+			}
+			r, size := utf8.DecodeRuneInString(v)
+			if p.Exp.Op == syntax.UpperFirst {
+				return strings.ToUpper(string(r)) + v[size:], true
+			}
+			return strings.ToLower(string(r)) + v[size:], true
 		case syntax.OtherParamOps:
 			return "", false
 		default:
@@ -606,6 +665,87 @@ func (w *walker) param(p *syntax.ParamExp) (string, bool) {
 		}
 	}
 	return v, ok
+}
+
+// unsetValue is what an expansion with an operator gives when its variable is
+// not set: the default word of ${x:-word}, nothing for ${x:+word} or ${x%pat}.
+func (w *walker) unsetValue(p *syntax.ParamExp) (string, bool) {
+	switch p.Exp.Op {
+	case syntax.DefaultUnset, syntax.DefaultUnsetOrNull, syntax.AssignUnset, syntax.AssignUnsetOrNull:
+		if p.Exp.Word == nil {
+			return "", true
+		}
+		fs := w.resolveParts(p.Exp.Word.Parts)
+		switch {
+		case len(fs) == 0:
+			return "", true
+		case len(fs) == 1 && fs[0].known():
+			return fs[0].s, true
+		case len(fs) == 1 && fs[0].hasAlt:
+			return fs[0].alt, true
+		}
+	case syntax.AlternateUnset, syntax.AlternateUnsetOrNull, syntax.RemSmallSuffix, syntax.RemLargeSuffix,
+		syntax.RemSmallPrefix, syntax.RemLargePrefix, syntax.UpperFirst, syntax.UpperAll, syntax.LowerFirst, syntax.LowerAll:
+		return "", true
+	}
+	return "", false
+}
+
+// trimPattern removes the shortest or longest prefix or suffix of v that
+// matches the shell pattern in word, as ${v%pat} and its kin do.
+func (w *walker) trimPattern(v string, op syntax.ParExpOperator, word *syntax.Word) (string, bool) {
+	if len(v) > 256 {
+		return "", false
+	}
+	pat := ""
+	if word != nil {
+		fs := w.resolveParts(word.Parts)
+		if len(fs) > 1 || len(fs) == 1 && !fs[0].known() {
+			return "", false
+		}
+		if len(fs) == 1 {
+			pat = fs[0].pat
+			if !fs[0].glob {
+				pat = pattern.QuoteMeta(fs[0].s, 0)
+			}
+		}
+	}
+	expr, err := pattern.Regexp(pat, pattern.EntireString)
+	if err != nil {
+		return "", false
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return "", false
+	}
+	n := len(v)
+	switch op {
+	case syntax.RemSmallSuffix:
+		for i := n; i >= 0; i-- {
+			if re.MatchString(v[i:]) {
+				return v[:i], true
+			}
+		}
+	case syntax.RemLargeSuffix:
+		for i := 0; i <= n; i++ {
+			if re.MatchString(v[i:]) {
+				return v[:i], true
+			}
+		}
+	case syntax.RemSmallPrefix:
+		for i := 0; i <= n; i++ {
+			if re.MatchString(v[:i]) {
+				return v[i:], true
+			}
+		}
+	case syntax.RemLargePrefix:
+		for i := n; i >= 0; i-- {
+			if re.MatchString(v[:i]) {
+				return v[i:], true
+			}
+		}
+	}
+	return v, true
 }
 
 // homeValue stands for the home directory where its text matters (a slice of
