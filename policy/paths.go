@@ -241,10 +241,27 @@ func (w *walker) classifyPath1(c string, f field) pathInfo {
 	if f.glob && info.class < pcAncestor {
 		// A pattern names every path it matches: test it against the
 		// credentials it could reach.
-		pat := w.canon(f.pat)
+		pat := goPattern(w.canon(f.pat))
 		for _, ex := range secretExamples {
 			if ok, _ := path.Match(pat, ex); ok {
 				return pathInfo{pcSecret, c, "credentials (" + c + " may match " + ex + ")"}
+			}
+		}
+		if strings.HasPrefix(pat, "~/") || strings.HasPrefix(pat, "/") {
+			for _, ex := range secretDirs {
+				if ok, _ := path.Match(pat, ex); ok {
+					return pathInfo{pcSecret, c, "credentials (" + c + " may match " + ex + ")"}
+				}
+			}
+			for _, ex := range historyPaths {
+				if ok, _ := path.Match(pat, ex); ok && !strings.ContainsAny(ex, "*?[") {
+					return pathInfo{pcHistory, c, "the shell history (" + c + " may match " + ex + ")"}
+				}
+			}
+			for _, ex := range startupPaths {
+				if ok, _ := path.Match(pat, ex); ok && !strings.ContainsAny(ex, "*?[") {
+					return pathInfo{pcStartup, c, c + ", which may match " + ex + ", a file that runs at every login or new shell"}
+				}
 			}
 		}
 	}
@@ -395,12 +412,33 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 	if glob && dir == "/" {
 		// /???: may match any top-level directory.
 		for _, d := range systemDirs {
-			if ok, _ := path.Match(c, d); ok {
+			if ok, _ := path.Match(goPattern(c), d); ok {
 				return pathInfo{pcSystem, c, c + ", which matches " + d}
 			}
 		}
 	}
 	return pathInfo{pcOutside, c, c + ", outside the workspace"}
+}
+
+// goPattern turns a bash pattern into one path.Match reads: bash negates a
+// bracket expression with ! as well as ^.
+func goPattern(p string) string {
+	if !strings.Contains(p, "[!") {
+		return p
+	}
+	var sb strings.Builder
+	for i := 0; i < len(p); i++ {
+		sb.WriteByte(p[i])
+		switch {
+		case p[i] == '\\' && i+1 < len(p):
+			i++
+			sb.WriteByte(p[i])
+		case p[i] == '[' && i+1 < len(p) && p[i+1] == '!':
+			sb.WriteByte('^')
+			i++
+		}
+	}
+	return sb.String()
 }
 
 func matchAny(c string, pats []string) bool {

@@ -629,7 +629,7 @@ func checkFind(w *walker, c *call) {
 		switch s {
 		case "-delete":
 			for _, r := range roots {
-				if w.pathOp(opDeleteTree, r, "find -delete", "", false) == Allow {
+				if !w.findDeleteDenied(r, "find -delete") {
 					w.add(Confirm, "find-delete", fmt.Sprintf("find -delete deletes every match under %s; approval is needed", r.show()), c.part)
 				}
 			}
@@ -656,7 +656,11 @@ func checkFind(w *walker, c *call) {
 				}
 				w.add(Allow, "find-exec", fmt.Sprintf("find %s runs %s on every match; that command is checked", s, sub[0].show()), c.part)
 				if deleters[path.Base(sub[0].s)] {
-					w.add(Confirm, "find-exec-delete", fmt.Sprintf("find %s %s deletes or destroys every file find matches under %s; approval is needed", s, sub[0].show(), r.show()), c.part)
+					// Whatever the filters, the matches may be anywhere under
+					// the root, as with -delete.
+					if !w.findDeleteDenied(r, "find "+s+" "+sub[0].show()) {
+						w.add(Confirm, "find-exec-delete", fmt.Sprintf("find %s %s deletes or destroys every file find matches under %s; approval is needed", s, sub[0].show(), r.show()), c.part)
+					}
 				}
 				w.command(c.sub(sub))
 				if !r.known() {
@@ -669,6 +673,17 @@ func checkFind(w *walker, c *call) {
 			}
 		}
 	}
+}
+
+// findDeleteDenied records a denial when find deletes matches under a root
+// whose tree must not be deleted (/, ~, a system directory), whatever the
+// filters: the matches may be anywhere under it.
+func (w *walker) findDeleteDenied(root field, actor string) bool {
+	if pathDecision(opDeleteTree, w.classifyPath(root).class) != Deny {
+		return false
+	}
+	w.pathOp(opDeleteTree, root, actor, "", false)
+	return true
 }
 
 // credentialName matches file names and patterns that look for credentials.

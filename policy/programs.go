@@ -59,6 +59,7 @@ func init() {
 		"pdftotext exiftool identify ffprobe mediainfo", pRead)
 	reg("ls ll la dir vdir exa eza lsd realpath readlink basename dirname pwd which whereis type stat test [ [[ "+
 		"echo printf true false : sleep yes seq date cal expr factor numfmt", program{decision: Allow, rule: "read-only", reason: "%s only prints", exempt: true})
+	reg("du tree", program{decision: Allow, rule: "read-only", reason: "%s lists files and their sizes", exempt: true})
 	reg("sort uniq cut tr paste join fold fmt column expand unexpand rev tsort shuf split csplit iconv dos2unix "+
 		"unix2dos colrm look fgrep egrep base64 basenc bc dc envsubst", pText)
 	reg("uname whoami id groups users who w hostname hostnamectl uptime free nproc lscpu lsblk lsusb lspci "+

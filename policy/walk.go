@@ -970,7 +970,7 @@ func (w *walker) dynamicName(c *call, name field) {
 	w.addS(Confirm, "dynamic-command", fmt.Sprintf("the program's name %s (%s), so the policy cannot tell what runs; write the command name literally", what, name.show()), c.part)
 	switch {
 	case name.glob:
-		pat := path.Base(name.pat)
+		pat := goPattern(path.Base(name.pat))
 		n := 0
 		for _, cand := range programNames() {
 			if ok, _ := path.Match(pat, cand); ok {
