@@ -310,6 +310,9 @@ func (w *walker) fileData(f field) data {
 	case "/etc/hostname", "/etc/machine-id", "/proc/sys/kernel/hostname", "/etc/hosts", "/proc/version":
 		return data{kind: dEnv}
 	}
+	if dotenvFile(c) {
+		return data{kind: dSecret | dFile}
+	}
 	switch w.classifyPath(f).class {
 	case pcSecret:
 		return data{kind: dSecret}
@@ -411,7 +414,7 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 	case downloaders[name]:
 		return data{kind: dDownload | stdin.kind&dShell}
 	case transformers[name]:
-		k := stdin.kind | argData
+		k := stdin.kind | argData | w.operandData(args)
 		if k == 0 {
 			k = dUnknown
 		}
@@ -421,7 +424,7 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		if k == 0 {
 			k = dFile
 		}
-		return data{kind: k | argData}
+		return data{kind: k | argData | w.operandData(args)}
 	case envDumps[name]:
 		return data{kind: dEnv}
 	case shells[name] || interpreters[name]:
@@ -430,6 +433,23 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		return data{kind: dFile}
 	}
 	return data{kind: dUnknown | argData}
+}
+
+// operandData is what the files named among a filter's or transformer's
+// operands carry that matters where it goes: credentials, the environment,
+// downloads (base64 .env, grep KEY ~/.aws/credentials).
+func (w *walker) operandData(args []field) dataKind {
+	var k dataKind
+	for i, a := range args {
+		if i >= 16 {
+			break
+		}
+		if isOpt(a.s) || !a.known() || a.s == "" {
+			continue
+		}
+		k |= w.fileData(a).kind & (dSecret | dEnv | dDownload)
+	}
+	return k
 }
 
 // hasEncodedEscape reports whether text holds escapes that spell characters by

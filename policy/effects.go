@@ -386,6 +386,9 @@ func (w *walker) envVar(name string, val field, part string, forCommand bool) {
 		name == "NODE_PATH" || name == "GIT_DIR" || name == "PERL5LIB" || name == "RUBYLIB":
 		return // common in builds and tests; their effects are checked where they matter
 	case injectionVars[name]:
+		if val.data&(dDownload|dDecoded) != 0 || val.known() && w.downloaded(w.canon(val.s)) {
+			w.addS(Deny, "remote-code", name+"="+val.show()+" makes programs load code downloaded or decoded in this command, unseen; download it to a file, read it, then decide", part)
+		}
 		w.addS(Confirm, "env-injection", name+" makes programs load code or settings of the command's choosing ("+name+"="+val.show()+"); run the program without it", part)
 		if name == "PROMPT_COMMAND" || name == "PS4" || name == "BASH_ENV" || name == "ENV" {
 			w.programString(val, part, name)

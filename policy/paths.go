@@ -441,6 +441,25 @@ func goPattern(p string) string {
 	return sb.String()
 }
 
+// dotenvFile reports whether a path is a project's environment file (.env,
+// .env.local, .env.production), which holds its API keys and passwords; the
+// examples and templates committed beside them do not.
+func dotenvFile(c string) bool {
+	b := path.Base(c)
+	if b == ".env" || b == ".envrc" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(b, ".env.")
+	if !ok {
+		return false
+	}
+	switch rest {
+	case "example", "sample", "template", "dist", "defaults", "default", "schema", "tpl", "example.local", "ci.example":
+		return false
+	}
+	return !strings.HasSuffix(rest, ".example") && !strings.HasSuffix(rest, ".sample") && !strings.HasSuffix(rest, ".template")
+}
+
 func matchAny(c string, pats []string) bool {
 	for _, p := range pats {
 		if p == c {

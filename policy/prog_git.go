@@ -176,6 +176,9 @@ func checkGit(w *walker, c *call) {
 			w.add(Confirm, "git-program-option", "git "+sub+" "+a.show()+" uses a transport that runs a command; use an ssh or https URL", c.part)
 			v := a
 			v.s = strings.TrimPrefix(strings.TrimPrefix(a.s, "ext::"), "fd::")
+			if strings.HasPrefix(a.s, "ext::") && v.known() {
+				v.s = gitExtCommand(v.s)
+			}
 			w.programString(v, c.part, "git ext:: transport")
 		}
 	}
@@ -303,6 +306,40 @@ func checkGit(w *walker, c *call) {
 		}
 		w.add(Confirm, "git-unknown", fmt.Sprintf("git %s is not a git command the policy knows; it may be an alias in the repository's configuration that runs a program — approval is needed", sub), c.part)
 	}
+}
+
+// gitExtCommand turns the command of git's ext:: transport into shell text:
+// arguments are separated by spaces, "% " is a space inside one, "%%" a
+// percent sign, and %s, %S, %G, %V stand for what git fills in.
+func gitExtCommand(s string) string {
+	var args []field
+	var cur strings.Builder
+	flush := func() {
+		if cur.Len() > 0 {
+			args = append(args, lit(cur.String()))
+			cur.Reset()
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == ' ':
+			flush()
+		case s[i] == '%' && i+1 < len(s):
+			i++
+			switch s[i] {
+			case ' ':
+				cur.WriteByte(' ')
+			case '%':
+				cur.WriteByte('%')
+			case 's', 'S':
+				cur.WriteString("git-upload-pack")
+			}
+		default:
+			cur.WriteByte(s[i])
+		}
+	}
+	flush()
+	return quoteArgs(args)
 }
 
 func checkGitConfig(w *walker, c *call, args []field) {

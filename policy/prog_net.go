@@ -385,6 +385,9 @@ func checkScp(w *walker, c *call) {
 	for _, src := range ops[:len(ops)-1] {
 		if !isRemote(src.s) {
 			w.pathOp(opCopy, src, actor(c), "", false)
+			if isRemote(dest.s) {
+				w.sendsDotenv(c, src)
+			}
 		}
 	}
 	if !isRemote(dest.s) {
@@ -431,6 +434,9 @@ func checkRsync(w *walker, c *call) {
 		for _, src := range ops[:len(ops)-1] {
 			if !isRemote(src.s) {
 				w.pathOp(opCopy, src, actor(c), "", false)
+				if isRemote(dest.s) {
+					w.sendsDotenv(c, src)
+				}
 			}
 		}
 		if !isRemote(dest.s) {

@@ -492,6 +492,9 @@ func checkGrep(w *walker, c *call) {
 		if d := w.pathOp(opRead, f, actor(c), "", false); d == Deny {
 			continue
 		}
+		if f.known() && dotenvFile(w.canon(f.s)) && !p.has("-l", "--files-with-matches", "-L", "--files-without-match", "-c", "--count", "-q", "--quiet") {
+			w.readDotenv(c, f)
+		}
 		if !recursive {
 			continue
 		}

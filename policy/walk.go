@@ -1165,6 +1165,15 @@ func (w *walker) generic(c *call) {
 				w.add(Deny, "exfil", fmt.Sprintf("%s would send %s, which holds the environment or credentials written earlier in the command; do not send them anywhere", c.name, cand.s), c.part)
 				break
 			}
+			if cand.known() && dotenvFile(w.canon(cand.s)) && cand.s != "" {
+				switch {
+				case c.network:
+					w.add(Deny, "exfil", fmt.Sprintf("%s would send %s, the project's secrets (API keys, passwords), over the network; never send credentials off the machine", c.name, cand.show()), c.part)
+				case c.name != "source" && c.name != "." && !p.exempt:
+					w.readDotenv(c, cand)
+				}
+				break
+			}
 			info := w.classifyPath(cand)
 			if info.class == pcSecret {
 				w.add(Deny, "secret-read", fmt.Sprintf("%s would read %s; credentials must not be read, copied or sent — ask the user if the task needs them", c.name, info.what), c.part)
@@ -1184,6 +1193,20 @@ func (w *walker) generic(c *call) {
 			w.add(Deny, "exfil", fmt.Sprintf("%s would send %s over the network; do not send the machine's environment or credentials anywhere", c.name, c.stdin.kind.String()), c.part)
 		}
 	}
+}
+
+// readDotenv records a program printing a project's environment file.
+func (w *walker) readDotenv(c *call, f field) {
+	w.add(Confirm, "read-dotenv", fmt.Sprintf("%s would print %s, the project's secrets (API keys, passwords), into the transcript; read .env.example instead, or ask for approval", c.name, f.show()), c.part)
+}
+
+// sendsDotenv denies sending a project's environment file to another machine.
+func (w *walker) sendsDotenv(c *call, f field) bool {
+	if !f.known() || !dotenvFile(w.canon(f.s)) {
+		return false
+	}
+	w.add(Deny, "exfil", fmt.Sprintf("%s would send %s, the project's secrets (API keys, passwords), to another machine; never send credentials off the machine", c.name, f.show()), c.part)
+	return true
 }
 
 // pathCandidates returns the paths an argument may name: the argument itself,
