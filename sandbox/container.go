@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -62,6 +61,7 @@ type Container struct {
 	dir         string   // where the next command starts
 	dirReset    bool     // the last command left dir outside the workspace
 	dead        []string // IDs of dead containers still to remove
+	git         gitGuard // what the current container may not change of the repository
 }
 
 var opportunisticGC sync.Once
@@ -482,62 +482,23 @@ func (c *Container) mounts() []mount.Mount {
 		{Type: mount.TypeBind, Source: ws, Target: ws},
 		{Type: mount.TypeBind, Source: c.cfg.Agent, Target: agentPath, ReadOnly: true},
 	}
-	gitDir, protected := gitProtected(ws)
-	if gitDir != "" {
-		// .git mounted on itself: a mount point cannot be renamed or removed,
-		// so a command cannot move the repository aside and put one with its
-		// own hooks in its place.
-		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: gitDir, Target: gitDir})
+	g := guardGit(ws, c.log)
+	c.mu.Lock()
+	c.git = g
+	c.mu.Unlock()
+	for _, d := range g.self {
+		// A repository directory mounted on itself: a mount point cannot be
+		// renamed or removed, so a command cannot move the repository aside
+		// and put one with its own hooks in its place.
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: d, Target: d})
 	}
-	for _, p := range protected {
+	for _, p := range g.readOnly {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
 	}
 	for _, p := range c.cfg.ReadOnlyMounts {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
 	}
 	return ms
-}
-
-// maxGitDirs bounds the submodule repositories whose hooks and config are
-// protected.
-const maxGitDirs = 64
-
-// gitProtected finds the workspace's repository (.git, a directory) and lists
-// the paths in it that a command must not change because git on the host would
-// run what they name: the hooks directory and the config (core.fsmonitor,
-// core.pager, aliases, ...), of the repository and of its submodules
-// (.git/modules/...). A missing hooks directory is created, as git init would,
-// so that it can be protected too. Symlinks are resolved; paths outside the
-// workspace are not visible inside anyway.
-func gitProtected(ws string) (gitDir string, protected []string) {
-	gitDir = filepath.Join(ws, ".git")
-	if fi, err := os.Lstat(gitDir); err != nil || !fi.IsDir() {
-		return "", nil
-	}
-	dirs := []string{gitDir}
-	filepath.WalkDir(filepath.Join(gitDir, "modules"), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() || len(dirs) >= maxGitDirs {
-			return fs.SkipDir
-		}
-		if fi, err := os.Stat(filepath.Join(p, "HEAD")); err == nil && fi.Mode().IsRegular() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	for _, dir := range dirs {
-		hooks := filepath.Join(dir, "hooks")
-		if _, err := os.Lstat(hooks); errors.Is(err, fs.ErrNotExist) {
-			os.Mkdir(hooks, 0o755)
-		}
-		for _, name := range []string{"hooks", "config"} {
-			p, err := filepath.EvalSymlinks(filepath.Join(dir, name))
-			if err != nil || !within(ws, p) {
-				continue
-			}
-			protected = append(protected, p)
-		}
-	}
-	return gitDir, protected
 }
 
 // commandEnv is the environment of every command: the image's, then a terminal
@@ -599,7 +560,10 @@ func (c *Container) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 	if conn.hello.InputWait && c.cfg.InputWait > 0 {
 		start.InputWaitMS = int(c.cfg.InputWait / time.Millisecond)
 	}
+	// What a background process planted since the last command goes first.
+	removed := c.sweepGit()
 	rr, err := conn.run(ctx, runParams{start: start, output: req.Output, timeout: req.Timeout})
+	res.Removed = append(removed, c.sweepGit()...)
 	res.Duration = time.Since(begin)
 	res.TimedOut, res.Canceled = rr.timedOut, rr.canceled
 	res.Dir, res.DirReset = dir, reset
@@ -672,6 +636,7 @@ func (c *Container) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer
 		stdin:  stdin,
 		resize: resize,
 	})
+	c.sweepGit()
 	if err != nil {
 		return -1, err
 	}
@@ -712,5 +677,17 @@ func (c *Container) Close(ctx context.Context) error {
 	for _, id := range ids {
 		errs = append(errs, c.remove(ctx, id))
 	}
+	// No process is left to plant anything after this.
+	c.sweepGit()
 	return errors.Join(errs...)
+}
+
+// sweepGit removes what commands planted in the workspace's repository that
+// would send git on the host elsewhere for its config and hooks; it returns
+// the workspace-relative paths removed.
+func (c *Container) sweepGit() []string {
+	c.mu.Lock()
+	g := c.git
+	c.mu.Unlock()
+	return g.sweep(c.log)
 }

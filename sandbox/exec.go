@@ -57,6 +57,10 @@ type ExecResult struct {
 	// Background lists processes the command started that are still running
 	// after its main process exited (`server &`).
 	Background []Process `json:"background,omitempty"`
+	// Removed lists the workspace-relative paths of files a command planted
+	// in the repository that would have sent git on the host elsewhere for
+	// its config and hooks (.git/commondir); they were deleted.
+	Removed []string `json:"removed,omitempty"`
 }
 
 // Process is a process still running in the sandbox.

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,5 +212,97 @@ func TestGitHooksAndConfigReadOnly(t *testing.T) {
 	// git log on a terminal does not wait in a pager.
 	if res, out := run(t, c, ExecRequest{Command: "git log", Timeout: time.Minute}); res.ExitCode != 0 || res.InputWait || !strings.Contains(out, "first") {
 		t.Errorf("git log: %+v %q", res, out)
+	}
+}
+
+// git on the host reads a repository's config and hooks from wherever the
+// repository's own files send it: a commondir, a submodule's .git file, a
+// linked worktree's directory, a submodule's repository moved aside. None of
+// these may let a command make git on the host run a program of its choice;
+// git add and commit still work.
+func TestGitCannotBeSentElsewhere(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on the host")
+	}
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	marks := t.TempDir() // planted programs would touch files here, on the host
+	other := t.TempDir() // a library repository and a linked worktree, outside
+	hostGit := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "protocol.file.allow=always", "-c", "user.name=u", "-c", "user.email=u@x"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	lib := filepath.Join(other, "lib")
+	os.Mkdir(lib, 0o755)
+	hostGit(lib, "init", "-q")
+	hostGit(lib, "commit", "-q", "--allow-empty", "-m", "lib")
+	hostGit(ws, "init", "-q")
+	hostGit(ws, "commit", "-q", "--allow-empty", "-m", "init")
+	hostGit(ws, "submodule", "add", "-q", lib, "lib")
+	hostGit(ws, "commit", "-q", "-m", "submodule")
+	hostGit(ws, "worktree", "add", "-q", filepath.Join(other, "wt"))
+
+	c := newSandbox(t, cfg)
+	if !hasTool(t, c, "git") {
+		t.Skip("no git in the image")
+	}
+	// A repository directory whose config runs a program on the host.
+	evil := fmt.Sprintf(`mkdir -p EVIL/objects EVIL/refs && echo 'ref: refs/heads/x' > EVIL/HEAD && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "touch %s/$$; false"\n' > EVIL/config`, marks)
+	plant := func(dir string) string { return strings.ReplaceAll(evil, "EVIL", dir) }
+	sh(t, c, plant(".git/evil")+" && "+plant("evil"))
+
+	// Planted redirections are removed when the command ends, and said.
+	for _, tt := range []struct{ cmd, path string }{
+		{"echo evil > .git/commondir", ".git/commondir"},
+		{"echo ../../evil > .git/modules/lib/commondir", ".git/modules/lib/commondir"},
+		{"echo '[core] fsmonitor = touch /x' > .git/config.worktree", ".git/config.worktree"},
+	} {
+		res, out := run(t, c, ExecRequest{Command: tt.cmd})
+		if res.ExitCode != 0 || !slices.Contains(res.Removed, tt.path) {
+			t.Errorf("%q: exit %d, removed %q: %s", tt.cmd, res.ExitCode, res.Removed, out)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, tt.path)); err == nil {
+			t.Errorf("%s is still there", tt.path)
+		}
+	}
+	// So is one a background process plants later, at the next command.
+	sh(t, c, "(sleep 0.2; echo evil > .git/commondir) >/dev/null 2>&1 &")
+	waitFor(t, time.Minute, "the background process planting .git/commondir", func() bool {
+		_, err := os.Lstat(filepath.Join(ws, ".git/commondir"))
+		return err == nil
+	})
+	if res, _ := run(t, c, ExecRequest{Command: "true"}); !slices.Contains(res.Removed, ".git/commondir") {
+		t.Errorf("the next command did not remove .git/commondir: %q", res.Removed)
+	}
+
+	// The rest cannot be changed at all.
+	for _, a := range []string{
+		"echo 'gitdir: ../evil' > lib/.git",
+		"mv .git/modules/lib .git/modules/lib-aside",
+		"echo ../../../evil > .git/worktrees/wt/commondir",
+		"echo " + filepath.Join(ws, "evil") + " > .git/worktrees/wt/gitdir",
+		"mv .git/worktrees .git/worktrees-aside",
+	} {
+		if res, out := run(t, c, ExecRequest{Command: a}); res.ExitCode == 0 {
+			t.Errorf("%q succeeded: %s", a, out)
+		}
+	}
+
+	// Ordinary git still works, submodule included.
+	out := sh(t, c, "echo hello > f && git add f && git commit -q -m first && git submodule status | wc -l && git status --porcelain | wc -l")
+	if out != "1\n1" { // the submodule; the untracked evil/
+		t.Errorf("git in the sandbox: %q", out)
+	}
+	hostGit(ws, "status")
+	hostGit(ws, "submodule", "status")
+	hostGit(filepath.Join(other, "wt"), "status")
+	if ents, _ := os.ReadDir(marks); len(ents) > 0 {
+		t.Errorf("git on the host ran a planted program (%d times)", len(ents))
 	}
 }

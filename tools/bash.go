@@ -302,6 +302,9 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		}
 		h.WriteString("\n")
 	}
+	if len(res.Removed) > 0 {
+		fmt.Fprintf(&h, "Removed from the repository: %s. A command may not send git elsewhere for its config and hooks: git on the host would run what they name.\n", strings.Join(res.Removed, ", "))
+	}
 	h.WriteString("\n")
 	if body == "" {
 		body = "(no output)"

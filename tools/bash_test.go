@@ -369,3 +369,25 @@ func TestBashLimits(t *testing.T) {
 		}
 	})
 }
+
+// A command cannot crash corral with what it prints, and what it plants in
+// the repository to send git on the host elsewhere is removed and said.
+func TestBashHostileCommand(t *testing.T) {
+	approve := ConfirmFunc(func(context.Context, ConfirmRequest) (bool, error) { return true, nil })
+	s, ws, _ := bashSession(t, nil, func(o *Options) { o.Confirmer = approve })
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Skipf("git init: %v %s", err, out)
+	}
+	// A cursor move past any line once overflowed the column and panicked.
+	r := bash(t, s, `printf 'abc\033[9999999999999999999Cx\n\033]0;unterminated\nnext\n'`, 0)
+	if _, body := splitResult(r); body != "abc … [line cut: 1 more bytes]\n\nnext" {
+		t.Errorf("body = %q", body)
+	}
+	r = bash(t, s, "echo /tmp/evil > .git/commondir", 0)
+	if h, _ := splitResult(r); !strings.Contains(h, "Removed from the repository: .git/commondir.") {
+		t.Errorf("header %q does not say .git/commondir was removed", h)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".git", "commondir")); err == nil {
+		t.Error(".git/commondir is still there")
+	}
+}
