@@ -202,7 +202,7 @@ func checkPackageManager(w *walker, c *call, name string) {
 		w.add(Confirm, "package-cache", fmt.Sprintf("%s cache %s deletes the package cache; approval is needed", name, next), c.part)
 	case sub == "config" && (next == "set" || next == "delete" || next == "edit" || next == "unset" || strings.Contains(strings.Join(fieldStrings(rest), " "), "--global")):
 		w.add(Confirm, "package-config", fmt.Sprintf("%s config %s changes the package manager's settings (registries, scripts); approval is needed", name, next), c.part)
-	case sub == "publish" || sub == "unpublish" || sub == "yank" || sub == "owner" || sub == "push":
+	case sub == "publish" || sub == "unpublish" || sub == "yank" || sub == "owner" || sub == "push" || strings.HasSuffix(sub, ".publish") || sub == "hex.owner" || sub == "hex.retire":
 		w.add(Confirm, "publish", fmt.Sprintf("%s %s publishes or changes a package on a registry; approval is needed", name, sub), c.part)
 	case pkgInstall[sub]:
 		w.add(Confirm, "package-install", fmt.Sprintf("%s %s fetches packages from the network and may run their install scripts; approval is needed", name, sub), c.part)

@@ -20,6 +20,7 @@ func registerRunners() {
 	reg("direnv", program{decision: Allow, rule: "info", reason: "direnv shows the environment of a directory", check: checkDirenv})
 	reg("aws-vault", program{decision: Confirm, rule: "cloud", reason: "aws-vault runs commands with cloud credentials; approval is needed", check: checkAwsVault})
 	reg("start-stop-daemon", program{decision: Confirm, rule: "persistence", reason: "start-stop-daemon starts or stops a daemon outside this session; approval is needed", check: checkStartStopDaemon})
+	registerPublishers()
 	reg("loginctl", program{decision: Confirm, rule: "service", reason: "loginctl manages login sessions; approval is needed", check: checkLoginctl})
 }
 
@@ -251,4 +252,84 @@ func checkLoginctl(w *walker, c *call) {
 		return
 	}
 	w.add(Allow, "info", "loginctl only lists sessions", c.part)
+}
+
+// publishers: programs whose subcommands (the words listed) publish the
+// project to a registry or a store, which others then download.
+var publishers = map[string][]string{
+	"twine":            {"upload", "register"},
+	"flit":             {"publish"},
+	"hatch":            {"publish"},
+	"pdm":              {"publish"},
+	"nuget":            {"push", "delete"},
+	"vsce":             {"publish", "unpublish"},
+	"ovsx":             {"publish"},
+	"goreleaser":       {"release", ""},
+	"changeset":        {"publish"},
+	"semantic-release": {""},
+	"release-it":       {""},
+	"np":               {""},
+	"lerna":            {"publish", "version"},
+	"sbt":              {"publish", "publishSigned", "release", "sonatypeBundleRelease"},
+	"dart":             {"pub publish"},
+	"flutter":          {"pub publish"},
+	"rake":             {"release", "release:*", "publish", "deploy"},
+	"swift":            {"package-registry publish"},
+	"pod":              {"trunk push", "repo push"},
+	"jf":               {"rt upload", "rt u", "npm-publish", "mvn-deploy"},
+	"ghr":              {""},
+}
+
+func registerPublishers() {
+	for name, verbs := range publishers {
+		base, known := programs[name]
+		if !known {
+			base = program{decision: Allow, rule: "build", reason: "%s builds or packages the project"}
+		}
+		prev, verbs := base.check, verbs
+		base.check = func(w *walker, c *call) {
+			if prev != nil {
+				prev(w, c)
+			}
+			checkPublish(w, c, verbs)
+		}
+		programs[name] = base
+	}
+}
+
+func checkPublish(w *walker, c *call, verbs []string) {
+	args := c.args()
+	for _, a := range args {
+		if a.s == "--dry-run" || a.s == "-n" && c.name == "semantic-release" || a.s == "--snapshot" || a.s == "--skip=publish" {
+			return
+		}
+	}
+	var words []string
+	for _, a := range args {
+		if !isOpt(a.s) {
+			words = append(words, a.s)
+		}
+	}
+	line := strings.Join(words, " ")
+	for _, v := range verbs {
+		ok := false
+		switch {
+		case v == "":
+			ok = len(words) == 0 || c.name == "goreleaser" && words[0] == "release"
+		case strings.HasSuffix(v, ":*"):
+			for _, wd := range words {
+				if strings.HasPrefix(wd, strings.TrimSuffix(v, "*")) {
+					ok = true
+				}
+			}
+		case strings.Contains(v, " "):
+			ok = line == v || strings.HasPrefix(line, v+" ")
+		default:
+			ok = contains(words, v) && (c.name == "rake" || c.name == "sbt" || len(words) > 0 && words[0] == v)
+		}
+		if ok {
+			w.add(Confirm, "publish", fmt.Sprintf("%s %s publishes the project to a registry or store, for others to download; approval is needed", c.name, strings.TrimSpace(line)), c.part)
+			return
+		}
+	}
 }
