@@ -404,6 +404,11 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		return out
 	case name == "tee" || name == "pv" || name == "buffer":
 		return stdin
+	case name == "mktemp":
+		if p := w.mktempPath(args); p != "" {
+			return literalData(p + "\n")
+		}
+		return data{kind: dUnknown}
 	case name == "ls" || name == "find" || name == "fd" || name == "fdfind" || name == "exa" || name == "eza":
 		return data{kind: dUnknown, names: listedNames(name, args)}
 	case name == "curl" || name == "wget":

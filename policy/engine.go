@@ -120,6 +120,7 @@ func (e *Engine) explain(command string, all bool) (ex Explanation) {
 	}
 	w := &walker{e: e, explain: all, top: command}
 	w.script(command, command)
+	w.runExitTraps(command)
 	return w.result()
 }
 

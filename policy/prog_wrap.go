@@ -968,7 +968,58 @@ func checkTrap(w *walker, c *call) {
 		w.add(Confirm, "trap-dynamic", "trap sets a handler computed at run time; write the handler literally", c.part)
 		return
 	}
+	exitOnly := true
+	for _, sig := range args[i+1:] {
+		if s := strings.ToUpper(sig.s); s != "EXIT" && s != "0" && s != "SIGEXIT" {
+			exitOnly = false
+		}
+	}
+	if exitOnly && w.depth == 1 && len(w.exitTraps) < 8 {
+		// It runs when the shell ends, with the variables as they are then.
+		w.exitTraps = append(w.exitTraps, h.s)
+		return
+	}
 	w.script(h.s, c.part)
+}
+
+// runExitTraps checks the handlers of trap ... EXIT as bash runs them: when
+// the shell ends.
+func (w *walker) runExitTraps(part string) {
+	traps := w.exitTraps
+	w.exitTraps = nil
+	for _, h := range traps {
+		w.script(h, part)
+	}
+}
+
+// mktempPath is the path mktemp prints: a fresh name in /tmp (or the directory
+// or template it is given).
+func (w *walker) mktempPath(args []field) string {
+	p := parseArgs(args, spec("p", "--tmpdir", "--suffix"))
+	dir, tmpl := "/tmp", "tmp.XXXXXXXXXX"
+	if len(p.ops) > 0 {
+		if !p.ops[0].known() {
+			return ""
+		}
+		tmpl = p.ops[0].s
+		if !p.has("-t", "-p", "--tmpdir") {
+			dir = ""
+		}
+	}
+	for _, d := range p.values("-p", "--tmpdir") {
+		if !d.known() {
+			return ""
+		}
+		dir = d.s
+	}
+	out := tmpl
+	if dir != "" && !strings.HasPrefix(tmpl, "/") {
+		out = strings.TrimSuffix(dir, "/") + "/" + tmpl
+	}
+	if strings.Contains(out, "..") || !strings.Contains(out, "XXX") {
+		return ""
+	}
+	return out
 }
 
 func checkWatch(w *walker, c *call) {

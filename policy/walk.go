@@ -115,6 +115,7 @@ type walker struct {
 	cwd       string                  // "" for the workspace; else a canonical path
 	written   map[string]dataKind     // files filled earlier in the command, and with what
 	scripts   map[string]string       // files written earlier with known text (cat > x.sh <<EOF)
+	exitTraps []string                // handlers of trap ... EXIT, run when the shell ends
 	paths     map[string]pathInfo     // classified paths
 	lastCall  *syntax.CallExpr        // the last simple command walked,
 	lastArgv  []field                 // and its argv, for the data it produces
