@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
@@ -30,7 +31,7 @@ const EditDescription = `Replace text in a file you have read in this session.
 - The file keeps its line endings (a CRLF file stays CRLF), byte-order mark, mode and final newline: write oldText and newText with plain "\n".
 - When oldText is not found, the error quotes the most similar lines of the current file with their numbers; correct oldText from them. A match that differs only in line endings, trailing spaces or typographic quotes, dashes and spaces is applied to that text alone, and the result says so.
 - Prefer edit to write for changes to an existing file; make several small edits rather than one huge one.
-- Protected paths (by default .git/hooks/, .git/config and .git/modules/) cannot be edited.`
+- Protected paths (by default git's hooks and config, and what points git elsewhere for them: .git/hooks/, .git/config, .git/modules/, .git/commondir, .git/config.worktree, .git/worktrees/, and the .git of every repository below the root) cannot be edited.`
 
 // maxEditBytes caps the files edit and write hold in memory. A larger file is
 // left to bash (sed, a script).
@@ -101,7 +102,7 @@ func (s *Session) edit(ctx context.Context, p EditParams) (Result, error) {
 	if err != nil {
 		return resultOf(err)
 	}
-	if _, ok := s.protect.identity(s.ws.root, dir.info, t.name(), fi); ok {
+	if _, ok := s.protect.identity(s.ws.root, dir.info, dir.path, t.name(), fi); ok {
 		return resultOf(s.protect.error(t.display, "edit"))
 	}
 	have := hashBytes(old)
@@ -174,6 +175,9 @@ func checkWritable(display string, fi fs.FileInfo, verb string) error {
 type parentDir struct {
 	root *os.Root
 	info fs.FileInfo // the directory as opened
+	// path is where the directory really is, relative to the workspace, as
+	// the kernel sees the opened directory; "" when it cannot tell.
+	path string
 }
 
 // openParent opens t's directory as a root of its own, so that what follows
@@ -189,7 +193,16 @@ func (s *Session) openParent(t target, verb string) (parentDir, error) {
 		r.Close()
 		return parentDir{}, pathError(t.display, err)
 	}
-	if _, ok := s.protect.identity(s.ws.root, fi, t.name(), nil); ok {
+	where := ""
+	if d, err := r.Open("."); err == nil {
+		if abs := fdPath(d); abs != "" {
+			if rel, ok := s.ws.relative(abs); ok {
+				where = filepath.ToSlash(rel)
+			}
+		}
+		d.Close()
+	}
+	if _, ok := s.protect.identity(s.ws.root, fi, where, t.name(), nil); ok {
 		r.Close()
 		return parentDir{}, s.protect.error(t.display, verb)
 	}
@@ -202,7 +215,7 @@ func (s *Session) openParent(t target, verb string) (parentDir, error) {
 		}
 		return parentDir{}, userErrorf("Cannot %s %s: %s is read-only (mode %04o), so no file in it is meant to change. Nothing was changed; ask the user.", verb, t.display, where, fi.Mode().Perm())
 	}
-	return parentDir{root: r, info: fi}, nil
+	return parentDir{root: r, info: fi, path: where}, nil
 }
 
 // load reads the regular file t into memory, refusing directories, special files

@@ -359,25 +359,64 @@ func newProtection(list []string) protection {
 	return p
 }
 
-// lexical reports the entry that protects canon, a resolved workspace path. Case
-// is ignored whatever the filesystem, so .GIT/config is refused everywhere.
+// lexical reports the entry that protects canon, a resolved workspace path: the
+// entry names it or a directory above it. An entry's components may be
+// patterns: "*" and the like within one component (path.Match), "**" for any
+// number of directories, so "*/**/.git" protects every repository below the
+// root. Case is ignored whatever the filesystem, so .GIT/config is refused
+// everywhere.
 func (p protection) lexical(canon string) (string, bool) {
-	c := strings.ToLower(canon)
+	c := strings.Split(strings.ToLower(canon), "/")
 	for _, e := range p.entries {
-		if c == e || strings.HasPrefix(c, e+"/") {
+		if matchPrefix(strings.Split(e, "/"), c) {
 			return e, true
 		}
 	}
 	return "", false
 }
 
+// matchPrefix reports whether the pattern's components match the first
+// components of name (all of them, or a directory above the rest).
+func matchPrefix(pattern, name []string) bool {
+	if len(pattern) == 0 {
+		return true
+	}
+	if pattern[0] == "**" {
+		for i := 0; i <= len(name); i++ {
+			if matchPrefix(pattern[1:], name[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(name) == 0 {
+		return false
+	}
+	if ok, _ := path.Match(pattern[0], name[0]); !ok {
+		return false
+	}
+	return matchPrefix(pattern[1:], name[1:])
+}
+
+// isPattern reports whether an entry holds pattern characters.
+func isPattern(e string) bool { return strings.ContainsAny(e, `*?[\`) }
+
 // identity catches what the lexical check cannot see: the opened parent
-// directory being a protected directory (a directory swapped for a symbolic link
-// after resolution), or the file being a hard link to a protected file. dirInfo
-// is the parent as opened, name the last component, file the existing file (nil
-// for a new one).
-func (p protection) identity(root *os.Root, dirInfo fs.FileInfo, name string, file fs.FileInfo) (string, bool) {
+// directory being a protected directory, or inside one (a directory swapped
+// for a symbolic link after resolution), or the file being a hard link to a
+// protected file. dirInfo is the parent as opened and dirPath its real path,
+// relative to the workspace ("" when unknown); name is the last component,
+// file the existing file (nil for a new one).
+func (p protection) identity(root *os.Root, dirInfo fs.FileInfo, dirPath, name string, file fs.FileInfo) (string, bool) {
+	if dirPath != "" {
+		if e, ok := p.lexical(path.Join(dirPath, name)); ok {
+			return e, true
+		}
+	}
 	for _, e := range p.entries {
+		if isPattern(e) {
+			continue // no one file to compare with: dirPath covers them
+		}
 		fi, err := root.Stat(e)
 		switch {
 		case err == nil && fi.IsDir():

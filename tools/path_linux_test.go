@@ -63,3 +63,43 @@ func TestConfinementRace(t *testing.T) {
 	}
 	t.Logf("%d swaps during 1500 calls", swaps.Load())
 }
+
+// A directory swapped for a symbolic link to a protected directory — or to a
+// directory below one, such as a submodule's hooks — while the tools run never
+// lets a write into it: the directory actually opened is checked, not only the
+// path resolved before.
+func TestProtectedRace(t *testing.T) {
+	s, ws := newTestSession(t, map[string]string{
+		".git/modules/lib/hooks/README": "hooks\n",
+		"d/x":                           "x\n",
+	})
+	d, link := filepath.Join(ws, "d"), filepath.Join(ws, "d.link")
+	if err := os.Symlink(".git/modules/lib/hooks", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
+		t.Skip("no RENAME_EXCHANGE:", err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE)
+		}
+	}()
+	for range 1000 {
+		call(t, s, "write", m{"path": "d/post-checkout", "content": "#!/bin/sh\ntouch /tmp/pwned\n"})
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".git/modules/lib/hooks/post-checkout")); err == nil {
+		t.Error("a hook was written into a submodule's hooks through a swapped directory")
+	}
+}

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -191,16 +192,69 @@ func TestProtectedIdentity(t *testing.T) {
 	}
 	defer dir.Close()
 	fi, _ := dir.Stat(".")
-	if _, ok := s.protect.identity(s.ws.root, fi, "pre-commit", nil); !ok {
+	if _, ok := s.protect.identity(s.ws.root, fi, "", "pre-commit", nil); !ok {
 		t.Error(".git/hooks opened by another name is not protected")
 	}
 	gitDir, _ := s.ws.root.Stat(".git")
-	if _, ok := s.protect.identity(s.ws.root, gitDir, "CONFIG", nil); !ok {
+	if _, ok := s.protect.identity(s.ws.root, gitDir, "", "CONFIG", nil); !ok {
 		t.Error(".git + CONFIG is not protected")
 	}
 	d, _ := s.ws.root.Stat("d")
-	if _, ok := s.protect.identity(s.ws.root, d, "x", nil); ok {
+	if _, ok := s.protect.identity(s.ws.root, d, "", "x", nil); ok {
 		t.Error("d/x is protected")
 	}
 	_ = ws
+}
+
+// Through edit and write alone, an agent cannot send git on the host to a
+// directory of its own for the config and hooks: not by a commondir, a
+// config.worktree, a linked worktree's files, a submodule's .git file, nor a
+// repository of its own below the root.
+func TestProtectedGitRedirections(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	s, ws := newTestSession(t, nil)
+	marks, other := t.TempDir(), t.TempDir()
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "protocol.file.allow=always", "-c", "user.name=u", "-c", "user.email=u@x"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git(other, "init", "-q", "lib")
+	git(filepath.Join(other, "lib"), "commit", "-q", "--allow-empty", "-m", "lib")
+	git(ws, "init", "-q")
+	git(ws, "commit", "-q", "--allow-empty", "-m", "init")
+	git(ws, "submodule", "add", "-q", filepath.Join(other, "lib"), "lib")
+	git(ws, "commit", "-q", "-m", "submodule")
+	git(ws, "worktree", "add", "-q", filepath.Join(other, "wt"))
+
+	// A repository directory of the agent's own, whose config runs a program.
+	for _, dir := range []string{"evil", "lib/evil"} {
+		mustOK(t, s, "write", m{"path": dir + "/HEAD", "content": "ref: refs/heads/x\n"})
+		mustOK(t, s, "write", m{"path": dir + "/objects/.keep", "content": ""})
+		mustOK(t, s, "write", m{"path": dir + "/refs/.keep", "content": ""})
+		mustOK(t, s, "write", m{"path": dir + "/config", "content": "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"touch " + marks + "/$$; false\"\n"})
+	}
+	mustOK(t, s, "read", m{"path": "lib/.git"})
+	for _, p := range []string{
+		".git/commondir", ".git/config.worktree", ".git/worktrees/wt/commondir", ".git/worktrees/wt/gitdir",
+		".git/modules/lib/commondir", "lib/.git", "LIB/.GIT", "nested/.git/config", "a/b/.git/hooks/pre-commit",
+	} {
+		mustFail(t, s, "write", m{"path": p, "content": "../evil\n"}, "protected")
+	}
+	mustFail(t, s, "edit", m{"path": "lib/.git", "oldText": "gitdir: ", "newText": "gitdir: evil #"}, "protected")
+	// What is not git's stays writable, names that merely contain .git too.
+	mustOK(t, s, "write", m{"path": ".github/workflows/ci.yml", "content": "on: push\n"})
+	mustOK(t, s, "write", m{"path": "docs/.gitignore", "content": "x\n"})
+
+	for _, dir := range []string{ws, filepath.Join(ws, "lib"), filepath.Join(other, "wt")} {
+		git(dir, "status")
+	}
+	if ents, _ := os.ReadDir(marks); len(ents) > 0 {
+		t.Errorf("git on the host ran a planted program (%d times)", len(ents))
+	}
 }

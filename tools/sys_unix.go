@@ -54,3 +54,13 @@ var umask = sync.OnceValue(func() fs.FileMode {
 	syscall.Umask(old)
 	return fs.FileMode(old) & fs.ModePerm
 })
+
+// fdPath returns the path the kernel has for the open file f, "" when it cannot
+// tell (no /proc, or the file was removed).
+func fdPath(f *os.File) string {
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil || !strings.HasPrefix(p, "/") || strings.HasSuffix(p, " (deleted)") {
+		return ""
+	}
+	return p
+}

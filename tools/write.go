@@ -25,7 +25,7 @@ const WriteDescription = `Create a file, or replace the whole content of a file.
 - To change part of an existing file, use edit: it is safer and costs far fewer tokens.
 - Overwriting an existing file requires that you read it in this session and that it has not changed since (by the user, a formatter or a command); otherwise the write is refused — read it, then retry.
 - The write is atomic and keeps the file's mode. An existing CRLF file keeps its CRLF line endings, and a byte-order mark is kept, when content uses plain "\n".
-- Protected paths (by default .git/hooks/, .git/config and .git/modules/) cannot be written.`
+- Protected paths (by default git's hooks and config, and what points git elsewhere for them: .git/hooks/, .git/config, .git/modules/, .git/commondir, .git/config.worktree, .git/worktrees/, and the .git of every repository below the root) cannot be written.`
 
 // WriteDetails are the UI's data about a write.
 type WriteDetails struct {
@@ -113,7 +113,7 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 		if err != nil {
 			return resultOf(err)
 		}
-		if _, ok := s.protect.identity(s.ws.root, dir.info, t.name(), oldInfo); ok {
+		if _, ok := s.protect.identity(s.ws.root, dir.info, dir.path, t.name(), oldInfo); ok {
 			return resultOf(s.protect.error(t.display, "write"))
 		}
 		if err := checkWritable(t.display, oldInfo, "overwrite"); err != nil {
