@@ -382,8 +382,11 @@ func (w *walker) envVar(name string, val field, part string, forCommand bool) {
 			w.addS(Confirm, "env-injection", "PATH="+val.show()+" puts "+strings.SplitN(val.s, ":", 2)[0]+" first, so its programs replace the system's; run them by path instead", part)
 		}
 		return
+	case name == "GIT_DIR" || name == "GIT_COMMON_DIR":
+		w.gitDirElsewhere(val, name+"=", part)
+		return
 	case name == "HOME" || name == "IFS" || name == "GOFLAGS" || name == "RUSTFLAGS" || name == "PYTHONPATH" ||
-		name == "NODE_PATH" || name == "GIT_DIR" || name == "PERL5LIB" || name == "RUBYLIB":
+		name == "NODE_PATH" || name == "PERL5LIB" || name == "RUBYLIB":
 		return // common in builds and tests; their effects are checked where they matter
 	case injectionVars[name]:
 		if val.data&(dDownload|dDecoded) != 0 || val.known() && w.downloaded(w.canon(val.s)) {
@@ -397,6 +400,19 @@ func (w *walker) envVar(name string, val field, part string, forCommand bool) {
 	case programVars[name]:
 		w.programString(val, part, name)
 	}
+}
+
+// gitDirElsewhere: git run on a repository outside the workspace reads that
+// repository's configuration, which can make it run programs (core.fsmonitor,
+// core.pager, hooks).
+func (w *walker) gitDirElsewhere(val field, how, part string) {
+	if val.known() {
+		switch w.classifyPath(val).class {
+		case pcWorkspace, pcWorkspaceRoot, pcGitConfig:
+			return
+		}
+	}
+	w.addS(Confirm, "git-config-program", fmt.Sprintf("%s%s makes git use a repository outside the workspace, whose configuration and hooks can make git run programs; work in the workspace's repository, or ask for approval", how, val.show()), part)
 }
 
 // programString classifies a variable or option value that names a command

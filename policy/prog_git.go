@@ -119,6 +119,9 @@ func checkGit(w *walker, c *call) {
 			}
 		case "--git-dir", "--work-tree":
 			w.pathOp(opRead, g.val, "git "+g.name, "", false)
+			if g.name == "--git-dir" {
+				w.gitDirElsewhere(g.val, "git --git-dir=", c.part)
+			}
 		}
 	}
 	c.judgedPaths = false

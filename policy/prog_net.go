@@ -70,6 +70,42 @@ func isLocalURL(u string) bool {
 	return strings.HasSuffix(lower(host), ".localhost")
 }
 
+// metadataURL reports whether a URL names a cloud provider's instance metadata
+// service, which hands out the machine's cloud credentials.
+func metadataURL(u string) bool {
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	}
+	host := strings.SplitN(u, "/", 2)[0]
+	if i := strings.LastIndexByte(host, '@'); i >= 0 {
+		host = host[i+1:]
+	}
+	if strings.HasPrefix(host, "[") {
+		if j := strings.IndexByte(host, ']'); j > 0 {
+			host = host[1:j]
+		}
+	} else if j := strings.IndexByte(host, ':'); j >= 0 {
+		host = host[:j]
+	}
+	switch lower(host) {
+	case "169.254.169.254", "169.254.170.2", "fd00:ec2::254", "metadata.google.internal", "metadata",
+		"100.100.100.200", "169.254.169.123", "metadata.azure.internal":
+		return true
+	}
+	return false
+}
+
+// metadataCheck denies a request to the cloud metadata service.
+func (w *walker) metadataCheck(c *call, urls []field) bool {
+	for _, u := range urls {
+		if u.known() && metadataURL(u.s) {
+			w.add(Deny, "secret-read", fmt.Sprintf("%s would query the cloud metadata service (%s), which hands out the machine's cloud credentials; credentials must not be read — ask the user if the task needs them", c.name, u.show()), c.part)
+			return true
+		}
+	}
+	return false
+}
+
 var curlSpec = spec("oTdFHuXAeKrbcwmxEyYzQtCUP",
 	"--output", "--upload-file", "--data", "--data-binary", "--data-raw", "--data-ascii", "--data-urlencode",
 	"--form", "--form-string", "--header", "--user", "--request", "--user-agent", "--referer", "--config",
@@ -102,6 +138,7 @@ func checkCurl(w *walker, c *call) {
 	}
 	p := parseArgs(c.args(), curlSpec)
 	urls := append(p.values("--url"), p.ops...)
+	w.metadataCheck(c, urls)
 	local := len(urls) > 0
 	for _, u := range urls {
 		if !isLocalURL(u.s) {
@@ -242,6 +279,7 @@ func checkWget(w *walker, c *call) {
 		return
 	}
 	p := parseArgs(c.args(), wgetSpec)
+	w.metadataCheck(c, p.ops)
 	local := len(p.ops) > 0
 	for _, u := range p.ops {
 		if !isLocalURL(u.s) {

@@ -21,6 +21,7 @@ func registerRunners() {
 	reg("aws-vault", program{decision: Confirm, rule: "cloud", reason: "aws-vault runs commands with cloud credentials; approval is needed", check: checkAwsVault})
 	reg("start-stop-daemon", program{decision: Confirm, rule: "persistence", reason: "start-stop-daemon starts or stops a daemon outside this session; approval is needed", check: checkStartStopDaemon})
 	registerPublishers()
+	registerWritten()
 	reg("loginctl", program{decision: Confirm, rule: "service", reason: "loginctl manages login sessions; approval is needed", check: checkLoginctl})
 }
 

@@ -1114,6 +1114,16 @@ func checkAlias(w *walker, c *call) {
 			w.aliases = map[string]string{}
 		}
 		w.aliases[name] = val // checked where it is used, with its arguments
+		// and here: an alias that shadows a common command does harm wherever
+		// aliases are expanded later.
+		if !w.expanding[name] {
+			if w.expanding == nil {
+				w.expanding = map[string]bool{}
+			}
+			w.expanding[name] = true
+			w.scriptQuiet(val, c.part)
+			delete(w.expanding, name)
+		}
 	}
 }
 

@@ -1,0 +1,184 @@
+package policy
+
+import (
+	"encoding/json"
+	"path"
+	"strings"
+)
+
+// Files a command writes and then has a build tool run: a Makefile's recipes,
+// package.json's scripts, a justfile, tests or build scripts in a language the
+// tool executes. The build tool is allowed; what the command wrote for it to
+// run is checked as if it were run directly.
+
+func registerWritten() {
+	also := func(names string, fn func(w *walker, c *call)) {
+		for _, n := range strings.Fields(names) {
+			p, ok := programs[n]
+			if !ok {
+				p = pDev
+			}
+			prev := p.check
+			p.check = func(w *walker, c *call) {
+				if prev != nil {
+					prev(w, c)
+				}
+				if len(w.scripts) > 0 {
+					fn(w, c)
+				}
+			}
+			programs[n] = p
+		}
+	}
+	also("make gmake", checkWrittenMakefile)
+	also("just", checkWrittenJustfile)
+	also("npm pnpm yarn bun", checkWrittenPackageScripts)
+	also("pytest py.test tox nox", func(w *walker, c *call) { w.writtenCode(c, ".py") })
+	also("go", func(w *walker, c *call) {
+		if a := c.args(); len(a) > 0 && (a[0].s == "test" || a[0].s == "run" || a[0].s == "generate") {
+			w.writtenCode(c, ".go")
+		}
+	})
+	also("cargo", func(w *walker, c *call) { w.writtenCode(c, ".rs") })
+	also("jest vitest mocha ava tap node", func(w *walker, c *call) { w.writtenCode(c, ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts") })
+	also("rspec rake", func(w *walker, c *call) { w.writtenCode(c, ".rb", "Rakefile") })
+	also("gradle gradlew mvn mvnw", func(w *walker, c *call) { w.writtenCode(c, ".gradle", ".kts", "pom.xml") })
+}
+
+// writtenText returns the text of a file written earlier in the command, by its
+// name relative to the current directory.
+func (w *walker) writtenText(name string) (string, bool) {
+	text, ok := w.scripts[w.canon(name)]
+	return text, ok
+}
+
+// writtenCode scans the code files written earlier in the command that a test
+// runner or build tool would execute, by file name or extension.
+func (w *walker) writtenCode(c *call, suffixes ...string) {
+	n := 0
+	for file, text := range w.scripts {
+		for _, s := range suffixes {
+			if strings.HasSuffix(file, s) {
+				w.scanCode(c, text, c.name+" (running "+path.Base(file)+")")
+				n++
+				break
+			}
+		}
+		if n >= 8 {
+			return
+		}
+	}
+}
+
+func checkWrittenMakefile(w *walker, c *call) {
+	p := parseArgs(c.args(), spec("fCIWo", "--file", "--makefile", "--directory", "--include-dir", "--what-if", "--old-file", "--assume-old", "--new-file", "--assume-new"))
+	dir := ""
+	for _, d := range p.values("-C", "--directory") {
+		dir = d.s + "/"
+	}
+	files := p.values("-f", "--file", "--makefile")
+	if len(files) == 0 {
+		files = []field{lit("GNUmakefile"), lit("makefile"), lit("Makefile")}
+	}
+	for _, f := range files {
+		if !f.known() {
+			continue
+		}
+		text, ok := w.writtenText(dir + f.s)
+		if !ok {
+			continue
+		}
+		w.add(Allow, "run-script", c.name+" runs the recipes of "+f.s+", written earlier in this command; they are checked", c.part)
+		for _, line := range recipeLines(text, true) {
+			w.script(strings.ReplaceAll(line, "$$", "$"), c.part)
+		}
+		return
+	}
+}
+
+func checkWrittenJustfile(w *walker, c *call) {
+	for _, name := range []string{"justfile", "Justfile", ".justfile"} {
+		if text, ok := w.writtenText(name); ok {
+			w.add(Allow, "run-script", c.name+" runs the recipes of "+name+", written earlier in this command; they are checked", c.part)
+			for _, line := range recipeLines(text, false) {
+				w.script(line, c.part)
+			}
+			return
+		}
+	}
+}
+
+// recipeLines returns the indented command lines of a Makefile (tab) or a
+// justfile (any indent), continuation lines joined, recipe prefixes (@ - +)
+// removed.
+func recipeLines(text string, tabOnly bool) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(text, "\n") {
+		indented := strings.HasPrefix(line, "\t") || !tabOnly && strings.HasPrefix(line, " ")
+		if cur.Len() == 0 && !indented {
+			continue
+		}
+		s := strings.TrimSpace(line)
+		if cont, ok := strings.CutSuffix(s, "\\"); ok {
+			cur.WriteString(cont + " ")
+			continue
+		}
+		cur.WriteString(s)
+		r := strings.TrimLeft(cur.String(), "@-+ ")
+		cur.Reset()
+		if r != "" && !strings.HasPrefix(r, "#") {
+			out = append(out, r)
+		}
+		if len(out) >= 64 {
+			break
+		}
+	}
+	return out
+}
+
+// checkWrittenPackageScripts: npm test, yarn build, pnpm run x run the scripts
+// of package.json (and their pre and post scripts).
+func checkWrittenPackageScripts(w *walker, c *call) {
+	text, ok := w.writtenText("package.json")
+	if !ok {
+		return
+	}
+	var words []string
+	for _, a := range c.args() {
+		if !isOpt(a.s) {
+			words = append(words, a.s)
+		}
+	}
+	if len(words) == 0 {
+		words = []string{"install"}
+	}
+	name := words[0]
+	switch name {
+	case "run", "run-script", "rum", "urn":
+		if len(words) < 2 {
+			return
+		}
+		name = words[1]
+	case "t", "tst":
+		name = "test"
+	case "i", "add", "ci":
+		name = "install"
+	}
+	var pkg struct {
+		Scripts map[string]string `json:"scripts"`
+	}
+	if err := json.Unmarshal([]byte(text), &pkg); err != nil {
+		return
+	}
+	names := []string{"pre" + name, name, "post" + name}
+	if name == "install" {
+		names = []string{"preinstall", "install", "postinstall", "prepare"}
+	}
+	for _, n := range names {
+		if s, ok := pkg.Scripts[n]; ok {
+			w.add(Allow, "run-script", c.name+" runs the script "+n+" of package.json, written earlier in this command; it is checked", c.part)
+			w.script(s, c.part)
+		}
+	}
+}
