@@ -22,6 +22,23 @@ func registerRunners() {
 	reg("start-stop-daemon", program{decision: Confirm, rule: "persistence", reason: "start-stop-daemon starts or stops a daemon outside this session; approval is needed", check: checkStartStopDaemon})
 	registerPublishers()
 	registerWritten()
+	reg("hash", program{decision: Allow, rule: "shell-builtin", reason: "hash remembers where programs are", exempt: true, check: func(w *walker, c *call) {
+		p := parseArgs(c.args(), spec("pd"))
+		for _, target := range p.values("-p") {
+			if !target.known() {
+				w.add(Confirm, "dynamic-command", "hash -p binds a name to a program computed at run time; run the program by its own name", c.part)
+				continue
+			}
+			for _, n := range p.ops {
+				if w.hashed == nil {
+					w.hashed = map[string]string{}
+				}
+				if len(w.hashed) < 64 {
+					w.hashed[n.s] = target.s
+				}
+			}
+		}
+	}})
 	reg("loginctl", program{decision: Confirm, rule: "service", reason: "loginctl manages login sessions; approval is needed", check: checkLoginctl})
 }
 

@@ -516,7 +516,19 @@ func checkShell(w *walker, c *call) {
 			}
 		}
 		w.add(Allow, "shell-string", fmt.Sprintf("%s -c runs the string as a script; its commands are checked one by one", name), c.part)
+		// The words after the string are $0, $1, ...
+		savedPos, savedKnown := w.pos, w.posKnown
+		if len(rest) > 1 {
+			w.pos, w.posKnown = nil, true
+			for _, a := range rest[2:] {
+				if !a.known() {
+					w.posKnown = false
+				}
+				w.pos = append(w.pos, a.s)
+			}
+		}
 		w.script(script.s, c.part)
+		w.pos, w.posKnown = savedPos, savedKnown
 		return
 	}
 	if len(rest) > 0 && !stdinScript {

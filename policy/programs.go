@@ -67,7 +67,7 @@ func init() {
 		"printenv timedatectl ulimit logname last lastlog dmesg journalctl ss netstat ip ifconfig route arp "+
 		"nvidia-smi sensors", pInfo)
 	reg("cd pushd popd dirs set shopt unset export readonly declare typeset local wait exit return shift break "+
-		"continue jobs fg bg disown umask times hash help caller getopts complete compgen compopt read mapfile "+
+		"continue jobs fg bg disown umask times help caller getopts complete compgen compopt read mapfile "+
 		"readarray let logout suspend", pShell)
 	reg("make gmake cmake ninja meson bazel bazelisk buck buck2 pants scons waf just task mage go gofmt goimports "+
 		"golangci-lint staticcheck govulncheck gopls dlv rustc rustfmt cargo-clippy clippy-driver gcc g++ cc c++ "+

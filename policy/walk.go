@@ -112,6 +112,8 @@ type walker struct {
 	aliases   map[string]string
 	expanding map[string]bool // aliases being expanded
 	funcs     map[string]bool
+	bodies    map[string]funcBody // the bodies of functions, to check again with the arguments of a call
+	hashed    map[string]string   // hash -p PATH NAME: the program NAME runs
 	cwd       string                  // "" for the workspace; else a canonical path
 	written   map[string]dataKind     // files filled earlier in the command, and with what
 	scripts   map[string]string       // files written earlier with known text (cat > x.sh <<EOF)
@@ -558,6 +560,12 @@ func background(list []*syntax.Stmt) *syntax.Stmt {
 	return found
 }
 
+// funcBody is a function's body and the source its positions refer to.
+type funcBody struct {
+	body *syntax.Stmt
+	src  string
+}
+
 func (w *walker) funcDecl(c *syntax.FuncDecl, part string) {
 	name := ""
 	if c.Name != nil {
@@ -565,8 +573,12 @@ func (w *walker) funcDecl(c *syntax.FuncDecl, part string) {
 	}
 	if w.funcs == nil {
 		w.funcs = map[string]bool{}
+		w.bodies = map[string]funcBody{}
 	}
 	w.funcs[name] = true
+	if len(w.bodies) < 64 {
+		w.bodies[name] = funcBody{c.Body, w.src}
+	}
 	// A function that starts itself in a pipe or in the background multiplies
 	// until the machine runs out of processes.
 	if name != "" && callsItselfConcurrently(c.Body, name) {
@@ -1003,6 +1015,10 @@ func (w *walker) dynamicName(c *call, name field) {
 // run classifies a call whose program is known by name or path.
 func (w *walker) run(c *call, prog string, quoted bool) {
 	c.judgedPaths, c.network, c.delegated = false, false, false
+	if h, ok := w.hashed[prog]; ok && !strings.Contains(prog, "/") && !w.funcs[prog] {
+		w.add(Allow, "hash", prog+" was bound to "+h+" by hash -p; "+h+" is checked", c.part)
+		prog = h
+	}
 	start := len(w.steps)
 	name, trusted := prog, true
 	if strings.Contains(prog, "/") {
@@ -1041,6 +1057,7 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		}
 	case w.funcs[name] && !quoted:
 		w.add(Allow, "shell-function", name+" is a function defined in this command; its body was checked where it was defined", c.part)
+		w.callFunc(c, name)
 	case w.aliases[name] != "" && !quoted && !w.expanding[name]:
 		// bash does not expand an alias inside its own expansion.
 		v := w.aliases[name]
@@ -1075,6 +1092,31 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 	if allow != nil {
 		w.liftAllow(allow, start)
 	}
+}
+
+// callFunc checks a function's body again with the arguments of a call as its
+// positional parameters, when they are known (f() { "$@"; }; f rm -rf ~).
+func (w *walker) callFunc(c *call, name string) {
+	fb, ok := w.bodies[name]
+	if !ok || fb.body == nil || len(c.args()) == 0 || w.expanding["()"+name] {
+		return
+	}
+	pos := make([]string, 0, len(c.args()))
+	for _, a := range c.args() {
+		if !a.known() {
+			return
+		}
+		pos = append(pos, a.s)
+	}
+	if w.expanding == nil {
+		w.expanding = map[string]bool{}
+	}
+	w.expanding["()"+name] = true
+	savedPos, savedKnown, savedSrc := w.pos, w.posKnown, w.src
+	w.pos, w.posKnown, w.src = pos, true, fb.src
+	w.stmt(fb.body, c.stdin)
+	w.pos, w.posKnown, w.src = savedPos, savedKnown, savedSrc
+	delete(w.expanding, "()"+name)
 }
 
 // lookup finds what the policy knows about a program: by its name, or by the
