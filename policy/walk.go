@@ -112,8 +112,8 @@ type walker struct {
 	aliases   map[string]string
 	expanding map[string]bool // aliases being expanded
 	funcs     map[string]bool
-	bodies    map[string]funcBody // the bodies of functions, to check again with the arguments of a call
-	hashed    map[string]string   // hash -p PATH NAME: the program NAME runs
+	bodies    map[string]funcBody     // the bodies of functions, to check again with the arguments of a call
+	hashed    map[string]string       // hash -p PATH NAME: the program NAME runs
 	cwd       string                  // "" for the workspace; else a canonical path
 	written   map[string]dataKind     // files filled earlier in the command, and with what
 	scripts   map[string]string       // files written earlier with known text (cat > x.sh <<EOF)
