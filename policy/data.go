@@ -209,8 +209,16 @@ func (w *walker) produceStmt1(s *syntax.Stmt, stdin data) data {
 	case *syntax.TimeClause:
 		return w.produceStmt(c.Stmt, stdin)
 	case *syntax.FuncDecl, *syntax.DeclClause, *syntax.TestClause, *syntax.ArithmCmd, *syntax.LetClause:
-		if d, ok := c.(*syntax.DeclClause); ok && len(d.Args) == 0 {
-			return data{kind: dEnv}
+		if d, ok := c.(*syntax.DeclClause); ok {
+			dump := true
+			for _, a := range d.Args {
+				if a.Name != nil || a.Value == nil || !strings.HasPrefix(a.Value.Lit(), "-") {
+					dump = false
+				}
+			}
+			if dump {
+				return data{kind: dEnv} // export, export -p, declare -x: the environment
+			}
 		}
 		return data{}
 	}

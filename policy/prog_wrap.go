@@ -832,7 +832,7 @@ var (
 	codeSocket  = regexp.MustCompile(`(?i)socket|fsockopen|TCPSocket|IO::Socket|net\.connect|net\.Socket|createConnection|/dev/tcp|Socket\.new|socketserver`)
 	codeSpawn   = regexp.MustCompile(`(?i)dup2|subprocess|spawn|\bexec|/bin/(ba|z|da)?sh|\bpty\b|popen|system\s*\(|child_process|Process\.start|proc_open|passthru|shell_exec`)
 	codeEnv     = regexp.MustCompile(`(?i)environ|\bENV\b|process\.env|getenv|\$_ENV|System\.getenv|Sys\.getenv`)
-	codeNet     = regexp.MustCompile(`(?i)urlopen|urllib|requests\.|http\.client|httplib|fetch\s*\(|https?\.request|https?\.get|Net::HTTP|LWP|curl|socket|axios|XMLHttpRequest|http://|https://`)
+	codeNet     = regexp.MustCompile(`(?i)urlopen|urllib|requests\.|http\.client|httplib|fetch\s*\(|https?\.request|https?\.get|Net::HTTP|LWP|curl|socket|axios|XMLHttpRequest|http://|https://|require\(\s*['"](node:)?(https?|http2|net|tls|dgram)['"]|import\s+(urllib|requests|http|socket|httpx|aiohttp)|from\s+(urllib|requests|http|httpx|aiohttp)\b|net/http|open-uri|URI\.open|HTTP::Tiny|IO::Socket|Mojo::UserAgent|file_get_contents\s*\(\s*['"]https?|fsockopen|stream_socket_client|Deno\.connect|Bun\.connect`)
 	codeFork    = regexp.MustCompile(`(?i)\bfork\b`)
 	codeLoop    = regexp.MustCompile(`(?i)\bwhile\b|\bfor\b|\bloop\b|until`)
 	codeExecAny = regexp.MustCompile(`(?i)system|popen|subprocess|\bexec|spawn|child_process|shell_exec|passthru|proc_open|backticks|\x60|%x|IO\.popen|Runtime\.getRuntime|do shell script|os\.execute`)
