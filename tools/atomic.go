@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -41,9 +42,10 @@ func keptMode(fi fs.FileInfo) fs.FileMode {
 // renames it over name and syncs the directory. Whenever the process dies, name
 // holds either its old content or data, never a mix. committing is called with
 // the new file's signature just before the rename, so the session knows its own
-// write before any watcher event about it. A directory sync that the filesystem
-// does not support is logged by the caller through dirSyncErr, not failed.
-func writeAtomic(dir *os.Root, name string, data []byte, mode fs.FileMode, old fs.FileInfo, committing func(statSig)) (dirSyncErr error, err error) {
+// write before any watcher event about it; an error from it cancels the write.
+// A directory sync that the filesystem does not support is logged by the caller
+// through dirSyncErr, not failed.
+func writeAtomic(dir *os.Root, name string, data []byte, mode fs.FileMode, old fs.FileInfo, committing func(statSig) error) (dirSyncErr error, err error) {
 	tmp := tempName(name)
 	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -78,7 +80,9 @@ func writeAtomic(dir *os.Root, name string, data []byte, mode fs.FileMode, old f
 		return nil, err
 	}
 	if committing != nil {
-		committing(sigOf(fi))
+		if err := committing(sigOf(fi)); err != nil {
+			return nil, err
+		}
 	}
 	if err := dir.Rename(tmp, name); err != nil {
 		return nil, err
@@ -102,3 +106,46 @@ func syncDir(dir *os.Root) error {
 
 // errTooLarge says a file exceeds what edit and write hold in memory.
 var errTooLarge = errors.New("file too large")
+
+// errChangedMeanwhile says a file changed between the moment an edit or write
+// loaded it and the moment it would have replaced it.
+var errChangedMeanwhile = errors.New("file changed while it was being written")
+
+// testHookCommitting, when set by a test, runs just before a write's last check
+// of the file it replaces.
+var testHookCommitting func(name string)
+
+// stillAsLoaded checks, just before the rename, that name in dir is still the
+// file that was loaded — old, whose content hashed to h — or still absent when
+// old is nil: someone else's change made since would otherwise be lost. Its
+// signature decides when it is unchanged; else the content does.
+func stillAsLoaded(ctx context.Context, dir *os.Root, name string, old fs.FileInfo, h contentHash) error {
+	if testHookCommitting != nil {
+		testHookCommitting(name)
+	}
+	cur, err := dir.Lstat(name)
+	switch {
+	case old == nil && errors.Is(err, fs.ErrNotExist):
+		return nil
+	case old == nil, err != nil, !cur.Mode().IsRegular():
+		return errChangedMeanwhile
+	case sigOf(cur) == sigOf(old):
+		return nil
+	}
+	f, err := dir.OpenFile(name, os.O_RDONLY|openNonblock, 0)
+	if err != nil {
+		return errChangedMeanwhile
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != h.size {
+		return errChangedMeanwhile
+	}
+	now, err := hashReader(ctx, f)
+	if err != nil {
+		return err
+	}
+	if now != h {
+		return errChangedMeanwhile
+	}
+	return nil
+}

@@ -124,7 +124,7 @@ func (s *Session) edit(ctx context.Context, p EditParams) (Result, error) {
 	if fail != nil {
 		return errorResult("%s", matchMessage(t.display, fail)), nil
 	}
-	if err := s.commit(ctx, t, dir, plan.out, keptMode(fi), fi); err != nil {
+	if err := s.commit(ctx, t, dir, plan.out, keptMode(fi), fi, have); err != nil {
 		return resultOf(err)
 	}
 
@@ -281,10 +281,12 @@ func tooLarge(display string, size int64) error {
 	}
 }
 
-// commit writes data to t atomically and moves the read-state to it. The state
-// changes just before the rename, so the watcher knows the write as the
-// session's own; it is restored if the write fails.
-func (s *Session) commit(ctx context.Context, t target, dir parentDir, data []byte, mode fs.FileMode, old fs.FileInfo) error {
+// commit writes data to t atomically and moves the read-state to it. old is the
+// file it replaces and oldHash its content, as loaded (nil for a new file):
+// when the file is no longer that just before the rename, nothing is written.
+// The state changes just before the rename, so the watcher knows the write as
+// the session's own; it is restored if the write fails.
+func (s *Session) commit(ctx context.Context, t target, dir parentDir, data []byte, mode fs.FileMode, old fs.FileInfo, oldHash contentHash) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -294,8 +296,12 @@ func (s *Session) commit(ctx context.Context, t target, dir parentDir, data []by
 	if s.ws.foldCase && old != nil {
 		name = storedName(dir.root, name)
 	}
-	syncErr, err := writeAtomic(dir.root, name, data, mode, old, func(sig statSig) {
+	syncErr, err := writeAtomic(dir.root, name, data, mode, old, func(sig statSig) error {
+		if err := stillAsLoaded(ctx, dir.root, name, old, oldHash); err != nil {
+			return err
+		}
 		s.state.recordWrite(t.key, t.display, h, sig)
+		return nil
 	})
 	if err != nil {
 		s.state.restore(t.key, prev, had)
@@ -333,6 +339,9 @@ func storedName(dir *os.Root, name string) string {
 }
 
 func writeError(display string, err error) error {
+	if errors.Is(err, errChangedMeanwhile) {
+		return userErrorf("%s changed while it was being written (by the user, a formatter or a command), so nothing was written and that change is kept. Read the file again, then retry.", display)
+	}
 	if errors.Is(err, fs.ErrPermission) {
 		return userErrorf("Cannot write %s: permission denied. Choose another file or ask the user.", display)
 	}

@@ -95,6 +95,7 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 	mode := newFileMode()
 	var old []byte
 	var oldInfo fs.FileInfo
+	var have contentHash
 	fi, err := dir.root.Lstat(t.name())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -108,7 +109,6 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 	case !fi.Mode().IsRegular():
 		return errorResult("%s is %s, not a regular file; write writes files.", t.display, fileKind(fi)), nil
 	default:
-		var have contentHash
 		old, oldInfo, have, err = dir.current(ctx, t)
 		if err != nil {
 			return resultOf(err)
@@ -134,7 +134,7 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 		}
 	}
 
-	if err := s.commit(ctx, t, dir, data, mode, oldInfo); err != nil {
+	if err := s.commit(ctx, t, dir, data, mode, oldInfo, have); err != nil {
 		return resultOf(err)
 	}
 

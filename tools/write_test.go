@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestWrite(t *testing.T) {
@@ -167,5 +168,45 @@ func TestWriteThenEdit(t *testing.T) {
 	}
 	if got := readFile(t, ws, "n.txt"); got != "z\n" {
 		t.Errorf("file %q", got)
+	}
+}
+
+// A change someone makes while an edit or write is being written — after the
+// file was loaded and checked, before the new one replaces it — is kept, and
+// the call says so; a touch that keeps the content is no change.
+func TestChangeDuringWriteIsKept(t *testing.T) {
+	s, ws := newTestSession(t, map[string]string{"a.txt": "agent read this\n", "b.txt": "b\n"})
+	mustOK(t, s, "read", m{"path": "a.txt"})
+	mustOK(t, s, "read", m{"path": "b.txt"})
+	during := func(f func(name string)) {
+		testHookCommitting = f
+		t.Cleanup(func() { testHookCommitting = nil })
+	}
+
+	during(func(name string) { writeFile(t, ws, name, "the user's change to "+name+"\n") })
+	mustFail(t, s, "edit", m{"path": "a.txt", "oldText": "agent", "newText": "AGENT"}, "a.txt changed while it was being written", "that change is kept")
+	mustFail(t, s, "write", m{"path": "b.txt", "content": "agent\n"}, "b.txt changed while it was being written")
+	mustFail(t, s, "write", m{"path": "new.txt", "content": "agent\n"}, "new.txt changed while it was being written")
+	for _, name := range []string{"a.txt", "b.txt", "new.txt"} {
+		if got, want := readFile(t, ws, name), "the user's change to "+name+"\n"; got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	ents, _ := os.ReadDir(ws)
+	for _, e := range ents {
+		if isTempName(e.Name()) {
+			t.Errorf("temporary file left: %s", e.Name())
+		}
+	}
+
+	// The same content with a new time is no change.
+	mustOK(t, s, "read", m{"path": "a.txt"})
+	during(func(name string) {
+		future := time.Now().Add(time.Hour)
+		os.Chtimes(filepath.Join(ws, name), future, future)
+	})
+	mustOK(t, s, "edit", m{"path": "a.txt", "oldText": "user's", "newText": "agent's"})
+	if got := readFile(t, ws, "a.txt"); got != "the agent's change to a.txt\n" {
+		t.Errorf("a.txt = %q", got)
 	}
 }
