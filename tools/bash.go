@@ -34,6 +34,11 @@ const BashDescription = `Run a shell command with bash in a sandbox: an isolated
 - A policy decides which commands run: some need the user's approval and some are refused, with the reason. Do not try to get around a refusal; choose another way or ask the user.
 - Use the read, edit and write tools for files rather than cat, sed or echo redirection.`
 
+// logBudgetLogs is how many full-size logs a session keeps in all: past
+// logBudgetLogs × MaxLogBytes, a command's log keeps nothing more, so that a
+// session cannot fill the host's disk (or a /tmp in memory) with logs.
+const logBudgetLogs = 10
+
 // shell is the bash tool's state of one session.
 type shell struct {
 	workspace string // the workspace's real absolute path
@@ -41,10 +46,31 @@ type shell struct {
 	logDir    string
 	removeDir bool // the log directory was made by the session and goes with it
 	seq       atomic.Int64
+
+	logMu     sync.Mutex // guards logBudget and logUsed
+	logBudget int64      // bytes all the session's logs may hold
+	logUsed   int64      // bytes written or reserved by running commands
+}
+
+// reserveLog reserves up to want bytes of the session's log budget for one
+// command and returns how many it got.
+func (sh *shell) reserveLog(want int64) int64 {
+	sh.logMu.Lock()
+	defer sh.logMu.Unlock()
+	n := max(min(want, sh.logBudget-sh.logUsed), 0)
+	sh.logUsed += n
+	return n
+}
+
+// releaseLog gives back the part of a reservation a command's log did not use.
+func (sh *shell) releaseLog(unused int64) {
+	sh.logMu.Lock()
+	defer sh.logMu.Unlock()
+	sh.logUsed -= unused
 }
 
 func newShell(ctx context.Context, s *Session) (*shell, error) {
-	sh := &shell{logDir: s.opts.LogDir, policy: s.opts.Policy}
+	sh := &shell{logDir: s.opts.LogDir, policy: s.opts.Policy, logBudget: logBudgetLogs * s.maxLogBytes()}
 	// The sandbox mounts the workspace at its real path: that is the path
 	// commands see and report.
 	if abs, err := filepath.Abs(s.opts.Workspace); err == nil {
@@ -210,7 +236,9 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		return Result{}, fmt.Errorf("opening the command's log: %w", err)
 	}
 	defer logFile.Close()
-	tr := &transcript{log: bufio.NewWriterSize(logFile, 64<<10), logMax: s.maxLogBytes()}
+	logMax := s.sh.reserveLog(s.maxLogBytes())
+	tr := &transcript{log: bufio.NewWriterSize(logFile, 64<<10), logMax: logMax}
+	defer func() { s.sh.releaseLog(logMax - tr.logBytes) }()
 	term := newTerminal(tr.addLine)
 	out := &rawSink{term: term, s: s, callID: callID(ctx)}
 
@@ -278,7 +306,11 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		fmt.Fprintf(&h, "Output was truncated: %d of %d lines (%s) were left out between the first and the last lines; the full output is in %s (open it with the read tool, using offset and limit).\n",
 			det.OmitLines, det.TotalLines, byteSize(det.OmitBytes), det.LogPath)
 		if det.LogDroppedBytes > 0 {
-			fmt.Fprintf(&h, "The log itself stops after %s; %s more were not kept.\n", byteSize(tr.logBytes), byteSize(det.LogDroppedBytes))
+			why := ""
+			if logMax < s.maxLogBytes() {
+				why = fmt.Sprintf(" (this session's logs reached their total cap of %s)", byteSize(s.sh.logBudget))
+			}
+			fmt.Fprintf(&h, "The log itself stops after %s%s; %s more were not kept.\n", byteSize(tr.logBytes), why, byteSize(det.LogDroppedBytes))
 		}
 	}
 	switch {

@@ -391,3 +391,35 @@ func TestBashHostileCommand(t *testing.T) {
 		t.Error(".git/commondir is still there")
 	}
 }
+
+// The logs of a session hold at most ten times the cap of one: a model that
+// floods output again and again cannot fill the host's disk through them.
+func TestBashLogsTotalCap(t *testing.T) {
+	const perLog = 4000
+	s, _, _ := bashSession(t, nil, func(o *Options) { o.MaxLogBytes = perLog })
+	var last Result
+	for range logBudgetLogs + 2 {
+		last = bash(t, s, `for i in $(seq 400); do printf '%099d\n' $i; done`, 0)
+		if d := bashDetails(t, last); !d.Truncated {
+			t.Fatalf("40 KB of output was not truncated: %s", last.Content)
+		}
+	}
+	if h, _ := splitResult(last); !strings.Contains(h, "The log itself stops after 0 B (this session's logs reached their total cap of 40.0 KB)") {
+		t.Errorf("header %q does not say the logs reached their total cap", h)
+	}
+	ents, err := os.ReadDir(s.LogDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += fi.Size()
+	}
+	if total > logBudgetLogs*perLog || len(ents) != logBudgetLogs+2 {
+		t.Errorf("%d logs hold %d bytes, want at most %d", len(ents), total, logBudgetLogs*perLog)
+	}
+}

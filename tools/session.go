@@ -101,7 +101,8 @@ type Options struct {
 	// removed by Close, when empty.
 	LogDir string
 	// MaxLogBytes caps each command's full log (DefaultMaxLogBytes when zero);
-	// past it, bytes are only counted.
+	// past it, bytes are only counted. All the logs of a session hold at most
+	// ten times as much: past that, later logs keep nothing.
 	MaxLogBytes int64
 }
 
