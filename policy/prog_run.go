@@ -39,6 +39,11 @@ func registerRunners() {
 			}
 		}
 	}})
+	reg("corepack", program{decision: Confirm, rule: "package-install", reason: "corepack installs package managers and their shims; approval is needed", check: func(w *walker, c *call) {
+		if versionOnly(c) || len(c.args()) == 0 {
+			w.add(Allow, "info", "corepack prints its version or help", c.part)
+		}
+	}})
 	reg("loginctl", program{decision: Confirm, rule: "service", reason: "loginctl manages login sessions; approval is needed", check: checkLoginctl})
 }
 

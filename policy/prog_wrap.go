@@ -709,6 +709,16 @@ func checkInterpreter(w *walker, c *call) {
 				return
 			}
 			w.scriptFile(c, args[i], name)
+			if path.Base(s) == "setup.py" {
+				for _, a := range args[i+1:] {
+					switch a.s {
+					case "install", "develop", "easy_install":
+						w.add(Confirm, "package-install", "setup.py "+a.s+" installs the package into the Python environment, fetching its dependencies; approval is needed", c.part)
+					case "upload", "register":
+						w.add(Confirm, "publish", "setup.py "+a.s+" publishes the package to a registry; approval is needed", c.part)
+					}
+				}
+			}
 			return
 		}
 		if s == "--" {

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"encoding/json"
+	"fmt"
 	"path"
+	"regexp"
 	"strings"
 )
 
@@ -31,6 +33,20 @@ func registerWritten() {
 		}
 	}
 	also("make gmake", checkWrittenMakefile)
+	for _, n := range strings.Fields("make gmake just task mage npm pnpm yarn bun") {
+		p, ok := programs[n]
+		if !ok {
+			p = pDev
+		}
+		prev := p.check
+		p.check = func(w *walker, c *call) {
+			if prev != nil {
+				prev(w, c)
+			}
+			checkDeployTarget(w, c)
+		}
+		programs[n] = p
+	}
 	also("just", checkWrittenJustfile)
 	also("npm pnpm yarn bun", checkWrittenPackageScripts)
 	also("pytest py.test tox nox", func(w *walker, c *call) { w.writtenCode(c, ".py") })
@@ -179,6 +195,59 @@ func checkWrittenPackageScripts(w *walker, c *call) {
 		if s, ok := pkg.Scripts[n]; ok {
 			w.add(Allow, "run-script", c.name+" runs the script "+n+" of package.json, written earlier in this command; it is checked", c.part)
 			w.script(s, c.part)
+		}
+	}
+}
+
+// deployTarget matches the names of build targets and package scripts that, by
+// convention, deploy or release the project: they change remote systems.
+var deployTarget = regexp.MustCompile(`(?i)^(deploy|release|publish|ship|rollout|upload|promote)([:_.-].*)?$`)
+
+// checkDeployTarget: make deploy, npm run release, just publish.
+func checkDeployTarget(w *walker, c *call) {
+	var words []string
+	args := c.args()
+	for i := 0; i < len(args); i++ {
+		s := args[i].s
+		if isOpt(s) {
+			if c.name == "make" || c.name == "gmake" {
+				if s == "-C" || s == "-f" || s == "-I" || s == "-o" || s == "-W" {
+					i++
+				}
+			}
+			continue
+		}
+		if (c.name == "make" || c.name == "gmake") && strings.Contains(s, "=") {
+			continue // VAR=value
+		}
+		words = append(words, s)
+	}
+	if len(words) == 0 {
+		return
+	}
+	targets := words
+	switch c.name {
+	case "npm", "pnpm", "yarn", "bun":
+		switch words[0] {
+		case "run", "run-script", "rum", "urn":
+			if len(words) < 2 {
+				return
+			}
+			targets = words[1:2]
+		default:
+			if c.name == "npm" || c.name == "bun" {
+				return
+			}
+			targets = words[:1] // yarn deploy, pnpm deploy
+			if c.name == "pnpm" && words[0] == "deploy" {
+				return // pnpm deploy copies a workspace package into a directory
+			}
+		}
+	}
+	for _, t := range targets {
+		if deployTarget.MatchString(t) {
+			w.add(Confirm, "deploy", fmt.Sprintf("%s %s runs the project's %s step, which by convention changes remote systems; approval is needed", c.name, t, t), c.part)
+			return
 		}
 	}
 }
