@@ -9,7 +9,7 @@ import (
 // FuzzClassify: Classify never panics, and always answers with a decision, a
 // reason and a rule, whatever it is given.
 func FuzzClassify(f *testing.F) {
-	for _, name := range []string{"corpus-public.jsonl", "cases.jsonl"} {
+	for _, name := range []string{"corpus-public.jsonl", "cases.jsonl", "redteam.jsonl"} {
 		for _, c := range readCorpus(f, name) {
 			f.Add(c.Cmd)
 		}

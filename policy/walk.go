@@ -114,6 +114,7 @@ type walker struct {
 	funcs     map[string]bool
 	bodies    map[string]funcBody     // the bodies of functions, to check again with the arguments of a call
 	hashed    map[string]string       // hash -p PATH NAME: the program NAME runs
+	funcCalls int                     // calls of functions checked again with their arguments
 	cwd       string                  // "" for the workspace; else a canonical path
 	written   map[string]dataKind     // files filled earlier in the command, and with what
 	scripts   map[string]string       // files written earlier with known text (cat > x.sh <<EOF)
@@ -566,6 +567,13 @@ type funcBody struct {
 	src  string
 }
 
+// maxFuncCalls bounds how many calls of functions are checked again with their
+// arguments, and maxFuncBody the simple commands a body may hold to be.
+const (
+	maxFuncCalls = 64
+	maxFuncBody  = 64
+)
+
 func (w *walker) funcDecl(c *syntax.FuncDecl, part string) {
 	name := ""
 	if c.Name != nil {
@@ -576,8 +584,17 @@ func (w *walker) funcDecl(c *syntax.FuncDecl, part string) {
 		w.bodies = map[string]funcBody{}
 	}
 	w.funcs[name] = true
-	if len(w.bodies) < 64 {
+	n := 0
+	syntax.Walk(c.Body, func(node syntax.Node) bool {
+		if _, ok := node.(*syntax.CallExpr); ok {
+			n++
+		}
+		return n <= maxFuncBody
+	})
+	if len(w.bodies) < 64 && n <= maxFuncBody {
 		w.bodies[name] = funcBody{c.Body, w.src}
+	} else {
+		delete(w.bodies, name)
 	}
 	// A function that starts itself in a pipe or in the background multiplies
 	// until the machine runs out of processes.
@@ -1098,9 +1115,10 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 // positional parameters, when they are known (f() { "$@"; }; f rm -rf ~).
 func (w *walker) callFunc(c *call, name string) {
 	fb, ok := w.bodies[name]
-	if !ok || fb.body == nil || len(c.args()) == 0 || w.expanding["()"+name] {
+	if !ok || fb.body == nil || len(c.args()) == 0 || w.expanding["()"+name] || w.funcCalls >= maxFuncCalls {
 		return
 	}
+	w.funcCalls++
 	pos := make([]string, 0, len(c.args()))
 	for _, a := range c.args() {
 		if !a.known() {
