@@ -165,6 +165,11 @@ func checkGit(w *walker, c *call) {
 			}
 		case "--output":
 			w.pathOp(opWrite, o.val, "git "+sub+" --output", "", false)
+		case "-O", "--open-files-in-pager":
+			if sub == "grep" && o.has {
+				w.add(Confirm, "git-program-option", "git grep "+o.name+" runs a program on the files it finds; drop the option", c.part)
+				w.programString(o.val, c.part, "git grep "+o.name)
+			}
 		case "-x", "--extcmd":
 			if sub == "rebase" || sub == "difftool" {
 				w.add(Confirm, "git-program-option", fmt.Sprintf("git %s %s runs a command; run it directly instead", sub, o.name), c.part)

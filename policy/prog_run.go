@@ -44,6 +44,46 @@ func registerRunners() {
 			w.add(Allow, "info", "corepack prints its version or help", c.part)
 		}
 	}})
+	reg("sort", program{decision: Allow, rule: "text", reason: "sort processes text and prints the result", check: func(w *walker, c *call) {
+		p := parseArgs(c.args(), spec("kostTS", "--key", "--output", "--field-separator", "--temporary-directory", "--buffer-size", "--compress-program", "--files0-from", "--random-source", "--batch-size", "--parallel"))
+		for _, v := range p.values("--compress-program") {
+			w.add(Confirm, "program-option", "sort --compress-program runs a program of the command's choosing; drop the option", c.part)
+			w.programString(v, c.part, "sort --compress-program")
+		}
+		for _, o := range p.values("-o", "--output") {
+			w.pathOp(opWrite, o, actor(c), "", false)
+		}
+	}})
+	reg("less more most", program{decision: Allow, rule: "read-only", reason: "%s shows a file page by page", check: func(w *walker, c *call) {
+		for _, a := range c.args() {
+			if cmd, ok := strings.CutPrefix(a.s, "+"); ok {
+				if j := strings.IndexByte(cmd, '!'); j >= 0 {
+					w.add(Confirm, "editor-exec", c.name+" "+a.show()+" runs a shell command when it starts; run the command directly", c.part)
+					w.shellStrings(c, c.name+" +!", []field{lit(cmd[j+1:])})
+				}
+			}
+		}
+	}})
+	reg("dc", program{decision: Allow, rule: "text", reason: "dc computes and prints", check: func(w *walker, c *call) {
+		// dc runs the rest of a line after ! as a shell command.
+		var code []string
+		p := parseArgs(c.args(), spec("ef", "--expression", "--file"))
+		for _, v := range p.values("-e", "--expression") {
+			code = append(code, v.s)
+		}
+		if c.stdin.hasText {
+			code = append(code, c.stdin.text)
+		}
+		for _, s := range code {
+			for _, line := range strings.Split(s, "\n") {
+				if j := strings.IndexByte(line, '!'); j >= 0 && !strings.HasPrefix(line[j+1:], "=") && !strings.HasPrefix(line[j+1:], "<") && !strings.HasPrefix(line[j+1:], ">") {
+					w.add(Confirm, "inline-code", "dc ! runs a shell command; run the command directly", c.part)
+					w.script(line[j+1:], c.part)
+				}
+			}
+		}
+	}})
+	reg("sqlite3 sqlite duckdb", program{decision: Allow, rule: "build", reason: "%s queries a local database file", check: checkSqlite})
 	reg("loginctl", program{decision: Confirm, rule: "service", reason: "loginctl manages login sessions; approval is needed", check: checkLoginctl})
 }
 
@@ -353,6 +393,46 @@ func checkPublish(w *walker, c *call, verbs []string) {
 		if ok {
 			w.add(Confirm, "publish", fmt.Sprintf("%s %s publishes the project to a registry or store, for others to download; approval is needed", c.name, strings.TrimSpace(line)), c.part)
 			return
+		}
+	}
+}
+
+// checkSqlite: sqlite3's dot commands .shell and .system run shell commands,
+// and .output, .once and .import with a | run one for the output or input.
+func checkSqlite(w *walker, c *call) {
+	var cmds []string
+	args := c.args()
+	for i := 0; i < len(args); i++ {
+		s := args[i].s
+		if s == "-cmd" && i+1 < len(args) {
+			i++
+			cmds = append(cmds, args[i].s)
+			continue
+		}
+		if !isOpt(s) {
+			cmds = append(cmds, s)
+		}
+	}
+	if c.stdin.hasText {
+		cmds = append(cmds, strings.Split(c.stdin.text, "\n")...)
+	}
+	for _, s := range cmds {
+		for _, line := range strings.Split(s, "\n") {
+			line = strings.TrimSpace(line)
+			word, rest, _ := strings.Cut(line, " ")
+			rest = strings.TrimSpace(rest)
+			switch word {
+			case ".shell", ".system":
+				w.add(Confirm, "inline-code", c.name+" "+word+" runs a shell command; run the command directly", c.part)
+				w.script(strings.Trim(rest, "'\""), c.part)
+			case ".output", ".once", ".import", ".read":
+				if t := strings.Trim(rest, "'\""); strings.HasPrefix(t, "|") {
+					w.add(Confirm, "inline-code", c.name+" "+word+" |... runs a shell command; run the command directly", c.part)
+					w.script(strings.TrimPrefix(t, "|"), c.part)
+				}
+			case ".load":
+				w.add(Confirm, "inline-code", c.name+" .load loads a native extension, which runs code; approval is needed", c.part)
+			}
 		}
 	}
 }

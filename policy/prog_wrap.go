@@ -698,11 +698,33 @@ func checkInterpreter(w *walker, c *call) {
 			}
 		}
 	}
+	codeSeen, inPlace := false, false
 	for i := 0; i < len(args); i++ {
 		s := args[i].s
 		if s == "-" {
 			w.execData(c, c.stdin, name, false)
 			return
+		}
+		if (name == "perl" || name == "ruby") && len(s) > 1 && s[0] == '-' && s[1] != '-' {
+			// perl -i, -pi, -i.bak: the files are edited in place.
+			for j := 1; j < len(s); j++ {
+				if s[j] == 'i' {
+					inPlace = true
+				}
+				if s[j] == 'i' || strings.IndexByte(spec.valued+spec.short, s[j]) >= 0 {
+					break
+				}
+			}
+		}
+		if !isOpt(s) && codeSeen {
+			// After inline code, the operands are the program's files
+			// (perl -pi -e CODE FILE...).
+			o := opRead
+			if inPlace {
+				o = opWrite
+			}
+			w.pathOp(o, args[i], name+" "+map[bool]string{true: "-i", false: "-e"}[inPlace], "", false)
+			continue
 		}
 		if !isOpt(s) {
 			if name == "deno" || name == "bun" {
@@ -762,6 +784,7 @@ func checkInterpreter(w *walker, c *call) {
 		}
 		if found {
 			w.inlineCode(c, code, name+" "+s)
+			codeSeen = true
 			// perl -e may repeat; the rest are its program's arguments.
 			continue
 		}
