@@ -31,7 +31,7 @@ const EditDescription = `Replace text in a file you have read in this session.
 - The file keeps its line endings (a CRLF file stays CRLF), byte-order mark, mode and final newline: write oldText and newText with plain "\n".
 - When oldText is not found, the error quotes the most similar lines of the current file with their numbers; correct oldText from them. A match that differs only in line endings, trailing spaces or typographic quotes, dashes and spaces is applied to that text alone, and the result says so.
 - Prefer edit to write for changes to an existing file; make several small edits rather than one huge one.
-- Protected paths (by default git's hooks and config, and what points git elsewhere for them: .git/hooks/, .git/config, .git/modules/, .git/commondir, .git/config.worktree, .git/worktrees/, and the .git of every repository below the root) cannot be edited.`
+- Protected paths (by default everything in .git, and any .git at any depth: git's hooks, its config and what sends it elsewhere for them) cannot be edited; run git commands with bash instead.`
 
 // maxEditBytes caps the files edit and write hold in memory. A larger file is
 // left to bash (sed, a script).

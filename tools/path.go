@@ -414,8 +414,11 @@ func (p protection) identity(root *os.Root, dirInfo fs.FileInfo, dirPath, name s
 		}
 	}
 	for _, e := range p.entries {
+		// A pattern has no one file to compare with (dirPath covers it); the
+		// instance at the root, "**/.git" as .git, has.
+		e = strings.TrimPrefix(e, "**/")
 		if isPattern(e) {
-			continue // no one file to compare with: dirPath covers them
+			continue
 		}
 		fi, err := root.Stat(e)
 		switch {

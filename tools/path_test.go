@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -146,8 +147,8 @@ func TestProtected(t *testing.T) {
 	os.Link(filepath.Join(ws, ".git/config"), filepath.Join(ws, "hardlink"))
 	for _, p := range []string{
 		".git/config", "./.git//config", ".GIT/config", ".git/hooks/pre-commit", ".git/hooks/new-hook",
-		".git/hooks/sub/x", "cfg", "g/config", "g/hooks/post-checkout", ws + "/.git/config", "hardlink",
-		".git/modules/lib/config", ".git/modules/lib/hooks/post-checkout",
+		".git/hooks/sub/x", "cfg", "g/config", "g/hooks/post-checkout", ws + "/.git/config",
+		".git/modules/lib/config", ".git/modules/lib/hooks/post-checkout", ".git/HEAD", ".git/commondir",
 	} {
 		t.Run(p, func(t *testing.T) {
 			call(t, s, "read", m{"path": p}) // reading is fine
@@ -163,9 +164,17 @@ func TestProtected(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, ".git/hooks/new-hook")); err == nil {
 		t.Error("a hook was created")
 	}
-	// Not protected: other .git files, and everything with an empty list.
-	mustOK(t, s, "read", m{"path": ".git/HEAD"})
-	mustOK(t, s, "edit", m{"path": ".git/HEAD", "oldText": "main", "newText": "dev"})
+	// A hard link to a protected file may be replaced: the write renames a new
+	// file over the link, and the protected file stays as it is.
+	mustOK(t, s, "read", m{"path": "hardlink"})
+	mustOK(t, s, "write", m{"path": "hardlink", "content": "[core]\n\tfsmonitor = evil\n"})
+	if got := readFile(t, ws, ".git/config"); got != files[".git/config"] {
+		t.Errorf(".git/config changed through a hard link: %q", got)
+	}
+	// Not protected: what only looks like git's, and everything with an empty
+	// list.
+	mustOK(t, s, "write", m{"path": ".github/x", "content": "x\n"})
+	mustOK(t, s, "write", m{"path": ".gitignore", "content": "x\n"})
 	// An absolute entry inside the workspace protects too.
 	s3, err := NewSession(t.Context(), Options{Workspace: ws, Protected: []string{filepath.Join(ws, "src") + "/"}})
 	if err != nil {
@@ -183,27 +192,32 @@ func TestProtected(t *testing.T) {
 }
 
 // The identity check catches a parent directory that turned into a protected
-// one after the path was resolved.
+// one, or one inside it, after the path was resolved: by the directory's real
+// path where the kernel tells it, else by comparing it with the protected
+// directory itself.
 func TestProtectedIdentity(t *testing.T) {
-	s, ws := newTestSession(t, map[string]string{".git/hooks/x": "", "d/x": ""})
-	dir, err := s.ws.root.OpenRoot(".git/hooks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
-	fi, _ := dir.Stat(".")
-	if _, ok := s.protect.identity(s.ws.root, fi, "", "pre-commit", nil); !ok {
+	s, _ := newTestSession(t, map[string]string{".git/hooks/x": "", "d/x": ""})
+	hooks, _ := s.ws.root.Stat(".git/hooks")
+	if _, ok := s.protect.identity(s.ws.root, hooks, ".git/hooks", "pre-commit", nil); !ok {
 		t.Error(".git/hooks opened by another name is not protected")
 	}
 	gitDir, _ := s.ws.root.Stat(".git")
 	if _, ok := s.protect.identity(s.ws.root, gitDir, "", "CONFIG", nil); !ok {
-		t.Error(".git + CONFIG is not protected")
+		t.Error(".git + CONFIG is not protected without its real path")
 	}
 	d, _ := s.ws.root.Stat("d")
-	if _, ok := s.protect.identity(s.ws.root, d, "", "x", nil); ok {
+	if _, ok := s.protect.identity(s.ws.root, d, "d", "x", nil); ok {
 		t.Error("d/x is protected")
 	}
-	_ = ws
+	// openParent finds the real path of the directory it opened.
+	dir, err := s.openParent(target{display: "d/x", canon: "d/x"}, "write")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.root.Close()
+	if runtime.GOOS == "linux" && dir.path != "d" {
+		t.Errorf("opened d, real path %q", dir.path)
+	}
 }
 
 // Through edit and write alone, an agent cannot send git on the host to a

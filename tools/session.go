@@ -114,15 +114,11 @@ const (
 )
 
 // DefaultProtected are the paths an agent could use to reach the host through the
-// user's own tools: git runs hooks and reads core.* programs from them, or is
-// sent by them to another directory for its hooks and config (commondir,
-// config.worktree, linked worktrees, a submodule's .git file), and runs git in
-// the repositories below the root (submodules).
-var DefaultProtected = []string{
-	".git/hooks/", ".git/config", ".git/modules/",
-	".git/commondir", ".git/config.worktree", ".git/worktrees/",
-	"*/**/.git",
-}
+// user's own tools: every .git, at any depth — a repository's directory, whose
+// hooks git runs, whose config names programs (core.fsmonitor, core.pager) and
+// whose commondir, config.worktree and worktrees send git elsewhere for them; or
+// a .git file, which names the repository of a submodule or a worktree.
+var DefaultProtected = []string{"**/.git"}
 
 // ErrClosed is returned by calls on a closed Session.
 var ErrClosed = errors.New("session is closed")

@@ -25,7 +25,7 @@ const WriteDescription = `Create a file, or replace the whole content of a file.
 - To change part of an existing file, use edit: it is safer and costs far fewer tokens.
 - Overwriting an existing file requires that you read it in this session and that it has not changed since (by the user, a formatter or a command); otherwise the write is refused — read it, then retry.
 - The write is atomic and keeps the file's mode. An existing CRLF file keeps its CRLF line endings, and a byte-order mark is kept, when content uses plain "\n".
-- Protected paths (by default git's hooks and config, and what points git elsewhere for them: .git/hooks/, .git/config, .git/modules/, .git/commondir, .git/config.worktree, .git/worktrees/, and the .git of every repository below the root) cannot be written.`
+- Protected paths (by default everything in .git, and any .git at any depth: git's hooks, its config and what sends it elsewhere for them) cannot be written; run git commands with bash instead.`
 
 // WriteDetails are the UI's data about a write.
 type WriteDetails struct {
