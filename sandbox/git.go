@@ -28,7 +28,8 @@ import (
 //   - worktrees/, where the linked worktrees outside the workspace keep their
 //     commondir and gitdir, read-only;
 //   - the .git file of each submodule's worktree, which names its repository,
-//     read-only.
+//     read-only; so is the workspace's own .git when it is such a file (the
+//     workspace is a linked worktree or a submodule).
 //
 // What stays open: a command may make a new repository in the workspace with
 // its own config and hooks, and git on the host runs them when someone runs git
@@ -64,7 +65,14 @@ type gitGuard struct {
 func guardGit(ws string, log *slog.Logger) gitGuard {
 	g := gitGuard{ws: ws}
 	gitDir := filepath.Join(ws, ".git")
-	if fi, err := os.Lstat(gitDir); err != nil || !fi.IsDir() {
+	fi, err := os.Lstat(gitDir)
+	switch {
+	case err == nil && fi.Mode().IsRegular():
+		// The workspace is a linked worktree or a submodule: its .git file
+		// names the repository, outside.
+		g.readOnly = append(g.readOnly, gitDir)
+		return g
+	case err != nil || !fi.IsDir():
 		return g
 	}
 	g.gitDir = gitDir

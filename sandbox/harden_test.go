@@ -299,6 +299,16 @@ func TestGitCannotBeSentElsewhere(t *testing.T) {
 	if out != "1\n1" { // the submodule; the untracked evil/
 		t.Errorf("git in the sandbox: %q", out)
 	}
+	// A workspace that is a linked worktree keeps the .git file naming its
+	// repository.
+	wtCfg := testConfig(t)
+	wtCfg.Workspace = filepath.Join(other, "wt")
+	wt := newSandbox(t, wtCfg)
+	sh(t, wt, plant("evil"))
+	if res, out := run(t, wt, ExecRequest{Command: "echo 'gitdir: evil' > .git"}); res.ExitCode == 0 {
+		t.Errorf("the worktree's .git file was rewritten: %s", out)
+	}
+
 	hostGit(ws, "status")
 	hostGit(ws, "submodule", "status")
 	hostGit(filepath.Join(other, "wt"), "status")
