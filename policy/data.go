@@ -419,6 +419,17 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		return data{kind: dUnknown}
 	case name == "ls" || name == "find" || name == "fd" || name == "fdfind" || name == "exa" || name == "eza":
 		return data{kind: dUnknown, names: listedNames(name, args)}
+	case (name == "grep" || name == "egrep" || name == "fgrep" || name == "rg") && grepListsFiles(args):
+		// grep -rl PATTERN DIR lists files under DIR.
+		return data{kind: dUnknown, names: grepListed(name, args)}
+	case name == "git" && gitListsFiles(args):
+		// git ls-files, git diff --name-only: paths in the repository.
+		return data{kind: dUnknown, names: "*"}
+	case (name == "dirname" || name == "basename") && len(args) == 1 && args[0].known() && !isOpt(args[0].s):
+		if name == "dirname" {
+			return literalData(path.Dir(args[0].s) + "\n")
+		}
+		return literalData(path.Base(args[0].s) + "\n")
 	case name == "curl" || name == "wget":
 		if writesToFile(name, args) {
 			return data{}
@@ -463,6 +474,80 @@ func (w *walker) operandData(args []field) dataKind {
 		k |= w.fileData(a).kind & (dSecret | dEnv | dDownload)
 	}
 	return k
+}
+
+// grepListsFiles reports whether grep prints only the names of files (-l).
+func grepListsFiles(args []field) bool {
+	for _, a := range args {
+		if a.s == "--" {
+			return false
+		}
+		if a.s == "--files-with-matches" || a.s == "--files-without-match" || a.s == "--files" || hasShort(a.s, "lL") && !strings.ContainsAny(a.s[1:], "efABCm") {
+			return true
+		}
+	}
+	return false
+}
+
+// grepListed is a glob for the files grep -l lists: under its first directory
+// operand, or the current one.
+func grepListed(name string, args []field) string {
+	var ops []string
+	skip := false
+	for _, a := range args {
+		switch {
+		case skip:
+			skip = false
+		case a.s == "-e" || a.s == "-f" || a.s == "--regexp" || a.s == "--file" || a.s == "-g" || a.s == "--glob" || a.s == "-t" || a.s == "--type":
+			skip = true
+		case isOpt(a.s):
+		case !a.known():
+			return "*"
+		default:
+			ops = append(ops, a.s)
+		}
+	}
+	if name != "rg" && len(ops) > 0 {
+		ops = ops[1:] // the pattern
+	}
+	if name == "rg" && len(ops) > 0 && !contains(fieldStringsOf(args), "--files") {
+		ops = ops[1:]
+	}
+	if len(ops) == 0 {
+		return "*"
+	}
+	return strings.TrimSuffix(ops[0], "/") + "/*"
+}
+
+func fieldStringsOf(fs []field) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.s
+	}
+	return out
+}
+
+// gitListsFiles reports whether git prints paths of the repository: ls-files,
+// diff --name-only, grep -l.
+func gitListsFiles(args []field) bool {
+	sub := ""
+	for _, a := range args {
+		if !isOpt(a.s) {
+			sub = a.s
+			break
+		}
+	}
+	switch sub {
+	case "ls-files":
+		return true
+	case "diff", "show", "log", "grep":
+		for _, a := range args {
+			if a.s == "--name-only" || sub == "grep" && (a.s == "-l" || a.s == "--files-with-matches") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hasEncodedEscape reports whether text holds escapes that spell characters by

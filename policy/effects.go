@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -388,6 +389,9 @@ func (w *walker) envVar(name string, val field, part string, forCommand bool) {
 	case name == "HOME" || name == "IFS" || name == "GOFLAGS" || name == "RUSTFLAGS" || name == "PYTHONPATH" ||
 		name == "NODE_PATH" || name == "PERL5LIB" || name == "RUBYLIB":
 		return // common in builds and tests; their effects are checked where they matter
+	case (name == "NODE_OPTIONS" || name == "JAVA_TOOL_OPTIONS" || name == "_JAVA_OPTIONS" || name == "JDK_JAVA_OPTIONS") &&
+		val.known() && !codeLoadingOption.MatchString(val.s):
+		return // memory and other settings (--max-old-space-size=4096, -Xmx2g)
 	case injectionVars[name]:
 		if val.data&(dDownload|dDecoded) != 0 || val.known() && w.downloaded(w.canon(val.s)) {
 			w.addS(Deny, "remote-code", name+"="+val.show()+" makes programs load code downloaded or decoded in this command, unseen; download it to a file, read it, then decide", part)
@@ -414,6 +418,10 @@ func (w *walker) gitDirElsewhere(val field, how, part string) {
 	}
 	w.addS(Confirm, "git-config-program", fmt.Sprintf("%s%s makes git use a repository outside the workspace, whose configuration and hooks can make git run programs; work in the workspace's repository, or ask for approval", how, val.show()), part)
 }
+
+// codeLoadingOption matches the options of NODE_OPTIONS and the JVM's option
+// variables that load code: a module, a loader, an agent, an argument file.
+var codeLoadingOption = regexp.MustCompile(`(^|\s)(-r|--require|--import|--loader|--experimental-loader|--eval|-e|--experimental-policy|--env-file|-javaagent|-agentpath|-agentlib|-Xbootclasspath|-XX:OnError|-XX:OnOutOfMemoryError|@)`)
 
 // programString classifies a variable or option value that names a command
 // line some program will run.
