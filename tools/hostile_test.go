@@ -49,6 +49,12 @@ func TestHostileInputs(t *testing.T) {
 		facts []string
 	}{
 		{"read", m{"path": "empty"}, true, []string{"[empty is empty.]"}},
+		// A limit as large as an integer goes once overflowed offset+limit and
+		// showed no line at all.
+		{"read", m{"path": "nonl", "limit": int64(9223372036854775807)}, true, []string{"1\ta\n2\tb"}},
+		{"read", m{"path": "nonl", "offset": 2, "limit": int64(9223372036854775807)}, true, []string{"2\tb"}},
+		{"read", m{"path": "rodir", "offset": 1, "limit": int64(9223372036854775807)}, true, []string{"f"}},
+		{"read", m{"path": "nonl", "offset": int64(9223372036854775807)}, false, []string{"past the end of nonl"}},
 		{"edit", m{"path": "empty", "oldText": "x", "newText": "y"}, false, []string{"oldText was not found in empty"}},
 		{"read", m{"path": "bomonly"}, true, []string{"is empty"}},
 		{"edit", m{"path": "nonl", "oldText": "b", "newText": "c\n"}, true, []string{"Edited nonl"}},

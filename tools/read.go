@@ -42,6 +42,7 @@ const (
 	readMaxEntries   = 1000     // directory entries per call by default
 	sniffBytes       = 8 << 10  // bytes examined to tell text from binary
 	readBufferBytes  = 64 << 10
+	maxLineNumber    = 1 << 53 // offset and limit are taken at most as this
 )
 
 // ReadDetails are the UI's data about a read.
@@ -72,6 +73,8 @@ func (s *Session) read(ctx context.Context, p ReadParams) (Result, error) {
 	if p.Limit < 0 {
 		return errorResult("limit must be a positive number of lines, got %d. Omit it for the default of %d.", p.Limit, readMaxLines), nil
 	}
+	// No file has this many lines; offset+limit must not overflow.
+	p.Offset, p.Limit = min(p.Offset, maxLineNumber), min(p.Limit, maxLineNumber)
 	root, t, inWorkspace, err := s.resolveRead(p.Path)
 	if err != nil {
 		return resultOf(err)
