@@ -215,6 +215,14 @@ func (w *walker) canonAbs(p string) string {
 // classifyPath says what a command's path argument names.
 func (w *walker) classifyPath(f field) pathInfo {
 	c := w.canon(f.s)
+	if len(w.links) > 0 && !strings.Contains(c, unknown) {
+		if t := w.throughLinks(c); t != c {
+			f.s, c = t, t
+			if f.glob {
+				f.pat = w.throughLinks(w.canon(f.pat))
+			}
+		}
+	}
 	key := c
 	if f.glob || f.hasAlt {
 		key = "\x01" + c + "\x01" + f.pat + "\x01" + f.alt

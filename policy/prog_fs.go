@@ -227,6 +227,53 @@ func checkLn(w *walker, c *call) {
 	for _, d := range dests {
 		w.pathOp(opWrite, d, actor(c), "", false)
 	}
+	// Remember the links: later paths through one reach its target.
+	if len(dests) == 1 && dests[0].known() && p.has("-s", "--symbolic") {
+		for _, f := range ops {
+			target := f
+			if !strings.HasPrefix(f.s, "/") && !strings.HasPrefix(f.s, "~") {
+				if dir := path.Dir(dests[0].s); dir != "." {
+					target.s = dir + "/" + f.s
+				}
+			}
+			if !target.known() {
+				continue
+			}
+			link := dests[0].s
+			if len(ops) > 1 || strings.HasSuffix(link, "/") || len(p.values("-t", "--target-directory")) > 0 {
+				link = strings.TrimSuffix(link, "/") + "/" + path.Base(f.s)
+			}
+			w.link(link, target.s)
+		}
+	}
+}
+
+// link remembers a symbolic link made earlier in the command.
+func (w *walker) link(name, target string) {
+	if w.links == nil {
+		w.links = map[string]string{}
+	}
+	if len(w.links) < 32 {
+		w.links[w.canon(name)] = w.canon(target)
+		w.paths = nil // classifications through the new link differ
+	}
+}
+
+// throughLinks follows the links made earlier in the command: a path through
+// one names a path under its target.
+func (w *walker) throughLinks(c string) string {
+	for l, t := range w.links {
+		if c == l {
+			return t
+		}
+		if rest, ok := strings.CutPrefix(c, l+"/"); ok {
+			if t == "/" {
+				return "/" + rest
+			}
+			return t + "/" + rest
+		}
+	}
+	return c
 }
 
 var setuidMode = regexp.MustCompile(`^(?:[0-7]?[2-7][0-7]{3}|.*[ugoa]*[+=][rwxXt]*s.*)$`)

@@ -115,6 +115,8 @@ type walker struct {
 	bodies    map[string]funcBody     // the bodies of functions, to check again with the arguments of a call
 	hashed    map[string]string       // hash -p PATH NAME: the program NAME runs
 	funcCalls int                     // calls of functions checked again with their arguments
+	procIn    data                    // what the current command writes into a >(...) process substitution
+	links     map[string]string       // symbolic links made earlier: canonical name to canonical target
 	cwd       string                  // "" for the workspace; else a canonical path
 	written   map[string]dataKind     // files filled earlier in the command, and with what
 	scripts   map[string]string       // files written earlier with known text (cat > x.sh <<EOF)
@@ -316,6 +318,18 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 	case *syntax.BinaryCmd, *syntax.Block, *syntax.Subshell, *syntax.IfClause, *syntax.CaseClause, *syntax.TimeClause, *syntax.CoprocClause:
 	default:
 		part = w.text(s)
+	}
+	// What the command writes into a >(...) process substitution is that
+	// process's input (echo 'rm -rf ~' > >(sh), tee >(bash)).
+	if hasProcOut(s) {
+		saved := w.procIn
+		w.procIn = data{kind: dUnknown}
+		if ce, ok := s.Cmd.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
+			if d := w.produceCall(w.expandWords(ce.Args), stdin); d.kind != 0 {
+				w.procIn = d
+			}
+		}
+		defer func() { w.procIn = saved }()
 	}
 	// Redirections happen before the command runs.
 	for _, r := range s.Redirs {
@@ -645,7 +659,14 @@ func (w *walker) substs(node syntax.Node) {
 			return false
 		case *syntax.ProcSubst:
 			saved := w.cwd
-			w.stmts(n.Stmts, data{})
+			in := data{}
+			if n.Op == syntax.CmdOut {
+				in = w.procIn
+				if in.kind == 0 {
+					in = data{kind: dUnknown}
+				}
+			}
+			w.stmts(n.Stmts, in)
 			w.cwd = saved
 			return false
 		case *syntax.ParamExp:
@@ -661,6 +682,29 @@ func (w *walker) substs(node syntax.Node) {
 		}
 		return true
 	})
+}
+
+// hasProcOut reports whether a simple command's words or redirections hold a
+// >(...) process substitution.
+func hasProcOut(s *syntax.Stmt) bool {
+	var words []*syntax.Word
+	if ce, ok := s.Cmd.(*syntax.CallExpr); ok {
+		words = ce.Args
+	}
+	for _, r := range s.Redirs {
+		words = append(words, r.Word)
+	}
+	for _, word := range words {
+		if word == nil {
+			continue
+		}
+		for _, p := range word.Parts {
+			if ps, ok := p.(*syntax.ProcSubst); ok && ps.Op == syntax.CmdOut {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isNil reports whether a node is nil, or a nil pointer in an interface (an
