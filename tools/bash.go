@@ -149,10 +149,12 @@ func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {
 	}
 	timeout, timeoutNote := s.bashTimeout(), ""
 	if p.Timeout > 0 {
-		timeout = time.Duration(p.Timeout) * time.Second
-		if max := s.maxBashTimeout(); timeout > max {
+		// Compared in seconds: a huge number of seconds overflows a Duration.
+		if max := s.maxBashTimeout(); int64(p.Timeout) > int64(max/time.Second) {
 			timeout = max
 			timeoutNote = fmt.Sprintf("Timeout: %d s asked, %d s is the most allowed.", p.Timeout, max/time.Second)
+		} else {
+			timeout = time.Duration(p.Timeout) * time.Second
 		}
 	}
 	det := &BashDetails{Command: command, Timeout: timeout, TimeoutNote: timeoutNote}

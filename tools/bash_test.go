@@ -423,3 +423,16 @@ func TestBashLogsTotalCap(t *testing.T) {
 		t.Errorf("%d logs hold %d bytes, want at most %d", len(ents), total, logBudgetLogs*perLog)
 	}
 }
+
+// A timeout of more seconds than a Duration holds is the greatest allowed, not
+// a wrapped-around negative one that would let the command run forever.
+func TestBashHugeTimeoutIsCapped(t *testing.T) {
+	s, _, _ := bashSession(t, nil, func(o *Options) { o.MaxBashTimeout = time.Second })
+	r := bash(t, s, "sleep 600", 10_000_000_000)
+	if h, _ := splitResult(r); !strings.Contains(h, "Timeout: 10000000000 s asked, 1 s is the most allowed.") || !strings.Contains(h, "Timed out after 1s") {
+		t.Errorf("header %q", h)
+	}
+	if d := bashDetails(t, r); d.Timeout != time.Second || !d.TimedOut {
+		t.Errorf("timeout %v, timed out %v", d.Timeout, d.TimedOut)
+	}
+}
