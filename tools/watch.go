@@ -181,14 +181,23 @@ func (w *watcher) handle(ev fsnotify.Event) {
 	w.s.emit(Event{Type: EventFileChanged, Path: display, Op: op})
 }
 
+// hashFile hashes the regular file rel. What was opened is checked, not what
+// was looked at before: a file swapped for a named pipe meanwhile would block
+// the watcher, and Close with it, for as long as a writer holds the pipe.
 func (w *watcher) hashFile(rel string) (contentHash, error) {
 	f, err := w.s.ws.root.OpenFile(rel, os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		return contentHash{}, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return contentHash{}, errNotRegular
+	}
 	return hashReader(context.Background(), f)
 }
+
+// errNotRegular says an opened file turned out not to be a regular file.
+var errNotRegular = errors.New("not a regular file")
 
 // watchedDirs returns how many directories are watched, for tests.
 func (w *watcher) watchedDirs() int {

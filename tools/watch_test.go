@@ -121,3 +121,31 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A watched file swapped for a named pipe whose writer never writes does not
+// block the watcher (and Close with it): what was opened is checked.
+func TestWatcherHashDoesNotBlockOnAPipe(t *testing.T) {
+	s, ws := newTestSession(t, nil)
+	p := filepath.Join(ws, "pipe")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Skip("no mkfifo:", err)
+	}
+	writer, err := os.OpenFile(p, os.O_RDWR, 0) // a writer that never writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.watch.hashFile("pipe")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a named pipe was hashed")
+		}
+	case <-time.After(time.Minute): // only a hang fails
+		t.Fatal("hashing a named pipe blocked")
+	}
+}

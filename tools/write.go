@@ -194,6 +194,10 @@ func (d parentDir) current(ctx context.Context, t target) ([]byte, fs.FileInfo, 
 	if fi, err = f.Stat(); err != nil {
 		return nil, nil, contentHash{}, pathError(t.display, err)
 	}
+	if !fi.Mode().IsRegular() {
+		// Swapped meanwhile: a named pipe would block the read.
+		return nil, nil, contentHash{}, userErrorf("%s is %s, not a regular file; write writes files.", t.display, fileKind(fi))
+	}
 	h, err := hashReader(ctx, f)
 	if err != nil {
 		return nil, nil, contentHash{}, err
