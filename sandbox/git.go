@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Git on the host trusts the repository in the workspace: it runs the programs
@@ -36,8 +37,12 @@ import (
 // in it — or in the outer repository, when the command also staged or
 // committed the new one as a submodule (git status looks into submodules).
 
-// maxGitDirs bounds the submodule repositories that are protected.
-const maxGitDirs = 64
+// maxGitDirs bounds the submodule repositories that are protected, and
+// maxGitWalk the entries of .git/modules looked at to find them.
+const (
+	maxGitDirs = 64
+	maxGitWalk = 10_000
+)
 
 // gitRedirects are the files of a repository directory that send git elsewhere
 // for its config and hooks.
@@ -77,7 +82,11 @@ func guardGit(ws string, log *slog.Logger) gitGuard {
 	}
 	g.gitDir = gitDir
 	dirs := []string{gitDir}
+	visited := 0
 	filepath.WalkDir(filepath.Join(gitDir, "modules"), func(p string, d fs.DirEntry, err error) error {
+		if visited++; visited > maxGitWalk {
+			return fs.SkipAll // a tree a command made to slow the start down
+		}
 		if err != nil || !d.IsDir() || len(dirs) >= maxGitDirs {
 			return fs.SkipDir
 		}
@@ -171,11 +180,16 @@ func (g gitGuard) sweep(log *slog.Logger) (removed []string) {
 // when it is not there. It reads what git itself writes: no includes, and
 // only whole-value quotes.
 func gitConfigValue(file, section, key string) string {
-	f, err := os.Open(file)
+	// A command may have made it a named pipe: opening one must not block,
+	// and reading one is not what a config is for.
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > 1<<20 {
+		return ""
+	}
 	cur := ""
 	value := ""
 	sc := bufio.NewScanner(f)
