@@ -392,7 +392,17 @@ func checkWrapper(w *walker, c *call) {
 			}
 		}
 		if len(vals) == 0 {
-			w.script(cmd, c.part)
+			// The arguments are lines of standard input: unknown, or the
+			// names ls or find listed.
+			arg := `"$_"`
+			if n := c.stdin.names; n != "" && !strings.ContainsAny(n, " '\"$`\\;&|<>()") {
+				arg = n
+			}
+			if strings.Contains(cmd, "{}") {
+				w.script(strings.ReplaceAll(cmd, "{}", arg), c.part)
+			} else {
+				w.script(cmd+" "+arg, c.part)
+			}
 			return
 		}
 		for _, v := range vals {
