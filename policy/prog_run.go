@@ -84,6 +84,32 @@ func registerRunners() {
 		}
 	}})
 	reg("sqlite3 sqlite duckdb", program{decision: Allow, rule: "build", reason: "%s queries a local database file", check: checkSqlite})
+	reg("xterm uxterm rxvt urxvt", program{decision: Allow, rule: "terminal", reason: "%s opens a terminal window", check: func(w *walker, c *call) {
+		args := c.args()
+		for i, a := range args {
+			switch a.s {
+			case "-display", "--display", "-d":
+				if i+1 < len(args) {
+					host, _, _ := strings.Cut(args[i+1].s, ":")
+					if host != "" && host != "localhost" && host != "unix" && !isLocalURL(host) {
+						w.add(Deny, "reverse-shell", c.name+" "+a.s+" "+args[i+1].show()+" opens a shell on another machine's display (a reverse shell); run the commands you need directly", c.part)
+					}
+				}
+			case "-e":
+				c.delegated = true
+				if i+1 < len(args) {
+					w.command(c.sub(args[i+1:]))
+				}
+				return
+			}
+		}
+	}})
+	reg("shopt", program{decision: Allow, rule: "shell-builtin", reason: "shopt changes shell options", exempt: true, check: func(w *walker, c *call) {
+		p := parseArgs(c.args(), spec(""))
+		if p.has("-u") && p.has("-o") && contains(fieldStringsOf(p.ops), "history") {
+			w.add(Deny, "history-wipe", "shopt -u -o history stops the shell from recording commands, which hides what was run; leave the history on", c.part)
+		}
+	}})
 	reg("loginctl", program{decision: Confirm, rule: "service", reason: "loginctl manages login sessions; approval is needed", check: checkLoginctl})
 }
 
