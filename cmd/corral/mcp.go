@@ -82,6 +82,9 @@ type mcpServer struct {
 	mu       sync.Mutex // guards sessions and closed
 	sessions map[*mcp.ServerSession]*mcpSession
 	closed   bool
+	// closing counts the sessions being closed since their client left;
+	// closeAll waits for them, so that none is cut short by the exit.
+	closing sync.WaitGroup
 
 	callSeq atomic.Int64
 }
@@ -203,8 +206,14 @@ func (m *mcpServer) open(ss *mcp.ServerSession, ms *mcpSession) {
 	go func() {
 		ss.Wait()
 		m.mu.Lock()
+		if _, ok := m.sessions[ss]; !ok {
+			m.mu.Unlock()
+			return // closeAll has it
+		}
 		delete(m.sessions, ss)
+		m.closing.Add(1)
 		m.mu.Unlock()
+		defer m.closing.Done()
 		if err := ms.close(); err != nil {
 			m.log.Warn("closing a session", "err", err)
 		}
@@ -232,6 +241,7 @@ func (m *mcpServer) closeAll() {
 		}()
 	}
 	wg.Wait()
+	m.closing.Wait()
 }
 
 // elicitConfirmer asks the user through the MCP client when it supports

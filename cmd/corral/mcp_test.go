@@ -214,7 +214,16 @@ func TestMCPHTTPNeedsTokenBeyondLoopback(t *testing.T) {
 // startHTTP starts `corral mcp --http` and returns its URL.
 func startHTTP(t *testing.T, args ...string) string {
 	t.Helper()
+	url, _ := startHTTPCmd(t, nil, args...)
+	return url
+}
+
+// startHTTPCmd is startHTTP with extra environment variables; it also returns
+// the process, which the test may interrupt itself.
+func startHTTPCmd(t *testing.T, env []string, args ...string) (string, *exec.Cmd) {
+	t.Helper()
 	cmd := exec.Command("corral", append([]string{"mcp", "--http", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -242,12 +251,38 @@ func startHTTP(t *testing.T, args ...string) string {
 					t.Logf("corral mcp: %s", sc.Text())
 				}
 			}()
-			return m[1]
+			return m[1], cmd
 		}
 		t.Logf("corral mcp: %s", sc.Text())
 	}
 	t.Fatal("corral mcp --http exited without serving")
-	return ""
+	return "", nil
+}
+
+// TestMCPHTTPLeavesNothing: a server interrupted right after a client ended its
+// session still removes that session's sandbox and log directory.
+func TestMCPHTTPLeavesNothing(t *testing.T) {
+	needsDocker(t)
+	tmp, ws := t.TempDir(), t.TempDir()
+	url, cmd := startHTTPCmd(t, []string{"TMPDIR=" + tmp}, "--workspace", ws)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "corral-test", Version: "v0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := callTool(t, cs, "bash", map[string]any{"command": "cat /etc/hostname"})
+	_, host, _ := strings.Cut(resultText(res), "\n\n")
+	cs.Close()
+	cmd.Process.Signal(os.Interrupt)
+	cmd.Wait()
+	if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
+		t.Errorf("left in the temporary directory: %v", ents)
+	}
+	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "id="+strings.TrimSpace(host)).Output(); len(out) > 0 {
+		t.Errorf("sandbox %s left behind", host)
+	}
 }
 
 type bearerTransport struct{ token string }
