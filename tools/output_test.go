@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func termLines(t *testing.T, chunks ...string) []string {
@@ -278,4 +279,37 @@ func TestTranscriptLogCap(t *testing.T) {
 	if tr.logBytes+tr.logDropped != tr.totalBytes {
 		t.Errorf("%d bytes logged + %d dropped != %d", tr.logBytes, tr.logDropped, tr.totalBytes)
 	}
+}
+
+// FuzzTerminal: whatever a program prints, split however across writes, the
+// terminal never panics, emits valid UTF-8, keeps each line within
+// maxLineBytes (and its cut marker), and the transcript's view and what it left
+// out add up to the whole.
+func FuzzTerminal(f *testing.F) {
+	f.Add([]byte("a\x1b[31mb\x1b[0m\r\nc\rd\n"), uint8(3))
+	f.Add([]byte("abc\x1b[9999999999999999999Cx\n"), uint8(1))
+	f.Add([]byte("\x1b]0;t\x07\xe2\x82\xac\b\b\x1b[2K\x1b[5G!\n"), uint8(2))
+	f.Fuzz(func(t *testing.T, raw []byte, split uint8) {
+		tr := &transcript{}
+		term := newTerminal(func(line []byte) {
+			if !utf8.Valid(line) {
+				t.Fatalf("line is not UTF-8: %q", line)
+			}
+			body, _, _ := strings.Cut(string(line), " … [line cut: ")
+			if len(body) > maxLineBytes {
+				t.Fatalf("line of %d bytes", len(body))
+			}
+			tr.addLine(line)
+		})
+		step := int(split)%7 + 1
+		for i := 0; i < len(raw); i += step {
+			term.Write(raw[i:min(i+step, len(raw))])
+		}
+		term.Close()
+		tr.text("log")
+		shown := int64(strings.Count(string(tr.head), "\n") + strings.Count(string(tr.tail), "\n"))
+		if shown+tr.omitLines != tr.totalLines {
+			t.Fatalf("%d lines shown + %d left out != %d", shown, tr.omitLines, tr.totalLines)
+		}
+	})
 }
