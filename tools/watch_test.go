@@ -2,10 +2,12 @@ package tools
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -147,5 +149,81 @@ func TestWatcherHashDoesNotBlockOnAPipe(t *testing.T) {
 		}
 	case <-time.After(time.Minute): // only a hang fails
 		t.Fatal("hashing a named pipe blocked")
+	}
+}
+
+// Under rapid churn — files rewritten, directories removed, recreated and
+// renamed while the session reads, edits and writes in them — nothing panics or
+// hangs, Close leaves no goroutine behind, and calls after Close fail cleanly.
+func TestWatcherChurnAndClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	ws := t.TempDir()
+	const dirs = 20
+	for i := range dirs {
+		writeFile(t, ws, fmt.Sprintf("d%d/f", i), "x\n")
+	}
+	s, err := NewSession(t.Context(), Options{Workspace: ws, Events: &eventLog{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range dirs {
+		mustOK(t, s, "read", m{"path": fmt.Sprintf("d%d/f", i)})
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := g; ; k += 3 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := filepath.Join(ws, fmt.Sprintf("d%d", k%dirs))
+				switch k % 4 {
+				case 0:
+					os.WriteFile(filepath.Join(d, "f"), []byte(fmt.Sprint(k)), 0o644)
+				case 1:
+					os.RemoveAll(d)
+				case 2:
+					os.MkdirAll(d, 0o755)
+					os.WriteFile(filepath.Join(d, "f"), []byte("x\n"), 0o644)
+				case 3:
+					os.Rename(d, d+"-moved")
+					os.Rename(d+"-moved", d)
+				}
+			}
+		}()
+	}
+	ctx := t.Context()
+	for i := range 200 {
+		p := fmt.Sprintf("d%d/f", i%dirs)
+		for _, err := range []error{
+			func() error { _, err := s.Read(ctx, ReadParams{Path: p}); return err }(),
+			func() error { _, err := s.Edit(ctx, EditParams{Path: p, OldText: "x", NewText: "y"}); return err }(),
+			func() error { _, err := s.Write(ctx, WriteParams{Path: p, Content: "x\n"}); return err }(),
+		} {
+			if err != nil {
+				t.Errorf("Go error under churn: %v", err)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if _, err := s.Read(ctx, ReadParams{Path: "d0/f"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("read after Close: %v, want ErrClosed", err)
+	}
+	deadline := time.Now().Add(time.Minute) // only a leak fails
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
