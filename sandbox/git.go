@@ -50,9 +50,9 @@ var gitRedirects = []string{"commondir", "config.worktree"}
 
 // gitGuard is what the sandbox protects of the workspace's repository.
 type gitGuard struct {
-	ws     string
-	gitDir string // the workspace's .git directory; "" when it has none
-	// self are repository directories mounted on themselves.
+	ws string
+	// self are repository directories mounted on themselves: the
+	// workspace's .git and its submodules' repositories.
 	self []string
 	// readOnly are paths mounted read-only.
 	readOnly []string
@@ -80,7 +80,6 @@ func guardGit(ws string, log *slog.Logger) gitGuard {
 	case err != nil || !fi.IsDir():
 		return g
 	}
-	g.gitDir = gitDir
 	dirs := []string{gitDir}
 	visited := 0
 	filepath.WalkDir(filepath.Join(gitDir, "modules"), func(p string, d fs.DirEntry, err error) error {
