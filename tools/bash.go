@@ -241,7 +241,7 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	logMax := s.sh.reserveLog(s.maxLogBytes())
 	tr := &transcript{log: bufio.NewWriterSize(logFile, 64<<10), logMax: logMax}
 	defer func() { s.sh.releaseLog(logMax - tr.logBytes) }()
-	term := newTerminal(tr.addLine)
+	term := newTerminal(maxTermLine, tr.addLine)
 	out := &rawSink{term: term, s: s, callID: callID(ctx)}
 
 	res, err := s.opts.Sandbox.Exec(ctx, sandbox.ExecRequest{Command: command, Timeout: timeout, Output: out})

@@ -18,23 +18,29 @@ const (
 	// the rest is the tail, where tests and compilers print their summaries.
 	headBudget = 4_000
 	// maxLineBytes caps one line of the model's view; the rest of a longer line is
-	// counted and dropped.
+	// counted and dropped (the log keeps it).
 	maxLineBytes = 8_000
+	// maxTermLine caps one line the terminal keeps, for the full log: a line of
+	// minified JSON is whole there. The terminal's memory is bounded by it.
+	maxTermLine = 1 << 20
 )
 
 // terminal turns a raw PTY stream into the plain lines a person would see:
 // escape sequences are removed and carriage-return overwrites (progress bars)
-// collapse to their final text. Its memory is bounded by maxLineBytes whatever
+// collapse to their final text. Its memory is bounded by its line cap whatever
 // the stream holds.
 type terminal struct {
-	line     []rune // the current line
-	col      int    // the cursor's column in line
-	dropped  int    // bytes of the current line past maxLineBytes
-	state    escState
-	params   []byte // parameters of the CSI sequence being read, capped
-	partial  []byte // an incomplete UTF-8 sequence carried to the next Write
-	out      []byte // reused buffer of the finished line
-	emitLine func([]byte)
+	max     int    // the most characters (and bytes) a line keeps
+	line    []rune // the current line
+	col     int    // the cursor's column in line
+	dropped int    // bytes of the current line past max
+	state   escState
+	params  []byte // parameters of the CSI sequence being read, capped
+	partial []byte // an incomplete UTF-8 sequence carried to the next Write
+	out     []byte // reused buffer of the finished line
+	// emitLine receives each finished line and how many bytes of it were past
+	// the cap.
+	emitLine func(line []byte, dropped int)
 }
 
 type escState uint8
@@ -48,8 +54,9 @@ const (
 	stStringEsc          // ESC seen inside a string
 )
 
-func newTerminal(emit func(line []byte)) *terminal {
-	return &terminal{emitLine: emit}
+// newTerminal returns a terminal that keeps at most max bytes of a line.
+func newTerminal(max int, emit func(line []byte, dropped int)) *terminal {
+	return &terminal{max: max, emitLine: emit}
 }
 
 // Write feeds raw output. It never fails.
@@ -73,7 +80,7 @@ func (t *terminal) Write(p []byte) (int, error) {
 			if t.state == stGround {
 				// Fast path: printable ASCII appended at the end of the line,
 				// and line ends.
-				if b >= 0x20 && b < 0x7f && t.col == len(t.line) && t.col < maxLineBytes {
+				if b >= 0x20 && b < 0x7f && t.col == len(t.line) && t.col < t.max {
 					t.line = append(t.line, rune(b))
 					t.col++
 					p = p[1:]
@@ -202,7 +209,7 @@ func (t *terminal) put(r rune) {
 		t.col++
 		return
 	}
-	if t.col >= maxLineBytes {
+	if t.col >= t.max {
 		t.dropped += utf8.RuneLen(r)
 		t.col++
 		return
@@ -240,11 +247,11 @@ func (t *terminal) csi(final byte) {
 	case 'D': // cursor back
 		t.col = max(t.col-max(n, 1), 0)
 	}
-	t.col = min(t.col, maxLineBytes)
+	t.col = min(t.col, t.max)
 }
 
 // param returns the first numeric parameter of the CSI sequence being read, 0
-// when there is none. It saturates past maxLineBytes, as no line is longer: a
+// when there is none. It saturates past the line cap, as no line is longer: a
 // program's "\x1b[99999999999999999999C" must not overflow the column.
 func (t *terminal) param() int {
 	n := 0
@@ -252,7 +259,7 @@ func (t *terminal) param() int {
 		if c < '0' || c > '9' {
 			break
 		}
-		n = min(n*10+int(c-'0'), maxLineBytes+1)
+		n = min(n*10+int(c-'0'), t.max+1)
 	}
 	return n
 }
@@ -263,10 +270,9 @@ func (t *terminal) finish() {
 		end--
 	}
 	t.out = t.out[:0]
-	// The line holds at most maxLineBytes characters; its bytes are capped too,
-	// so that a line of wide characters cannot crowd out the tail.
+	// The line holds at most max characters; its bytes are capped too.
 	for i, r := range t.line[:end] {
-		if len(t.out)+utf8.RuneLen(r) > maxLineBytes {
+		if len(t.out)+utf8.RuneLen(r) > t.max {
 			for _, r := range t.line[i:end] {
 				t.dropped += utf8.RuneLen(r)
 			}
@@ -278,11 +284,9 @@ func (t *terminal) finish() {
 			t.out = utf8.AppendRune(t.out, r)
 		}
 	}
-	if t.dropped > 0 {
-		t.out = fmt.Appendf(t.out, " … [line cut: %d more bytes]", t.dropped)
-	}
+	dropped := t.dropped
 	t.line, t.col, t.dropped = t.line[:0], 0, 0
-	t.emitLine(t.out)
+	t.emitLine(t.out, dropped)
 }
 
 // transcript keeps the model's view of a command's output — a small head and a
@@ -295,6 +299,7 @@ type transcript struct {
 	omitBytes  int64
 	totalLines int64
 	totalBytes int64
+	cutBuf     []byte // reused for a long line cut for the model's view
 
 	log        *bufio.Writer
 	logFile    *os.File
@@ -303,10 +308,20 @@ type transcript struct {
 	logDropped int64 // bytes past logMax, only counted
 }
 
-func (tr *transcript) addLine(line []byte) {
+func (tr *transcript) addLine(line []byte, dropped int) {
 	tr.totalLines++
-	tr.totalBytes += int64(len(line)) + 1
-	tr.writeLog(line)
+	tr.totalBytes += int64(len(line)+dropped) + 1
+	tr.writeLog(line, dropped)
+	if len(line) > maxLineBytes || dropped > 0 {
+		// The model's view of a long line: its start, and how much is left
+		// out (the log has it).
+		cut := min(len(line), maxLineBytes)
+		for cut > 0 && cut < len(line) && !utf8.RuneStart(line[cut]) {
+			cut--
+		}
+		tr.cutBuf = fmt.Appendf(append(tr.cutBuf[:0], line[:cut]...), " … [line cut: %d more bytes]", len(line)-cut+dropped)
+		line = tr.cutBuf
+	}
 	if !tr.headFull {
 		if len(tr.head)+len(line)+1 <= headBudget {
 			tr.head = append(append(tr.head, line...), '\n')
@@ -340,7 +355,7 @@ func (tr *transcript) trimTail(budget int) {
 	tr.tail = append(tr.tail[:0], tr.tail[cut:]...)
 }
 
-func (tr *transcript) writeLog(line []byte) {
+func (tr *transcript) writeLog(line []byte, dropped int) {
 	if tr.log == nil {
 		return
 	}
@@ -348,10 +363,14 @@ func (tr *transcript) writeLog(line []byte) {
 	// Past the cap everything is only counted, short lines too: the log is
 	// the output's start, never a start with holes.
 	if tr.logDropped > 0 || tr.logBytes+n > tr.logMax {
-		tr.logDropped += n
+		tr.logDropped += n + int64(dropped)
 		return
 	}
 	tr.log.Write(line)
+	if dropped > 0 {
+		m, _ := fmt.Fprintf(tr.log, " … [line cut: %d more bytes]", dropped)
+		n += int64(m)
+	}
 	tr.log.WriteByte('\n')
 	tr.logBytes += n
 }
@@ -385,8 +404,11 @@ func byteSize(n int64) string {
 // sequences removed, carriage-return overwrites collapsed.
 func PlainText(raw string) string {
 	var b bytes.Buffer
-	t := newTerminal(func(line []byte) {
+	t := newTerminal(maxLineBytes, func(line []byte, dropped int) {
 		b.Write(line)
+		if dropped > 0 {
+			fmt.Fprintf(&b, " … [line cut: %d more bytes]", dropped)
+		}
 		b.WriteByte('\n')
 	})
 	t.Write([]byte(raw))

@@ -13,7 +13,13 @@ import (
 func termLines(t *testing.T, chunks ...string) []string {
 	t.Helper()
 	var lines []string
-	term := newTerminal(func(l []byte) { lines = append(lines, string(l)) })
+	// The terminal's tests use the model's line cap, where the marker shows.
+	term := newTerminal(maxLineBytes, func(l []byte, dropped int) {
+		if dropped > 0 {
+			l = fmt.Appendf(l, " … [line cut: %d more bytes]", dropped)
+		}
+		lines = append(lines, string(l))
+	})
 	for _, c := range chunks {
 		term.Write([]byte(c))
 	}
@@ -76,7 +82,7 @@ func TestTranscriptKeepsHeadAndTail(t *testing.T) {
 	tr := &transcript{}
 	const n = 100_000
 	for i := 1; i <= n; i++ {
-		tr.addLine([]byte(fmt.Sprintf("line %d", i)))
+		tr.addLine([]byte(fmt.Sprintf("line %d", i)), 0)
 	}
 	text := tr.text("/logs/bash-1.log")
 	if len(text) > maxModelOutput+200 {
@@ -112,7 +118,7 @@ func TestTranscriptShortOutputIsWhole(t *testing.T) {
 	for i := 0; i < 1200; i++ { // about 26 KB: under the cap
 		l := fmt.Sprintf("short line number %d", i)
 		want = append(want, l)
-		tr.addLine([]byte(l))
+		tr.addLine([]byte(l), 0)
 	}
 	if got := tr.text("x"); got != strings.Join(want, "\n") {
 		t.Errorf("output under the cap was changed (len %d, want %d)", len(got), len(strings.Join(want, "\n")))
@@ -137,7 +143,7 @@ func BenchmarkShapeFlood(b *testing.B) {
 	b.Run("shape", func(b *testing.B) {
 		b.SetBytes(int64(len(chunk)))
 		tr := &transcript{}
-		term := newTerminal(tr.addLine)
+		term := newTerminal(maxTermLine, tr.addLine)
 		for b.Loop() {
 			term.Write(chunk)
 		}
@@ -164,7 +170,7 @@ func TestTranscriptArithmetic(t *testing.T) {
 				l = fmt.Sprintf("line %d %s", i, strings.Repeat("x", rng.IntN(80)))
 			}
 			all = append(all, l)
-			tr.addLine([]byte(l))
+			tr.addLine([]byte(l), 0)
 		}
 		text := tr.text("/logs/x.log")
 		var wantBytes int64
@@ -208,9 +214,9 @@ func TestTranscriptArithmetic(t *testing.T) {
 		tr := &transcript{}
 		line := strings.Repeat("z", 99) // 100 bytes with its newline
 		for i := 0; i < maxModelOutput/100-1; i++ {
-			tr.addLine([]byte(line))
+			tr.addLine([]byte(line), 0)
 		}
-		tr.addLine([]byte(strings.Repeat("z", 99+extra)))
+		tr.addLine([]byte(strings.Repeat("z", 99+extra)), 0)
 		text := tr.text("x")
 		if got := tr.omitLines; got != int64(extra) {
 			t.Errorf("%d bytes of output: %d lines left out, want %d", maxModelOutput+extra, got, extra)
@@ -270,7 +276,7 @@ func TestTranscriptLogCap(t *testing.T) {
 	var buf bytes.Buffer
 	tr := &transcript{log: bufio.NewWriter(&buf), logMax: 20}
 	for _, l := range []string{"0123456789", "this line does not fit", "short", "x"} {
-		tr.addLine([]byte(l))
+		tr.addLine([]byte(l), 0)
 	}
 	tr.log.Flush()
 	if got, want := buf.String(), "0123456789\n"; got != want {
@@ -282,24 +288,22 @@ func TestTranscriptLogCap(t *testing.T) {
 }
 
 // FuzzTerminal: whatever a program prints, split however across writes, the
-// terminal never panics, emits valid UTF-8, keeps each line within
-// maxLineBytes (and its cut marker), and the transcript's view and what it left
-// out add up to the whole.
+// terminal never panics, emits valid UTF-8, keeps each line within its cap,
+// and the transcript's view and what it left out add up to the whole.
 func FuzzTerminal(f *testing.F) {
 	f.Add([]byte("a\x1b[31mb\x1b[0m\r\nc\rd\n"), uint8(3))
 	f.Add([]byte("abc\x1b[9999999999999999999Cx\n"), uint8(1))
 	f.Add([]byte("\x1b]0;t\x07\xe2\x82\xac\b\b\x1b[2K\x1b[5G!\n"), uint8(2))
 	f.Fuzz(func(t *testing.T, raw []byte, split uint8) {
 		tr := &transcript{}
-		term := newTerminal(func(line []byte) {
+		term := newTerminal(maxTermLine, func(line []byte, dropped int) {
 			if !utf8.Valid(line) {
 				t.Fatalf("line is not UTF-8: %q", line)
 			}
-			body, _, _ := strings.Cut(string(line), " … [line cut: ")
-			if len(body) > maxLineBytes {
-				t.Fatalf("line of %d bytes", len(body))
+			if len(line) > maxTermLine {
+				t.Fatalf("line of %d bytes", len(line))
 			}
-			tr.addLine(line)
+			tr.addLine(line, dropped)
 		})
 		step := int(split)%7 + 1
 		for i := 0; i < len(raw); i += step {
@@ -312,4 +316,30 @@ func FuzzTerminal(f *testing.F) {
 			t.Fatalf("%d lines shown + %d left out != %d", shown, tr.omitLines, tr.totalLines)
 		}
 	})
+}
+
+// TestLongLineWholeInLog: the model's view cuts a long line; the log keeps it
+// whole, up to the terminal's cap, past which the log says how much is left out.
+func TestLongLineWholeInLog(t *testing.T) {
+	var buf bytes.Buffer
+	tr := &transcript{log: bufio.NewWriter(&buf), logMax: 10 << 20}
+	term := newTerminal(maxTermLine, tr.addLine)
+	long := strings.Repeat("j", 50_000)
+	huge := strings.Repeat("h", maxTermLine+7)
+	term.Write([]byte(long + "\r\n" + huge + "\nend\n"))
+	term.Close()
+	tr.log.Flush()
+	want := long + "\n" + strings.Repeat("h", maxTermLine) + " … [line cut: 7 more bytes]\nend\n"
+	if buf.String() != want {
+		t.Errorf("log is %d bytes, want %d: the long line whole, the huge one cut at %d with a marker", buf.Len(), len(want), maxTermLine)
+	}
+	view := tr.text("log")
+	wantView := strings.Repeat("j", maxLineBytes) + " … [line cut: 42000 more bytes]\n" +
+		strings.Repeat("h", maxLineBytes) + fmt.Sprintf(" … [line cut: %d more bytes]\nend", maxTermLine+7-maxLineBytes)
+	if view != wantView {
+		t.Errorf("model's view is %d bytes, want %d: each long line cut at %d with the count of what the log has", len(view), len(wantView), maxLineBytes)
+	}
+	if tr.totalBytes != int64(len(long)+len(huge)+len("end")+3) {
+		t.Errorf("totalBytes = %d", tr.totalBytes)
+	}
 }
