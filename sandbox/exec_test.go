@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testenv"
 )
 
 func TestExecOutputAndStatus(t *testing.T) {
@@ -77,7 +79,7 @@ func TestExecWindowSize(t *testing.T) {
 func TestExecStreamsOutput(t *testing.T) {
 	c := newSandbox(t, testConfig(t))
 	flag := filepath.Join(c.Workspace(), "go-on")
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	done := make(chan ExecResult, 1)
 	go func() {
 		res, err := c.Exec(context.Background(), ExecRequest{

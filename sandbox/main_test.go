@@ -1,7 +1,8 @@
 package sandbox
 
 import (
-	"bytes"
+	"github.com/corralhq/corral/internal/testenv"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -169,7 +170,7 @@ func run(t testing.TB, c *Container, req ExecRequest) (ExecResult, string) {
 
 func runCtx(t testing.TB, ctx context.Context, c *Container, req ExecRequest) (ExecResult, string) {
 	t.Helper()
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	if req.Output == nil {
 		req.Output = &out
 	}
@@ -217,24 +218,6 @@ func clean(s string) string {
 func hasTool(t testing.TB, c *Container, name string) bool {
 	res, _ := run(t, c, ExecRequest{Command: "command -v " + name})
 	return res.ExitCode == 0
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // waitFor polls cond until it holds or bound passes.

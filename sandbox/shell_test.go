@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testenv"
 )
 
 func TestShell(t *testing.T) {
 	c := newSandbox(t, testConfig(t))
 	sh(t, c, "mkdir -p sub && cd sub")
 	inR, inW := io.Pipe()
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	resize := make(chan WindowSize, 2)
 	resize <- WindowSize{Cols: 100, Rows: 30}
 	type ret struct {

@@ -1,7 +1,8 @@
 package tools
 
 import (
-	"bytes"
+	"github.com/corralhq/corral/internal/testenv"
+
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,7 +88,7 @@ func TestFileChangedEvents(t *testing.T) {
 // When the watch limit is exhausted the watcher says so once in the log and
 // stops adding watches; the hash check still catches changes.
 func TestWatchLimitDegrades(t *testing.T) {
-	var logBuf syncBuffer
+	var logBuf testenv.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logBuf, nil))
 	s, ws := newTestSession(t, map[string]string{"a/x": "x\n", "b/y": "y\n", "c/z": "z\n"},
 		func(o *Options) { o.Logger = logger })
@@ -105,23 +106,6 @@ func TestWatchLimitDegrades(t *testing.T) {
 	}
 	writeFile(t, ws, "b/y", "changed\n")
 	mustFail(t, s, "edit", m{"path": "b/y", "oldText": "y", "newText": "Y"}, "changed since")
-}
-
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A watched file swapped for a named pipe whose writer never writes does not

@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -103,4 +104,22 @@ func checkDocker() error {
 		return fmt.Errorf("no Docker engine with the image %s (run `make image`): %v: %s", Image, err, out)
 	}
 	return nil
+}
+
+// SyncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
+type SyncBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
