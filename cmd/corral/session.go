@@ -148,7 +148,7 @@ func (f *sessionFlags) openSession(ctx context.Context, adjust ...func(*tools.Op
 		defer cancel()
 		return box.Close(ctx)
 	})
-	opts.Sandbox = &imageBuilder{box: box, image: cfg.Image, stderr: f.stderr}
+	opts.Sandbox = &imageBuilder{box: box, stderr: f.stderr}
 	if opts.Events, err = f.eventSink(); err != nil {
 		closeAll()
 		return nil, nil, err
@@ -231,7 +231,6 @@ func askYesNo(ctx context.Context, r io.Reader, w io.Writer, req tools.ConfirmRe
 // missing, builds it once with progress on stderr instead of failing.
 type imageBuilder struct {
 	box    *sandbox.Container
-	image  string
 	stderr io.Writer
 
 	mu    sync.Mutex // serialises builds

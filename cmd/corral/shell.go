@@ -56,7 +56,7 @@ func runShell(ctx context.Context, f *sandboxFlags, stdin io.Reader, stdout, std
 		if !errors.As(err, &missing) || missing.Image != images.Default {
 			return err
 		}
-		b := &imageBuilder{box: box, image: cfg.Image, stderr: stderr}
+		b := &imageBuilder{box: box, stderr: stderr}
 		if err := b.build(ctx); err != nil {
 			return err
 		}
