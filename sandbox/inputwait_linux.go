@@ -103,22 +103,12 @@ func linkKind(link, tty string) waitKind {
 	return waitNeutral
 }
 
-// fdSetKind classifies a poll or select over an unknown set of a process's fds
-// (limit bounds the fd numbers when known, else -1): any socket means it is
-// serving something; else the terminal means it waits for input.
-func fdSetKind(pid int, tty string, limit int64) waitKind {
-	d, err := os.Open("/proc/" + strconv.Itoa(pid) + "/fd")
-	if err != nil {
-		return waitBusy
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
+// fdsKind classifies a wait on some of a process's file descriptors: any
+// socket means it is serving something; else the terminal means it waits for
+// input.
+func fdsKind(pid int, fds []uint64, tty string) waitKind {
 	kind := waitNeutral
-	for _, n := range names {
-		fd, err := strconv.ParseUint(n, 10, 64)
-		if err != nil || (limit >= 0 && int64(fd) >= limit) {
-			continue
-		}
+	for _, fd := range fds {
 		switch linkKind(fdLink(pid, fd), tty) {
 		case waitBusy:
 			return waitBusy
@@ -129,6 +119,25 @@ func fdSetKind(pid int, tty string, limit int64) waitKind {
 	return kind
 }
 
+// fdSetKind classifies a poll or select over an unknown set of a process's fds
+// (limit bounds the fd numbers when known, else -1).
+func fdSetKind(pid int, tty string, limit int64) waitKind {
+	d, err := os.Open("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		return waitBusy
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	fds := make([]uint64, 0, len(names))
+	for _, n := range names {
+		fd, err := strconv.ParseUint(n, 10, 64)
+		if err == nil && (limit < 0 || int64(fd) < limit) {
+			fds = append(fds, fd)
+		}
+	}
+	return fdsKind(pid, fds, tty)
+}
+
 // epollKind classifies an epoll wait by the fds registered in the epoll set.
 func epollKind(pid int, epfd uint64, tty string) waitKind {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/fdinfo/" + strconv.FormatUint(epfd, 10))
@@ -136,7 +145,7 @@ func epollKind(pid int, epfd uint64, tty string) waitKind {
 		return waitBusy
 	}
 	defer f.Close()
-	kind := waitNeutral
+	var fds []uint64
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		rest, ok := strings.CutPrefix(sc.Text(), "tfd:")
@@ -147,18 +156,11 @@ func epollKind(pid int, epfd uint64, tty string) waitKind {
 		if len(fs) == 0 {
 			continue
 		}
-		fd, err := strconv.ParseUint(fs[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch linkKind(fdLink(pid, fd), tty) {
-		case waitBusy:
-			return waitBusy
-		case waitTTY:
-			kind = waitTTY
+		if fd, err := strconv.ParseUint(fs[0], 10, 64); err == nil {
+			fds = append(fds, fd)
 		}
 	}
-	return kind
+	return fdsKind(pid, fds, tty)
 }
 
 // threadKind classifies one thread of process pid.
@@ -196,8 +198,9 @@ func threadKind(pid int, task string, tty string) waitKind {
 	}
 	switch commonSyscallKind(nr) {
 	case sysRead:
-		k := linkKind(fdLink(pid, arg[0]), tty)
-		if k == waitNeutral && !strings.HasPrefix(fdLink(pid, arg[0]), "pipe:") {
+		link := fdLink(pid, arg[0])
+		k := linkKind(link, tty)
+		if k == waitNeutral && !strings.HasPrefix(link, "pipe:") {
 			return waitBusy // a file, an inotify fd, a device: working
 		}
 		return k
