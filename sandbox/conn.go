@@ -544,6 +544,8 @@ func (l *lineLog) tail() string {
 	return strings.Join(last, "; ")
 }
 
+// notify signals ch, a channel of capacity 1, without blocking: a signal
+// already pending stands for this one too.
 func notify(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:

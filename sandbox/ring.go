@@ -48,7 +48,7 @@ func (q *ringBuf) write(p []byte) error {
 	copy(q.buf, p[c:])
 	q.n += len(p)
 	q.mu.Unlock()
-	q.signal()
+	notify(q.ready)
 	return nil
 }
 
@@ -99,12 +99,6 @@ func (q *ringBuf) close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
-	q.signal()
+	notify(q.ready)
 }
 
-func (q *ringBuf) signal() {
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
-}
