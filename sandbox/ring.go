@@ -101,4 +101,3 @@ func (q *ringBuf) close() {
 	q.mu.Unlock()
 	notify(q.ready)
 }
-
