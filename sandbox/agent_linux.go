@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,11 +163,9 @@ func (a *agent) hello(p []byte) error {
 	a.shell, a.bash = findShell(h.Env)
 	a.inputWait = canDetectInputWait()
 	reply.Shell, reply.InputWait = a.shell, a.inputWait
-	for _, e := range h.Env {
-		if home, ok := strings.CutPrefix(e, "HOME="); ok && home != "" {
-			if err := os.MkdirAll(home, 0o700); err != nil {
-				a.log.Warn("cannot create HOME", "dir", home, "err", err)
-			}
+	if home, _ := envValue(h.Env, "HOME"); home != "" {
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			a.log.Warn("cannot create HOME", "dir", home, "err", err)
 		}
 	}
 	if a.bash {
@@ -181,33 +178,17 @@ func (a *agent) hello(p []byte) error {
 // or the configuration sets them: a pager would wait for keys nobody presses.
 var cmdEnvDefaults = []string{"PAGER=cat", "GIT_PAGER=cat"}
 
-// withDefaults adds each NAME=VALUE of defs whose name env does not set.
-func withDefaults(env, defs []string) []string {
-	out := slices.Clone(env)
-	for _, d := range defs {
-		name, _, _ := strings.Cut(d, "=")
-		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// findShell picks bash when the image has it, else sh.
+// findShell picks bash when the image has it (in a usual place or on the
+// PATH of env), else sh.
 func findShell(env []string) (path string, bash bool) {
-	for _, p := range []string{"/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash"} {
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, true
-		}
+	dirs := []string{"/bin", "/usr/bin", "/usr/local/bin"}
+	if path, ok := envValue(env, "PATH"); ok {
+		dirs = append(dirs, filepath.SplitList(path)...)
 	}
-	for _, e := range env {
-		if path, ok := strings.CutPrefix(e, "PATH="); ok {
-			for _, dir := range filepath.SplitList(path) {
-				p := filepath.Join(dir, "bash")
-				if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-					return p, true
-				}
-			}
+	for _, dir := range dirs {
+		p := filepath.Join(dir, "bash")
+		if fi, err := os.Stat(p); err == nil && executable(fi) {
+			return p, true
 		}
 	}
 	return "/bin/sh", false

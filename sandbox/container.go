@@ -513,18 +513,36 @@ func commandEnv(image, extra []string) []string {
 	for _, e := range image {
 		set(e)
 	}
-	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
-		set("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-	}
-	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "LANG=") }) {
-		set("LANG=C.UTF-8")
-	}
+	env = withDefaults(env, []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"})
 	set("HOME=" + commandHome)
 	set("TERM=xterm-256color")
 	for _, e := range extra {
 		set(e)
 	}
 	return env
+}
+
+// withDefaults adds each NAME=VALUE of defs whose name env does not set.
+func withDefaults(env, defs []string) []string {
+	out := slices.Clone(env)
+	for _, d := range defs {
+		name, _, _ := strings.Cut(d, "=")
+		if _, ok := envValue(env, name); !ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// envValue returns the value of variable name in env, the last one when it is
+// there twice (as exec does).
+func envValue(env []string, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // within reports whether path p is root or below it.

@@ -14,7 +14,7 @@ func checkAgent(path string) (elf.Machine, error) {
 	if err != nil {
 		return 0, &AgentError{Path: path, Reason: err.Error()}
 	}
-	if !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+	if !executable(fi) {
 		return 0, &AgentError{Path: path, Reason: "not an executable file"}
 	}
 	f, err := elf.Open(path)
@@ -31,6 +31,11 @@ func checkAgent(path string) (elf.Machine, error) {
 		}
 	}
 	return f.Machine, nil
+}
+
+// executable reports whether fi is a regular file someone may execute.
+func executable(fi os.FileInfo) bool {
+	return fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
 // engineMachine maps the engine's architecture name to an ELF machine.
