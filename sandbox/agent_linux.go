@@ -147,7 +147,7 @@ func (a *agent) serve(fr *frameReader) error {
 // hello answers the host's hello.
 func (a *agent) hello(p []byte) error {
 	var h helloMsg
-	reply := agentHelloMsg{Version: protoVersion, PID: os.Getpid(), UID: os.Getuid(), GID: os.Getgid()}
+	reply := agentHelloMsg{Version: protoVersion}
 	if err := json.Unmarshal(p, &h); err != nil {
 		reply.Error = "bad hello: " + err.Error()
 	} else if h.Version != protoVersion {
@@ -236,7 +236,7 @@ func (a *agent) dispatch(f frame) error {
 			return err
 		}
 		if c := a.cmd(f.stream); c != nil {
-			c.resize(cols, rows)
+			setWinsize(c.master, cols, rows)
 		}
 	case frameStop:
 		var m stopMsg
@@ -844,12 +844,8 @@ func (c *agentCmd) feed() {
 	}
 }
 
-// resize sets the terminal's window size; the kernel tells the foreground
+// setWinsize sets a terminal's window size; the kernel tells its foreground
 // process group with SIGWINCH.
-func (c *agentCmd) resize(cols, rows uint16) {
-	setWinsize(c.master, cols, rows)
-}
-
 func setWinsize(master *os.File, cols, rows uint16) {
 	sc, err := master.SyscallConn()
 	if err != nil {

@@ -58,9 +58,6 @@ type helloMsg struct {
 type agentHelloMsg struct {
 	Version int    `json:"version"`
 	Shell   string `json:"shell"`
-	PID     int    `json:"pid"`
-	UID     int    `json:"uid"`
-	GID     int    `json:"gid"`
 	// InputWait says whether the agent can tell a command blocked on terminal
 	// input (it needs /proc/<pid>/syscall).
 	InputWait bool `json:"inputWait"`
