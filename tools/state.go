@@ -92,9 +92,8 @@ type fileState struct {
 	// writes replaced, newest first.
 	own [ownWrites]statSig
 	// dirty is set when the watcher saw the file change since it was read or
-	// written; op says how ("write", "remove", ...). It is reported once.
+	// written. It is reported once.
 	dirty bool
-	op    string
 	// display is the workspace-relative path for events.
 	display string
 }
@@ -155,16 +154,27 @@ func (rs *readState) restore(key string, f fileState, ok bool) {
 	rs.files[key] = &c
 }
 
-// recordRead notes that the session read key with content hash h.
-func (rs *readState) recordRead(key, display string, h contentHash, sig statSig) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
+// entry returns key's state, made empty when there is none. The caller holds
+// rs.mu.
+func (rs *readState) entry(key string) *fileState {
 	f := rs.files[key]
 	if f == nil {
 		f = &fileState{}
 		rs.files[key] = f
 	}
-	f.hash, f.sig, f.dirty, f.op, f.display = h, sig, false, "", display
+	return f
+}
+
+// set makes content hashing to h, with signature sig, what the session knows.
+func (f *fileState) set(display string, h contentHash, sig statSig) {
+	f.hash, f.sig, f.dirty, f.display = h, sig, false, display
+}
+
+// recordRead notes that the session read key with content hash h.
+func (rs *readState) recordRead(key, display string, h contentHash, sig statSig) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.entry(key).set(display, h, sig)
 }
 
 // recordWrite notes that the session is writing content hashing to h, in a file
@@ -173,14 +183,10 @@ func (rs *readState) recordRead(key, display string, h contentHash, sig statSig)
 func (rs *readState) recordWrite(key, display string, h contentHash, sig statSig) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	f := rs.files[key]
-	if f == nil {
-		f = &fileState{}
-		rs.files[key] = f
-	}
+	f := rs.entry(key)
 	// Remember the signature being replaced too: a late event may still show
 	// the file as it was just before this write.
 	copy(f.own[2:], f.own[:ownWrites-2])
 	f.own[0], f.own[1] = sig, f.sig
-	f.hash, f.sig, f.dirty, f.op, f.display = h, sig, false, "", display
+	f.set(display, h, sig)
 }

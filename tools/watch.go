@@ -175,7 +175,7 @@ func (w *watcher) handle(ev fsnotify.Event) {
 		rs.mu.Unlock()
 		return
 	}
-	f.dirty, f.op = true, op
+	f.dirty = true
 	display := f.display
 	rs.mu.Unlock()
 	w.s.emit(Event{Type: EventFileChanged, Path: display, Op: op})
