@@ -268,11 +268,9 @@ func (c *Container) engineInfo(ctx context.Context) (dockerAPI, *system.Info, er
 	if info != nil {
 		return api, info, nil
 	}
-	if api == nil {
-		var err error
-		if api, err = engine(); err != nil {
-			return nil, nil, err
-		}
+	api, err := engine()
+	if err != nil {
+		return nil, nil, err
 	}
 	in, err := api.Info(ctx)
 	if err != nil {
