@@ -339,12 +339,6 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	created, err := api.ContainerCreate(cctx, cc, hc, nil, nil, name)
 	ccancel()
-	if err == nil {
-		if cerr := ctx.Err(); cerr != nil {
-			_ = c.remove(ctx, created.ID)
-			return nil, cerr
-		}
-	}
 	if err != nil {
 		if isNotFound(err) {
 			return nil, &ImageNotFoundError{Image: c.cfg.Image}
@@ -359,6 +353,9 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 			}
 		}
 	}()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	// Attach before start so that no output is lost; the connection must
 	// outlive the calling context.
 	hj, err := api.ContainerAttach(context.WithoutCancel(ctx), id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
