@@ -323,9 +323,11 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 		imageEnv = img.Config.Env
 	}
 	env := commandEnv(imageEnv, c.cfg.Env)
-	cc, hc := c.spec(info)
+	g := guardGit(c.cfg.Workspace, c.log)
+	cc, hc := c.spec(info, g)
 
 	c.mu.Lock()
+	c.git = g
 	c.generation++
 	name := "corral-" + c.cfg.Session
 	if c.generation > 1 {
@@ -425,7 +427,7 @@ func (c *Container) watch(conn *agentConn) {
 }
 
 // spec is the container's configuration: hardened by default.
-func (c *Container) spec(info *system.Info) (*container.Config, *container.HostConfig) {
+func (c *Container) spec(info *system.Info, g gitGuard) (*container.Config, *container.HostConfig) {
 	cfg := c.cfg
 	cc := &container.Config{
 		Image:        cfg.Image,
@@ -464,23 +466,19 @@ func (c *Container) spec(info *system.Info) (*container.Config, *container.HostC
 			NanoCPUs:   nano,
 			PidsLimit:  &pids,
 		},
-		Mounts: c.mounts(),
+		Mounts: c.mounts(g),
 	}
 	return cc, hc
 }
 
-// mounts lists the bind mounts: the workspace read-write, the agent, the
-// repository's hooks and config and the extra directories read-only.
-func (c *Container) mounts() []mount.Mount {
+// mounts lists the bind mounts: the workspace read-write, the agent, what g
+// protects of the repository and the extra directories read-only.
+func (c *Container) mounts(g gitGuard) []mount.Mount {
 	ws := c.cfg.Workspace
 	ms := []mount.Mount{
 		{Type: mount.TypeBind, Source: ws, Target: ws},
 		{Type: mount.TypeBind, Source: c.cfg.Agent, Target: agentPath, ReadOnly: true},
 	}
-	g := guardGit(ws, c.log)
-	c.mu.Lock()
-	c.git = g
-	c.mu.Unlock()
 	for _, d := range g.self {
 		// A repository directory mounted on itself: a mount point cannot be
 		// renamed or removed, so a command cannot move the repository aside
