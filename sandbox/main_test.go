@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -200,7 +199,7 @@ func runCtx(t testing.TB, ctx context.Context, c *Container, req ExecRequest) (E
 }
 
 // sh runs a command and fails the test unless it exits 0; it returns the output
-// with the terminal's CRLF turned into LF and surrounding space trimmed.
+// as clean gives it.
 func sh(t testing.TB, c *Container, cmd string) string {
 	t.Helper()
 	res, out := run(t, c, ExecRequest{Command: cmd})
@@ -210,6 +209,7 @@ func sh(t testing.TB, c *Container, cmd string) string {
 	return clean(out)
 }
 
+// clean turns CRLF into LF and trims the space around s.
 func clean(s string) string {
 	return strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n"))
 }
@@ -293,15 +293,12 @@ func removeOwnContainers() {
 // containerID returns the ID of the sandbox's current container.
 func containerID(t testing.TB, c *Container) string {
 	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn == nil {
+	id := containerIDOf(c)
+	if id == "" {
 		t.Fatal("no container yet")
 	}
-	return c.conn.container
+	return id
 }
-
-var errHelper = errors.New("helper failed")
 
 // runHelper is the body of the helper process: it starts a sandbox, prints the
 // container ID and waits to be killed.
@@ -312,15 +309,20 @@ func runHelper() int {
 		err = c.Start(context.Background())
 	}
 	if err != nil {
-		fmt.Println("error:", err, errHelper)
+		fmt.Println("error:", err)
 		return 1
 	}
 	fmt.Println(containerIDOf(c))
 	select {}
 }
 
+// containerIDOf returns the ID of the sandbox's current container, "" before
+// the first start.
 func containerIDOf(c *Container) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.conn == nil {
+		return ""
+	}
 	return c.conn.container
 }
