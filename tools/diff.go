@@ -24,9 +24,9 @@ const (
 
 // lineDiff is a unified diff and its line counts.
 type lineDiff struct {
-	text              string
-	added, removed    int
-	truncated, coarse bool
+	text           string
+	added, removed int
+	truncated      bool
 }
 
 type lineOp struct {
@@ -67,8 +67,7 @@ func unifiedDiffAround(name string, old, new []byte, pre, suf int, created bool)
 	for _, l := range before {
 		ops = append(ops, lineOp{' ', l})
 	}
-	mid, coarse := diffLines(oldMid, newMid)
-	ops = append(ops, mid...)
+	ops = append(ops, diffLines(oldMid, newMid)...)
 	for _, l := range firstLines(old[len(old)-suf:], diffContext) {
 		ops = append(ops, lineOp{' ', l})
 	}
@@ -81,7 +80,6 @@ func unifiedDiffAround(name string, old, new []byte, pre, suf int, created bool)
 		fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", name, name)
 	}
 	d := renderHunks(&b, ops, oldStart, oldStart)
-	d.coarse = coarse
 	d.text = b.String()
 	if len(d.text) > maxDiffBytes {
 		cut := strings.LastIndexByte(d.text[:maxDiffBytes], '\n') + 1
@@ -92,7 +90,7 @@ func unifiedDiffAround(name string, old, new []byte, pre, suf int, created bool)
 }
 
 // diffLines diffs two runs of whole lines with go-diff's line mode.
-func diffLines(old, new []byte) (ops []lineOp, coarse bool) {
+func diffLines(old, new []byte) (ops []lineOp) {
 	oldLines, newLines := splitKeep(old), splitKeep(new)
 	if len(oldLines) == 0 || len(newLines) == 0 || len(oldLines)+len(newLines) > maxDiffLines {
 		for _, l := range oldLines {
@@ -101,7 +99,7 @@ func diffLines(old, new []byte) (ops []lineOp, coarse bool) {
 		for _, l := range newLines {
 			ops = append(ops, lineOp{'+', l})
 		}
-		return ops, len(oldLines) > 0 && len(newLines) > 0
+		return ops
 	}
 	dmp := diffmatchpatch.New()
 	dmp.DiffTimeout = diffTimeout
@@ -119,7 +117,7 @@ func diffLines(old, new []byte) (ops []lineOp, coarse bool) {
 			ops = append(ops, lineOp{kind, l})
 		}
 	}
-	return ops, false
+	return ops
 }
 
 // renderHunks writes ops as unified hunks with diffContext lines of context.
