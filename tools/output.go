@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"strings"
 	"unicode/utf8"
 )
@@ -302,7 +301,6 @@ type transcript struct {
 	cutBuf     []byte // reused for a long line cut for the model's view
 
 	log        *bufio.Writer
-	logFile    *os.File
 	logBytes   int64 // bytes written to the log
 	logMax     int64
 	logDropped int64 // bytes past logMax, only counted
