@@ -135,10 +135,6 @@ type BashDetails struct {
 	TimeoutNote string `json:"timeout_note,omitempty"`
 }
 
-func (s *Session) classify(command string) policy.Verdict {
-	return s.sh.policy.Classify(command)
-}
-
 func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {
 	command := p.Command
 	if strings.TrimSpace(command) == "" {
@@ -159,7 +155,7 @@ func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {
 	}
 	det := &BashDetails{Command: command, Timeout: timeout, TimeoutNote: timeoutNote}
 
-	v := s.classify(command)
+	v := s.sh.policy.Classify(command)
 	det.Verdict = &v
 	switch v.Decision {
 	case policy.Deny:

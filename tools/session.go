@@ -188,7 +188,7 @@ func track[P any](ctx context.Context, s *Session, name string, p P, f func(cont
 		return Result{}, ErrClosed
 	}
 	id := callID(ctx)
-	ctx = withCallID(ctx, id)
+	ctx = WithCallID(ctx, id)
 	args, _ := json.Marshal(p)
 	start := time.Now()
 	s.emit(Event{Type: EventCallStart, CallID: id, Tool: name, Args: args})
@@ -218,10 +218,6 @@ type callIDKey struct{}
 // WithCallID makes the calls made with ctx use id in their events (the id of a
 // `corral run` line, an MCP request id).
 func WithCallID(ctx context.Context, id string) context.Context {
-	return withCallID(ctx, id)
-}
-
-func withCallID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, callIDKey{}, id)
 }
 
