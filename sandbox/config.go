@@ -36,7 +36,7 @@ type Config struct {
 	PidsLimit int64
 	// Memory caps memory in bytes, swap disabled (DefaultMemory when zero).
 	Memory int64
-	// CPUs caps CPU time in cores (the host's core count when zero).
+	// CPUs caps CPU time in cores (the Docker engine's core count when zero).
 	CPUs float64
 	// Env lists KEY=VALUE pairs given to commands; nothing of the host's
 	// environment is passed otherwise.

@@ -496,6 +496,7 @@ type lineLog struct {
 	last []string
 }
 
+// lineLogMax bounds the bytes kept of one line, lineLogLines the lines kept.
 const (
 	lineLogMax   = 2048
 	lineLogLines = 5
