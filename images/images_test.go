@@ -71,7 +71,7 @@ func requireDocker(t *testing.T) {
 // logWriter sends what is written to it to t.Log, line by line.
 type logWriter struct {
 	t   *testing.T
-	mu  sync.Mutex
+	mu  sync.Mutex // guards buf
 	buf []byte
 }
 
