@@ -33,11 +33,12 @@ import "fmt"
 type Decision int
 
 const (
-	Allow Decision = iota
-	Confirm
-	Deny
+	Allow   Decision = iota // the command may run
+	Confirm                 // a human must approve the command first
+	Deny                    // the command must not run
 )
 
+// String returns "allow", "confirm" or "deny".
 func (d Decision) String() string {
 	switch d {
 	case Allow:
@@ -63,8 +64,10 @@ func ParseDecision(s string) (Decision, error) {
 	return Allow, fmt.Errorf("unknown decision %q: want allow, confirm or deny", s)
 }
 
+// MarshalText writes a decision as its name, so a Verdict's JSON says "deny".
 func (d Decision) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// UnmarshalText reads a decision's name, as ParseDecision does.
 func (d *Decision) UnmarshalText(b []byte) error {
 	v, err := ParseDecision(string(b))
 	if err != nil {

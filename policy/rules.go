@@ -45,11 +45,15 @@ type Rules struct {
 	// Unknown is the decision for programs the policy does not know, when the
 	// file sets it.
 	Unknown *Decision
-	List    []Rule
+	// List holds the rules of the deny, confirm and allow lists, in that
+	// order, then those of the [[rule]] tables.
+	List []Rule
 }
 
-// Rule is one user rule.
+// Rule is one user rule. A Rule built in Go needs only Decision and Pattern
+// (and may set Reason and Source); New compiles its pattern.
 type Rule struct {
+	// Decision is what the rule decides for a command it matches.
 	Decision Decision
 	// Pattern is the argv pattern as written, e.g. "git push *".
 	Pattern string
@@ -71,9 +75,9 @@ type patWord struct {
 
 // RulesError is a mistake in a rules file: where it is and what to fix.
 type RulesError struct {
-	File string
-	Line int // 0 when the line is not known
-	Msg  string
+	File string // the file's name, as given
+	Line int    // 0 when the line is not known
+	Msg  string // what is wrong and how to fix it
 }
 
 func (e *RulesError) Error() string {
