@@ -6,8 +6,10 @@ import (
 	"strings"
 )
 
-// pathClass says what a path names, from the policy's point of view. The order
-// does not matter; what each class allows is decided in pathDecision.
+// pathClass says what a path names, from the policy's point of view. What each
+// class allows is decided in pathDecision. The order matters in one place: the
+// classes before pcAncestor are the ones a glob is tested against credential
+// paths for (classifyPath1).
 type pathClass int
 
 const (
