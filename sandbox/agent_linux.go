@@ -93,7 +93,6 @@ type agent struct {
 	cmdEnv    []string // a command's: env with cmdEnvDefaults
 	shell     string
 	bash      bool
-	inputWait bool
 
 	mu   sync.Mutex // guards cmds
 	cmds map[uint32]*agentCmd
@@ -161,8 +160,7 @@ func (a *agent) hello(p []byte) error {
 	a.env = h.Env
 	a.cmdEnv = withDefaults(h.Env, cmdEnvDefaults)
 	a.shell, a.bash = findShell(h.Env)
-	a.inputWait = canDetectInputWait()
-	reply.Shell, reply.InputWait = a.shell, a.inputWait
+	reply.Shell, reply.InputWait = a.shell, canDetectInputWait()
 	if home, _ := envValue(h.Env, "HOME"); home != "" {
 		if err := os.MkdirAll(home, 0o700); err != nil {
 			a.log.Warn("cannot create HOME", "dir", home, "err", err)
