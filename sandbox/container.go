@@ -64,6 +64,8 @@ type Container struct {
 	git         gitGuard // what the current container may not change of the repository
 }
 
+// opportunisticGC reaps the sandboxes of dead corral processes once per
+// process, when a Container first reaches the engine.
 var opportunisticGC sync.Once
 
 // New validates cfg and returns the session's sandbox. The container itself is
