@@ -925,7 +925,7 @@ func (c *agentCmd) checkInputWait(all []procStat, now time.Time) {
 	var cpu uint64
 	var pids strings.Builder
 	for _, ps := range all {
-		if ps.sid == c.pid || ps.pgrp == c.pid {
+		if ps.inSession(c.pid) {
 			members = append(members, ps)
 			cpu += ps.cpu
 			pids.WriteString(strconv.Itoa(ps.pid))

@@ -76,12 +76,17 @@ func allProcs() []procStat {
 	return out
 }
 
-// sessionProcs lists the live processes in the session or process group sid
-// (a command's shell leads both).
+// inSession reports whether ps is in the session or process group sid (a
+// command's shell leads both).
+func (ps procStat) inSession(sid int) bool {
+	return ps.sid == sid || ps.pgrp == sid
+}
+
+// sessionProcs lists the live processes in the session or process group sid.
 func sessionProcs(sid int) []procStat {
 	var out []procStat
 	for _, ps := range allProcs() {
-		if ps.sid == sid || ps.pgrp == sid {
+		if ps.inSession(sid) {
 			out = append(out, ps)
 		}
 	}
