@@ -370,8 +370,7 @@ var (
 func (w *walker) envVar(name string, val field, part string, forCommand bool) {
 	switch {
 	case name == "HISTFILE" && (val.s == "" || val.s == "/dev/null"),
-		(name == "HISTSIZE" || name == "HISTFILESIZE" || name == "SAVEHIST") && val.s == "0",
-		name == "HISTCONTROL" && strings.Contains(val.s, "ignorespace") && false:
+		(name == "HISTSIZE" || name == "HISTFILESIZE" || name == "SAVEHIST") && val.s == "0":
 		w.addS(Deny, "history-wipe", name+"="+val.show()+" stops the shell history from being kept, which hides what was run; leave the history settings alone", part)
 		return
 	case name == "PATH":

@@ -309,9 +309,6 @@ func checkNpm(w *walker, c *call) {
 	case "run", "run-script", "rum", "urn", "test", "tst", "t", "start", "stop", "restart", "ls", "list", "ll", "la",
 		"outdated", "view", "info", "show", "v", "help", "prefix", "root", "bin", "explain", "why", "fund", "doctor",
 		"pack", "version", "query", "pkg", "completion", "help-search", "search", "find", "s", "se", "ping", "whoami", "sbom", "diff", "repo", "docs", "home", "bugs":
-		if sub == "version" && len(rest) > 0 {
-			return
-		}
 	case "audit":
 		if len(rest) > 0 && rest[0].s == "fix" {
 			w.add(Confirm, "package-install", "npm audit fix installs package updates; approval is needed", c.part)
@@ -617,7 +614,7 @@ func checkKubectl(w *walker, c *call) {
 		}
 	case "get", "describe":
 		if len(ops) > 1 && (ops[1] == "secret" || ops[1] == "secrets" || strings.HasPrefix(ops[1], "secret/")) {
-			if out := p.values("-o", "--output"); len(out) > 0 && !strings.HasPrefix(out[0].s, "name") || ops[0] == "describe" && false {
+			if out := p.values("-o", "--output"); len(out) > 0 && !strings.HasPrefix(out[0].s, "name") {
 				w.add(Deny, "secret-read", c.name+" get secret -o prints the secrets' values; credentials must not be read — ask the user", c.part)
 				return
 			}
@@ -740,7 +737,6 @@ func checkEditor(w *walker, c *call) {
 			w.add(Allow, "editor", c.name+" runs editor commands", c.part)
 		}
 	}
-	c.judgedPaths = false
 }
 
 func checkMan(w *walker, c *call) {

@@ -414,9 +414,7 @@ func (w *walker) sedScript(c *call, script string) {
 				}
 				i++
 			}
-			if script[i] != '\n' || true {
-				sb.WriteByte(script[i])
-			}
+			sb.WriteByte(script[i])
 			i++
 		}
 		i++ // the delimiter
@@ -751,7 +749,6 @@ func placeholder(a field, marker, with string) field {
 }
 
 func checkFd(w *walker, c *call) {
-	p := parseArgs(c.args(), spec("xXedtEcj", "--exec", "--exec-batch", "--extension", "--type", "--exclude", "--max-depth", "--min-depth", "--search-path", "--base-directory"))
 	var inner []field
 	for i, a := range c.args() {
 		if a.s == "-x" || a.s == "--exec" || a.s == "-X" || a.s == "--exec-batch" {
@@ -759,7 +756,6 @@ func checkFd(w *walker, c *call) {
 			break
 		}
 	}
-	_ = p
 	if len(inner) == 0 {
 		return
 	}

@@ -124,7 +124,6 @@ func checkGit(w *walker, c *call) {
 			}
 		}
 	}
-	c.judgedPaths = false
 	if len(rest) == 0 {
 		return
 	}
@@ -365,9 +364,6 @@ func checkGitConfig(w *walker, c *call, args []field) {
 		}
 	}
 	if p.has("--get", "--get-all", "--get-regexp", "--get-urlmatch", "-l", "--list", "--get-color", "--get-colorbool", "--show-origin", "--show-scope", "--name-only") {
-		if p.has("--show-origin", "--list", "-l") {
-			return
-		}
 		return
 	}
 	if p.has("-e", "--edit") {

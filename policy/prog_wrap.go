@@ -124,7 +124,6 @@ func (w *walker) unwrap(name string, argv []field) []field {
 				return nil
 			}
 		}
-	case "time", "nohup", "builtin", "unbuffer", "setsid", "catchsegv", "entr", "then", "dbus-launch", "with-contenv":
 	case "valgrind", "firejail", "proxychains", "proxychains4", "cross-env":
 		// Options are all --opt=value or -x; variable assignments for cross-env.
 		i := 0
@@ -200,9 +199,6 @@ func (w *walker) unwrap(name string, argv []field) []field {
 			}
 		} else if j := strings.IndexAny(s[1:], ws.sp.short); j >= 0 && j == len(s)-2 {
 			i++ // a short option that takes the next word as its value
-		}
-		if name == "chrt" || name == "nice" {
-			// chrt -f 99: numbers after options are the priority, not a command
 		}
 		i++
 	}
@@ -1224,9 +1220,8 @@ func checkNpx(w *walker, c *call) {
 			download = true
 		case "-c", "--call":
 			w.add(Confirm, "npx", c.name+" -c runs a shell string through npx; run the command directly", c.part)
-			f := lit(val)
 			if hasVal || i < len(args) {
-				w.script(f.s, c.part)
+				w.script(val, c.part)
 			}
 		case "--node-options", "--shell":
 			w.add(Confirm, "npx", c.name+" "+name+" changes how the package runs; approval is needed", c.part)

@@ -658,8 +658,6 @@ func (w *walker) param(p *syntax.ParamExp) (string, bool) {
 				return strings.ToUpper(string(r)) + v[size:], true
 			}
 			return strings.ToLower(string(r)) + v[size:], true
-		case syntax.OtherParamOps:
-			return "", false
 		default:
 			return "", false
 		}
