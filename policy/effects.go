@@ -447,7 +447,7 @@ func (w *walker) execData(c *call, d data, runner string, shell bool) {
 			runner = d.from + " | " + runner
 		}
 	}
-	c = &call{argv: c.argv, part: part, stdin: c.stdin, env: c.env, stmt: c.stmt, name: c.name, id: c.id}
+	c = &call{argv: c.argv, part: part, stdin: c.stdin, env: c.env, name: c.name, id: c.id}
 	switch {
 	case d.kind == 0:
 		return

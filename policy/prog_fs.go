@@ -744,7 +744,6 @@ func placeholder(a field, marker, with string) field {
 	out.pat = strings.ReplaceAll(quoteGlob(a.s), marker, with)
 	out.glob = true
 	out.dyn = true
-	out.literal = false
 	return out
 }
 
@@ -852,7 +851,7 @@ func checkXargs(w *walker, c *call) {
 			for k, a := range sub {
 				if strings.Contains(a.s, replace) {
 					sub[k].s = strings.ReplaceAll(a.s, replace, line)
-					sub[k].dyn, sub[k].literal = true, false
+					sub[k].dyn = true
 				}
 			}
 			w.command(c.sub(sub))

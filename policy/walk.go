@@ -340,7 +340,7 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 	switch c := s.Cmd.(type) {
 	case nil:
 	case *syntax.CallExpr:
-		w.call(s, c, stdin, part)
+		w.call(c, stdin, part)
 		w.trackWrites(s, c, stdin)
 	case *syntax.BinaryCmd:
 		if c.Op == syntax.Pipe || c.Op == syntax.PipeAll {
@@ -902,7 +902,7 @@ func (w *walker) assignValue(a *syntax.Assign) field {
 
 // call walks a simple command: its assignments, the substitutions in its words,
 // then the program it runs.
-func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr, stdin data, part string) {
+func (w *walker) call(ce *syntax.CallExpr, stdin data, part string) {
 	for _, a := range ce.Assigns {
 		w.substs(a.Value)
 		if a.Array != nil {
@@ -967,11 +967,11 @@ func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr, stdin data, part stri
 			if strings.ContainsAny(cand, "*?[") {
 				alt[i].glob, alt[i].pat = true, cand
 			}
-			w.command(&call{argv: alt, part: part, stdin: stdin, env: env, stmt: s})
+			w.command(&call{argv: alt, part: part, stdin: stdin, env: env})
 		}
 		return
 	}
-	w.command(&call{argv: argv, part: part, stdin: stdin, env: env, stmt: s})
+	w.command(&call{argv: argv, part: part, stdin: stdin, env: env})
 }
 
 type envAssign struct {
@@ -985,8 +985,7 @@ type call struct {
 	part  string
 	stdin data
 	env   []envAssign
-	stmt  *syntax.Stmt // the statement, when the call is written in the source
-	name  string       // the program's name, without a standard directory
+	name  string // the program's name, without a standard directory
 	id    int
 	// set by checks
 	judgedPaths bool // the check looked at the path arguments itself
@@ -998,7 +997,7 @@ func (c *call) args() []field { return c.argv[1:] }
 
 // sub makes a call for a program another one runs (a wrapper's command).
 func (c *call) sub(argv []field) *call {
-	return &call{argv: argv, part: c.part, stdin: c.stdin, env: c.env, stmt: c.stmt}
+	return &call{argv: argv, part: c.part, stdin: c.stdin, env: c.env}
 }
 
 // command classifies one program run with its argv.

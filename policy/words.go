@@ -29,18 +29,17 @@ const (
 // field is one word of a command's argv after the expansions bash would do, as far
 // as they can be done before the command runs.
 type field struct {
-	s       string   // the value; unknown stretches hold the unknown marker
-	raw     string   // the word as written, for messages
-	pat     string   // s as a glob pattern (quoted metacharacters escaped); set when glob
-	glob    bool     // has unquoted glob metacharacters: bash would expand it to file names
-	dyn     bool     // has an expansion ($x, $(..), $((..)), a brace expansion)
-	brace   bool     // came from a brace expansion
-	subst   bool     // has a command or process substitution
-	secret  string   // name of a secret-looking variable expanded in it
-	data    dataKind // what the substitutions and variables in it carry
-	proc    *data    // what a process substitution in it produces
-	quoted  bool     // some part of it was quoted
-	literal bool     // made of literal text and quotes only: the word means exactly s
+	s      string   // the value; unknown stretches hold the unknown marker
+	raw    string   // the word as written, for messages
+	pat    string   // s as a glob pattern (quoted metacharacters escaped); set when glob
+	glob   bool     // has unquoted glob metacharacters: bash would expand it to file names
+	dyn    bool     // has an expansion ($x, $(..), $((..)), a brace expansion)
+	brace  bool     // came from a brace expansion
+	subst  bool     // has a command or process substitution
+	secret string   // name of a secret-looking variable expanded in it
+	data   dataKind // what the substitutions and variables in it carry
+	proc   *data    // what a process substitution in it produces
+	quoted bool     // some part of it was quoted
 	// alt is the value if the variables never set in the command are empty,
 	// as they usually are (r${x}m is rm); set when it differs from s and is
 	// fully known.
@@ -59,7 +58,7 @@ func (f field) show() string {
 }
 
 // lit makes a field of literal text.
-func lit(s string) field { return field{s: s, raw: s, literal: true} }
+func lit(s string) field { return field{s: s, raw: s} }
 
 // fieldBuilder accumulates the parts of one word into fields, splitting where an
 // unquoted expansion's value holds blanks.
@@ -226,7 +225,6 @@ func hasBraceExp(word *syntax.Word) bool {
 
 func (w *walker) resolveParts(parts []syntax.WordPart) []field {
 	var b fieldBuilder
-	b.cur.literal = true
 	for i, p := range parts {
 		w.resolvePart(&b, p, false, i == 0)
 	}
@@ -266,7 +264,6 @@ func (w *walker) resolvePart(b *fieldBuilder, p syntax.WordPart, quoted, first b
 		}
 	case *syntax.ParamExp:
 		b.cur.dyn = true
-		b.cur.literal = false
 		name := paramName(p)
 		if name != "" && secretVarName(name) {
 			b.cur.secret = name
@@ -317,7 +314,6 @@ func (w *walker) resolvePart(b *fieldBuilder, p syntax.WordPart, quoted, first b
 		w.addValue(b, v, quoted)
 	case *syntax.CmdSubst:
 		b.cur.dyn, b.cur.subst = true, true
-		b.cur.literal = false
 		if isPwd(p.Stmts) {
 			b.add(w.pwd(), quoted)
 			return
@@ -341,18 +337,15 @@ func (w *walker) resolvePart(b *fieldBuilder, p syntax.WordPart, quoted, first b
 		b.add(unknown, quoted)
 	case *syntax.ArithmExp:
 		b.cur.dyn = true
-		b.cur.literal = false
 		b.add(unknown, quoted)
 	case *syntax.ProcSubst:
 		b.cur.dyn, b.cur.subst = true, true
-		b.cur.literal = false
 		d := w.produce(p.Stmts, data{})
 		b.cur.data |= d.kind | dProc
 		b.cur.proc = &d
 		b.add("/dev/fd/63", true)
 	case *syntax.ExtGlob:
 		b.cur.glob = true
-		b.cur.literal = false
 		b.started = true
 		b.sb.WriteString(p.Op.String() + p.Pattern.Value + ")")
 		b.pb.WriteString("*")
