@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -351,26 +350,6 @@ func writeError(display string, err error) error {
 		return userErrorf("Cannot write %s: %v. The file is unchanged; tell the user.", display, errno)
 	}
 	return pathError(display, err)
-}
-
-// lineRanges returns the 1-based first and last line of each span of content.
-func lineRanges(content []byte, spans []span) [][2]int {
-	out := make([][2]int, len(spans))
-	line, at := 1, 0
-	for i, sp := range spans {
-		line += bytes.Count(content[at:sp.start], []byte("\n"))
-		at = sp.start
-		last := line
-		if sp.end > sp.start {
-			inner := content[sp.start:sp.end]
-			last += bytes.Count(inner, []byte("\n"))
-			if inner[len(inner)-1] == '\n' {
-				last-- // the span ends with its line
-			}
-		}
-		out[i] = [2]int{line, last}
-	}
-	return out
 }
 
 // formatRanges renders ranges as "line 4", "lines 40-42", or

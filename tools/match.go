@@ -106,11 +106,7 @@ func planEdit(content []byte, oldText, newText string, all bool) (editPlan, *mat
 	if len(spans) > 0 {
 		sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
 		if len(spans) > 1 && !all {
-			starts := make([]int, len(spans))
-			for i, s := range spans {
-				starts[i] = s.start - start
-			}
-			return editPlan{}, &matchFailure{count: len(spans), lines: lineNumbers(content, start, starts)}
+			return editPlan{}, ambiguous(content, spans, false)
 		}
 		spans = disjoint(spans)
 		if unchanged(content, spans, repl) {
@@ -122,8 +118,7 @@ func planEdit(content []byte, oldText, newText string, all bool) (editPlan, *mat
 	// Tolerant match.
 	nOld, oldKinds := normalize([]byte(oldText), false)
 	if len(bytes.TrimSpace(nOld.out)) == 0 {
-		sim, differs := similarLines(content, oldText)
-		return editPlan{}, &matchFailure{similar: sim, differs: differs}
+		return editPlan{}, notFound(content, oldText)
 	}
 	nBody, _ := normalize(body, true)
 	// Every occurrence, overlapping ones too; one that starts or ends inside a
@@ -136,15 +131,10 @@ func planEdit(content []byte, oldText, newText string, all bool) (editPlan, *mat
 		}
 	}
 	if len(spans) == 0 {
-		sim, differs := similarLines(content, oldText)
-		return editPlan{}, &matchFailure{similar: sim, differs: differs}
+		return editPlan{}, notFound(content, oldText)
 	}
 	if len(spans) > 1 && !all {
-		starts := make([]int, len(spans))
-		for i, s := range spans {
-			starts[i] = s.start - start
-		}
-		return editPlan{}, &matchFailure{count: len(spans), lines: lineNumbers(content, start, starts), tolerant: true}
+		return editPlan{}, ambiguous(content, spans, true)
 	}
 	spans = disjoint(spans)
 	kinds := oldKinds
@@ -207,17 +197,40 @@ func unchanged(content []byte, spans []span, repl string) bool {
 	return true
 }
 
-// lineNumbers turns offsets (relative to content[base:]) into 1-based lines.
-func lineNumbers(content []byte, base int, offs []int) []int {
-	lines := make([]int, len(offs))
+// lineRanges returns the 1-based first and last line of each span of content.
+func lineRanges(content []byte, spans []span) [][2]int {
+	out := make([][2]int, len(spans))
 	line, at := 1, 0
-	for i, o := range offs {
-		o += base
-		line += bytes.Count(content[at:o], []byte("\n"))
-		at = o
-		lines[i] = line
+	for i, sp := range spans {
+		line += bytes.Count(content[at:sp.start], []byte("\n"))
+		at = sp.start
+		last := line
+		if sp.end > sp.start {
+			inner := content[sp.start:sp.end]
+			last += bytes.Count(inner, []byte("\n"))
+			if inner[len(inner)-1] == '\n' {
+				last-- // the span ends with its line
+			}
+		}
+		out[i] = [2]int{line, last}
 	}
-	return lines
+	return out
+}
+
+// ambiguous is the failure of an edit whose oldText occurs at every one of
+// spans, sorted by start.
+func ambiguous(content []byte, spans []span, tolerant bool) *matchFailure {
+	lines := make([]int, len(spans))
+	for i, r := range lineRanges(content, spans) {
+		lines[i] = r[0]
+	}
+	return &matchFailure{count: len(spans), lines: lines, tolerant: tolerant}
+}
+
+// notFound is the failure of an edit whose oldText does not occur in content.
+func notFound(content []byte, oldText string) *matchFailure {
+	sim, differs := similarLines(content, oldText)
+	return &matchFailure{similar: sim, differs: differs}
 }
 
 // apply replaces spans of content with repl. When the last span reaches the end
