@@ -510,21 +510,13 @@ func grepListed(name string, args []field) string {
 	if name != "rg" && len(ops) > 0 {
 		ops = ops[1:] // the pattern
 	}
-	if name == "rg" && len(ops) > 0 && !contains(fieldStringsOf(args), "--files") {
+	if name == "rg" && len(ops) > 0 && !contains(fieldStrings(args), "--files") {
 		ops = ops[1:]
 	}
 	if len(ops) == 0 {
 		return "*"
 	}
 	return strings.TrimSuffix(ops[0], "/") + "/*"
-}
-
-func fieldStringsOf(fs []field) []string {
-	out := make([]string, len(fs))
-	for i, f := range fs {
-		out[i] = f.s
-	}
-	return out
 }
 
 // gitListsFiles reports whether git prints paths of the repository: ls-files,
@@ -622,16 +614,7 @@ func printfData(args []field, argData dataKind) data {
 	}
 	format := args[i].s
 	rest := args[i+1:]
-	decoded := false
-	for j := 0; j+1 < len(format); j++ {
-		if format[j] == '\\' {
-			switch c := format[j+1]; {
-			case c == 'x' || c == 'u' || c == 'U' || c >= '0' && c <= '7':
-				decoded = true
-			}
-			j++
-		}
-	}
+	decoded := hasEncodedEscape(format)
 	var sb strings.Builder
 	known := args[i].known()
 	for j := 0; j < len(format); j++ {

@@ -295,20 +295,20 @@ func (w *walker) redirect(s *syntax.Stmt, r *syntax.Redirect) (data, bool) {
 	if r.N != nil {
 		fd = r.N.Value
 	}
-	target := func() (field, bool) {
+	target := func() field {
 		fs := w.expandWord(r.Word)
 		if len(fs) != 1 {
-			return field{s: unknown, raw: w.text(r.Word)}, true
+			return field{s: unknown, raw: w.text(r.Word)}
 		}
-		return fs[0], true
+		return fs[0]
 	}
 	switch r.Op {
 	case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll, syntax.AppAll,
 		syntax.RdrAllClob, syntax.AppAllClob:
-		f, _ := target()
+		f := target()
 		w.pathOp(opWrite, f, "the redirection "+part, "", true)
 	case syntax.DplOut, syntax.DplIn:
-		f, _ := target()
+		f := target()
 		if isFD(f.s) || f.s == "-" {
 			return data{}, false
 		}
@@ -317,13 +317,13 @@ func (w *walker) redirect(s *syntax.Stmt, r *syntax.Redirect) (data, bool) {
 			w.pathOp(opWrite, f, "the redirection "+part, "", true)
 		}
 	case syntax.RdrIn:
-		f, _ := target()
+		f := target()
 		if d := w.pathOp(opRead, f, "the redirection "+part, "", true); d == Deny {
 			return data{kind: dSecret}, fd == "" || fd == "0"
 		}
 		return w.inputData(r), fd == "" || fd == "0"
 	case syntax.RdrInOut:
-		f, _ := target()
+		f := target()
 		w.pathOp(opWrite, f, "the redirection "+part, "", true)
 		return w.inputData(&syntax.Redirect{Op: syntax.RdrIn, Word: r.Word}), fd == "" || fd == "0"
 	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:

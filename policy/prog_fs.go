@@ -159,7 +159,6 @@ func checkCopy(w *walker, c *call, move bool) {
 		dests = ops[len(ops)-1:]
 		ops = ops[:len(ops)-1]
 	}
-	recursive := p.has("-r", "-R", "-a", "--recursive", "--archive")
 	for _, f := range ops {
 		if move {
 			w.pathOp(opDelete, f, actor(c), "", false)
@@ -167,11 +166,7 @@ func checkCopy(w *walker, c *call, move bool) {
 		w.pathOp(opCopy, f, actor(c), "", false)
 	}
 	for _, d := range dests {
-		if recursive || move {
-			w.pathOp(opWrite, d, actor(c), "", false)
-		} else {
-			w.pathOp(opWrite, d, actor(c), "", false)
-		}
+		w.pathOp(opWrite, d, actor(c), "", false)
 	}
 }
 

@@ -106,7 +106,7 @@ func registerRunners() {
 	}})
 	reg("shopt", program{decision: Allow, rule: "shell-builtin", reason: "shopt changes shell options", exempt: true, check: func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec(""))
-		if p.has("-u") && p.has("-o") && contains(fieldStringsOf(p.ops), "history") {
+		if p.has("-u") && p.has("-o") && contains(fieldStrings(p.ops), "history") {
 			w.add(Deny, "history-wipe", "shopt -u -o history stops the shell from recording commands, which hides what was run; leave the history on", c.part)
 		}
 	}})

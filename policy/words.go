@@ -102,21 +102,9 @@ func (b *fieldBuilder) split() {
 	b.started, b.altDiffers = false, false
 }
 
-// addUnset adds the unknown value of a variable the command never set: the
-// alternative value takes it as empty.
-func (b *fieldBuilder) addUnset(quoted bool) {
-	b.started = true
-	b.sb.WriteString(unknown)
-	if quoted {
-		b.pb.WriteString(quoteGlob(unknown))
-	} else {
-		b.pb.WriteString(unknown)
-	}
-	b.altDiffers = true
-}
-
 // addAlt adds an unknown value whose alternative (all never-set variables
-// empty) is known: ${x:-rm} is rm when x is not set.
+// empty) is known: ${x:-rm} is rm when x is not set, and a variable the
+// command never set is "".
 func (b *fieldBuilder) addAlt(alt string, quoted bool) {
 	b.started = true
 	b.sb.WriteString(unknown)
@@ -294,7 +282,7 @@ func (w *walker) resolvePart(b *fieldBuilder, p syntax.WordPart, quoted, first b
 			plain := name != "" && p.Slice == nil && !p.Excl && !p.Length && p.Index == nil && p.Repl == nil && !w.positional(name)
 			switch {
 			case plain && !assigned && p.Exp == nil:
-				b.addUnset(quoted)
+				b.addAlt("", quoted)
 			case plain && assigned && p.Exp == nil && vs.hasAlt:
 				b.addAlt(vs.alt, quoted)
 			case plain && !assigned && p.Exp != nil:
