@@ -144,8 +144,14 @@ func (ws *workspace) keyOf(canon string) string {
 // relative turns an absolute path into a workspace-relative one, if it lies in
 // the workspace.
 func (ws *workspace) relative(p string) (string, bool) {
+	return within(p, ws.real, ws.abs)
+}
+
+// within returns the absolute path p relative to the first of bases that
+// holds it.
+func within(p string, bases ...string) (string, bool) {
 	p = filepath.Clean(p)
-	for _, base := range []string{ws.real, ws.abs} {
+	for _, base := range bases {
 		rel, err := filepath.Rel(base, p)
 		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return rel, true

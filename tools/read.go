@@ -102,12 +102,9 @@ func (s *Session) read(ctx context.Context, p ReadParams) (Result, error) {
 func (s *Session) resolveRead(p string) (*os.Root, target, bool, error) {
 	if filepath.IsAbs(p) && s.logs != nil {
 		if _, in := s.ws.relative(p); !in {
-			for _, base := range []string{s.logsReal, s.logsAbs} {
-				rel, err := filepath.Rel(base, filepath.Clean(p))
-				if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-					rel = filepath.ToSlash(rel)
-					return s.logs, target{display: p, canon: rel, key: rel}, false, nil
-				}
+			if rel, ok := within(p, s.logsReal, s.logsAbs); ok {
+				rel = filepath.ToSlash(rel)
+				return s.logs, target{display: p, canon: rel, key: rel}, false, nil
 			}
 		}
 	}
