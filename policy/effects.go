@@ -30,9 +30,7 @@ func (o op) verb() string {
 		return "copy"
 	case opWrite:
 		return "write to"
-	case opDelete:
-		return "delete"
-	case opDeleteTree:
+	case opDelete, opDeleteTree:
 		return "delete"
 	case opMeta, opMetaTree:
 		return "change the permissions or owner of"
@@ -67,15 +65,7 @@ func pathDecision(o op, c pathClass) Decision {
 			return Confirm
 		}
 		return Deny
-	case pcRoot, pcSystem, pcDevice, pcKernel:
-		switch o {
-		case opRead, opCopy:
-			return Allow
-		case opLink:
-			return Confirm
-		}
-		return Deny
-	case pcHome:
+	case pcRoot, pcSystem, pcDevice, pcKernel, pcHome:
 		switch o {
 		case opRead, opCopy:
 			return Allow
@@ -121,12 +111,15 @@ func pathDecision(o op, c pathClass) Decision {
 			return Deny
 		}
 		return Confirm
-	case pcHomeFile, pcGitConfig, pcOutside, pcUnknown:
+	case pcHomeFile, pcGitConfig, pcOutside:
 		switch o {
 		case opRead, opCopy, opLink:
-			if c == pcUnknown && o == opLink {
-				return Confirm
-			}
+			return Allow
+		}
+		return Confirm
+	case pcUnknown:
+		switch o {
+		case opRead, opCopy:
 			return Allow
 		}
 		return Confirm
@@ -236,7 +229,7 @@ func pathRule(o op, c pathClass) string {
 		what = "startup-file"
 	case pcSSH:
 		what = "ssh-config"
-	case pcDevice:
+	case pcDevice, pcHarmless:
 		what = "device"
 	case pcKernel:
 		what = "kernel"
@@ -244,8 +237,6 @@ func pathRule(o op, c pathClass) string {
 		what = "dev-tcp"
 	case pcEmptyVar:
 		what = "empty-variable"
-	case pcHarmless:
-		what = "device"
 	case pcHomeDir:
 		what = "home-dir"
 	case pcUnknown:
