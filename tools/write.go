@@ -172,20 +172,14 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 // current returns the content hash of the existing file t, and its content when
 // it is small enough to diff (nil otherwise).
 func (d parentDir) current(ctx context.Context, t target) ([]byte, fs.FileInfo, contentHash, error) {
-	fi, err := d.root.Stat(t.name())
-	if err != nil {
-		return nil, nil, contentHash{}, pathError(t.display, err)
+	b, fi, err := d.load(t)
+	if err == nil {
+		return b, fi, hashBytes(b), nil
 	}
-	if fi.Size() <= maxEditBytes {
-		b, fi, err := d.load(t)
-		if err == nil {
-			return b, fi, hashBytes(b), nil
-		}
-		if !errors.Is(err, errTooLarge) {
-			return nil, nil, contentHash{}, err
-		}
-		// It grew past the cap meanwhile: hash it instead.
+	if !errors.Is(err, errTooLarge) {
+		return nil, nil, contentHash{}, err
 	}
+	// Too large to hold in memory: hash it as it streams.
 	f, err := d.root.OpenFile(t.name(), os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		return nil, nil, contentHash{}, pathError(t.display, err)
