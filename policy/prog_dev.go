@@ -107,14 +107,11 @@ var (
 
 func checkPackageManager(w *walker, c *call, name string) {
 	args := c.args()
-	// Skip leading options (npm --prefix x, apt-get -y, cargo +nightly).
+	// Skip leading options (npm --prefix x, apt-get -y, cargo +nightly);
+	// pacman's operation is itself an option (-S, -Syu).
 	i := 0
-	for i < len(args) && (isOpt(args[i].s) || strings.HasPrefix(args[i].s, "+")) {
-		s := args[i].s
-		if name == "pacman" || name == "yay" || name == "paru" {
-			break
-		}
-		switch s {
+	for name != "pacman" && name != "yay" && name != "paru" && i < len(args) && (isOpt(args[i].s) || strings.HasPrefix(args[i].s, "+")) {
+		switch args[i].s {
 		case "-C", "--prefix", "--cwd", "--dir", "--directory", "--manifest-path", "-p", "--package", "-w", "--workspace", "--project", "--python":
 			i++
 		}
@@ -140,7 +137,7 @@ func checkPackageManager(w *walker, c *call, name string) {
 	case "uv":
 		switch sub {
 		case "run":
-			checkRunInner(w, c, name, rest, "--with", "--from", "--python", "-p", "--directory", "--project", "--package", "--extra", "--group", "--env-file", "--index")
+			checkRunInner(w, c, rest, uvRunValued)
 			return
 		case "pip":
 			sub, rest = next, rest[min(1, len(rest)):]
@@ -149,7 +146,7 @@ func checkPackageManager(w *walker, c *call, name string) {
 		}
 	case "poetry", "pipenv", "conda", "mamba", "micromamba", "bundle", "bundler", "mix", "stack", "cabal", "mise", "asdf", "rtx", "volta", "pixi":
 		if sub == "run" || sub == "exec" {
-			checkRunInner(w, c, name, rest, "-n", "--name", "-p", "--prefix", "--env", "-e")
+			checkRunInner(w, c, rest, envRunValued)
 			return
 		}
 	case "cargo":
@@ -223,17 +220,23 @@ func fieldStrings(fs []field) []string {
 	return out
 }
 
+// The options of "uv run", and of "poetry run" and the like, that take a value.
+var (
+	uvRunValued  = set("--with", "--from", "--python", "-p", "--directory", "--project", "--package", "--extra", "--group", "--env-file", "--index")
+	envRunValued = set("-n", "--name", "-p", "--prefix", "--env", "-e")
+)
+
 // checkRunInner classifies the command that "uv run", "poetry run" and the
-// like run in the project's environment.
-func checkRunInner(w *walker, c *call, name string, args []field, valued ...string) {
-	v := set(valued...)
+// like run in the project's environment; the options before it that take a
+// value are in valued.
+func checkRunInner(w *walker, c *call, args []field, valued map[string]bool) {
 	i := 0
 	for i < len(args) && isOpt(args[i].s) {
 		if args[i].s == "--" {
 			i++
 			break
 		}
-		if v[args[i].s] {
+		if valued[args[i].s] {
 			i++
 		}
 		i++
@@ -285,16 +288,30 @@ func checkGo(w *walker, c *call, sub string, rest []field) {
 	}
 }
 
-func checkNpm(w *walker, c *call) {
-	args := c.args()
+// skipOpts returns the index of the first operand in args: options are
+// skipped, each in valued with the word after it. The index passes len(args)
+// when the last option lacks its value.
+func skipOpts(args []field, valued map[string]bool) int {
 	i := 0
 	for i < len(args) && isOpt(args[i].s) {
-		switch args[i].s {
-		case "--prefix", "-C", "--workspace", "-w":
+		if valued[args[i].s] {
 			i++
 		}
 		i++
 	}
+	return i
+}
+
+// The options of npm, pnpm and yarn, before the command, that take a value.
+var (
+	npmValued  = set("--prefix", "-C", "--workspace", "-w")
+	pnpmValued = set("--dir", "-C", "--filter", "-F")
+	yarnValued = set("--cwd")
+)
+
+func checkNpm(w *walker, c *call) {
+	args := c.args()
+	i := skipOpts(args, npmValued)
 	if i >= len(args) {
 		return
 	}
@@ -313,10 +330,6 @@ func checkNpm(w *walker, c *call) {
 		if len(rest) > 0 && rest[0].s == "fix" {
 			w.add(Confirm, "package-install", "npm audit fix installs package updates; approval is needed", c.part)
 		}
-	case "config", "c", "set", "get":
-		checkPackageManager(w, c, "npm")
-	case "cache":
-		checkPackageManager(w, c, "npm")
 	case "token":
 		w.add(Confirm, "publish", "npm token manages the user's registry tokens; approval is needed", c.part)
 	default:
@@ -326,16 +339,7 @@ func checkNpm(w *walker, c *call) {
 
 func checkPnpm(w *walker, c *call) {
 	args := c.args()
-	i := 0
-	for i < len(args) && isOpt(args[i].s) {
-		switch args[i].s {
-		case "--dir", "-C", "--filter", "-F", "--workspace-root":
-			if args[i].s != "--workspace-root" {
-				i++
-			}
-		}
-		i++
-	}
+	i := skipOpts(args, pnpmValued)
 	if i >= len(args) {
 		w.add(Confirm, "package-install", "pnpm without a command installs dependencies; approval is needed", c.part)
 		return
@@ -345,7 +349,7 @@ func checkPnpm(w *walker, c *call) {
 	case "dlx":
 		w.command(c.sub(append([]field{lit("pnpx")}, rest...)))
 	case "exec":
-		checkRunInner(w, c, "pnpm", rest)
+		checkRunInner(w, c, rest, nil)
 	case "create":
 		w.add(Confirm, "npx-download", "pnpm create downloads and runs a create-* package; approval is needed", c.part)
 	default:
@@ -358,13 +362,7 @@ func checkPnpm(w *walker, c *call) {
 
 func checkYarn(w *walker, c *call) {
 	args := c.args()
-	i := 0
-	for i < len(args) && isOpt(args[i].s) {
-		if args[i].s == "--cwd" {
-			i++
-		}
-		i++
-	}
+	i := skipOpts(args, yarnValued)
 	if i >= len(args) {
 		w.add(Confirm, "package-install", "yarn without a command installs dependencies from the network; approval is needed", c.part)
 		return
@@ -374,7 +372,7 @@ func checkYarn(w *walker, c *call) {
 	case "dlx":
 		w.command(c.sub(append([]field{lit("pnpx")}, rest...)))
 	case "exec":
-		checkRunInner(w, c, "yarn", rest)
+		checkRunInner(w, c, rest, nil)
 	case "node":
 		// yarn node ARGS is node ARGS.
 		w.command(c.sub(append([]field{lit("node")}, rest...)))
@@ -562,28 +560,23 @@ func checkDockerRun(w *walker, c *call, sub string, args []field) {
 
 func checkDockerCompose(w *walker, c *call) {
 	args := c.args()
-	i := 0
-	for i < len(args) && isOpt(args[i].s) {
-		if dockerValued[args[i].s] {
-			i++
-		}
-		i++
+	i := skipOpts(args, dockerValued)
+	if i >= len(args) {
+		return
 	}
-	if i < len(args) {
-		switch args[i].s {
-		case "ps", "logs", "config", "ls", "images", "version", "top", "port", "events":
-			if args[i].s == "version" {
-				w.add(Allow, "info", "docker compose version prints the client's version", c.part)
-				return
-			}
-			w.add(Confirm, "docker-read", "docker compose "+args[i].s+" only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.part)
-			return
-		case "run", "exec":
-			checkDockerRun(w, c, args[i].s, args[i+1:])
+	switch args[i].s {
+	case "ps", "logs", "config", "ls", "images", "version", "top", "port", "events":
+		if args[i].s == "version" {
+			w.add(Allow, "info", "docker compose version prints the client's version", c.part)
 			return
 		}
-		w.add(Confirm, "docker", "docker compose "+args[i].s+" starts, stops or changes containers; approval is needed", c.part)
+		w.add(Confirm, "docker-read", "docker compose "+args[i].s+" only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.part)
+		return
+	case "run", "exec":
+		checkDockerRun(w, c, args[i].s, args[i+1:])
+		return
 	}
+	w.add(Confirm, "docker", "docker compose "+args[i].s+" starts, stops or changes containers; approval is needed", c.part)
 }
 
 // Clusters and clouds: everything needs approval; deleting whole namespaces,
