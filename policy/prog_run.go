@@ -370,19 +370,9 @@ var publishers = map[string][]string{
 }
 
 func registerPublishers() {
+	base := program{decision: Allow, rule: "build", reason: "%s builds or packages the project"}
 	for name, verbs := range publishers {
-		base, known := programs[name]
-		if !known {
-			base = program{decision: Allow, rule: "build", reason: "%s builds or packages the project"}
-		}
-		prev, verbs := base.check, verbs
-		base.check = func(w *walker, c *call) {
-			if prev != nil {
-				prev(w, c)
-			}
-			checkPublish(w, c, verbs)
-		}
-		programs[name] = base
+		addCheck(name, base, func(w *walker, c *call) { checkPublish(w, c, verbs) })
 	}
 }
 

@@ -14,39 +14,16 @@ import (
 // run is checked as if it were run directly.
 
 func registerWritten() {
+	// also adds a check that runs when the command has written files.
 	also := func(names string, fn func(w *walker, c *call)) {
-		for _, n := range strings.Fields(names) {
-			p, ok := programs[n]
-			if !ok {
-				p = pDev
+		addCheck(names, pDev, func(w *walker, c *call) {
+			if len(w.scripts) > 0 {
+				fn(w, c)
 			}
-			prev := p.check
-			p.check = func(w *walker, c *call) {
-				if prev != nil {
-					prev(w, c)
-				}
-				if len(w.scripts) > 0 {
-					fn(w, c)
-				}
-			}
-			programs[n] = p
-		}
+		})
 	}
 	also("make gmake", checkWrittenMakefile)
-	for _, n := range strings.Fields("make gmake just task mage npm pnpm yarn bun") {
-		p, ok := programs[n]
-		if !ok {
-			p = pDev
-		}
-		prev := p.check
-		p.check = func(w *walker, c *call) {
-			if prev != nil {
-				prev(w, c)
-			}
-			checkDeployTarget(w, c)
-		}
-		programs[n] = p
-	}
+	addCheck("make gmake just task mage npm pnpm yarn bun", pDev, checkDeployTarget)
 	also("just", checkWrittenJustfile)
 	also("npm pnpm yarn bun", checkWrittenPackageScripts)
 	also("pytest py.test tox nox", func(w *walker, c *call) { w.writtenCode(c, ".py") })
@@ -59,6 +36,25 @@ func registerWritten() {
 	also("jest vitest mocha ava tap node", func(w *walker, c *call) { w.writtenCode(c, ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts") })
 	also("rspec rake", func(w *walker, c *call) { w.writtenCode(c, ".rb", "Rakefile") })
 	also("gradle gradlew mvn mvnw", func(w *walker, c *call) { w.writtenCode(c, ".gradle", ".kts", "pom.xml") })
+}
+
+// addCheck makes fn run after the checks of the programs named; a program the
+// policy does not know yet gets base as its defaults.
+func addCheck(names string, base program, fn func(w *walker, c *call)) {
+	for _, n := range strings.Fields(names) {
+		p, ok := programs[n]
+		if !ok {
+			p = base
+		}
+		prev := p.check
+		p.check = func(w *walker, c *call) {
+			if prev != nil {
+				prev(w, c)
+			}
+			fn(w, c)
+		}
+		programs[n] = p
+	}
 }
 
 // writtenText returns the text of a file written earlier in the command, by its
