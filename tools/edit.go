@@ -324,9 +324,6 @@ func storedName(dir *os.Root, name string) string {
 	for {
 		names, err := d.Readdirnames(1024)
 		for _, n := range names {
-			if n == name {
-				return n
-			}
 			if strings.EqualFold(n, name) {
 				return n
 			}
