@@ -383,7 +383,10 @@ func (r *rawSink) Write(p []byte) (int, error) {
 	r.n += int64(len(p))
 	r.term.Write(p)
 	if r.s.events != nil {
-		chunk := append(r.pending, p...)
+		chunk := p
+		if len(r.pending) > 0 {
+			chunk = append(r.pending, p...)
+		}
 		cut := len(chunk)
 		// Hold back an incomplete rune at the end.
 		for i := 1; i <= 3 && i <= len(chunk); i++ {
