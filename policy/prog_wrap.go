@@ -954,12 +954,7 @@ func (w *walker) scriptQuiet(src, part string) {
 	if err != nil {
 		return
 	}
-	saved, savedCwd := w.src, w.cwd
-	w.src = src
-	w.depth++
-	w.stmts(f.Stmts, data{})
-	w.depth--
-	w.src, w.cwd = saved, savedCwd
+	w.walkNested(f, src)
 }
 
 func checkEval(w *walker, c *call) {

@@ -223,6 +223,13 @@ func (w *walker) script(src, part string) {
 		w.addS(Deny, "parse-error", parseMessage(err)+"; bash would not run it either — fix the quoting or syntax", part)
 		return
 	}
+	w.walkNested(f, src)
+}
+
+// walkNested walks a parsed script one level deeper, with src as the text its
+// positions refer to. A cd inside a nested script ends with it; at the top
+// level it stays, for the exit traps.
+func (w *walker) walkNested(f *syntax.File, src string) {
 	saved, savedCwd := w.src, w.cwd
 	w.src = src
 	w.depth++
