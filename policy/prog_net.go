@@ -403,6 +403,20 @@ func isRemote(s string) bool {
 	return i > 0 && (j < 0 || i < j)
 }
 
+// copySources judges the local sources of an scp or rsync copy to dest: each
+// is read, and a project's environment file sent to another machine is denied.
+func (w *walker) copySources(c *call, srcs []field, dest field) {
+	for _, src := range srcs {
+		if isRemote(src.s) {
+			continue
+		}
+		w.pathOp(opCopy, src, actor(c), "", false)
+		if isRemote(dest.s) {
+			w.sendsDotenv(c, src)
+		}
+	}
+}
+
 func checkScp(w *walker, c *call) {
 	p := parseArgs(c.args(), spec("cFiJloPSXD"))
 	w.sshOptions(c, p)
@@ -416,14 +430,7 @@ func checkScp(w *walker, c *call) {
 		return
 	}
 	dest := ops[len(ops)-1]
-	for _, src := range ops[:len(ops)-1] {
-		if !isRemote(src.s) {
-			w.pathOp(opCopy, src, actor(c), "", false)
-			if isRemote(dest.s) {
-				w.sendsDotenv(c, src)
-			}
-		}
-	}
+	w.copySources(c, ops[:len(ops)-1], dest)
 	if !isRemote(dest.s) {
 		w.pathOp(opWrite, dest, actor(c), "", false)
 	}
@@ -465,14 +472,7 @@ func checkRsync(w *walker, c *call) {
 	}
 	if len(ops) >= 2 {
 		dest := ops[len(ops)-1]
-		for _, src := range ops[:len(ops)-1] {
-			if !isRemote(src.s) {
-				w.pathOp(opCopy, src, actor(c), "", false)
-				if isRemote(dest.s) {
-					w.sendsDotenv(c, src)
-				}
-			}
-		}
+		w.copySources(c, ops[:len(ops)-1], dest)
 		if !isRemote(dest.s) {
 			if del {
 				w.pathOp(opDeleteTree, dest, "rsync --delete", "", false)
