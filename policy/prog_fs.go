@@ -209,36 +209,35 @@ func checkLn(w *walker, c *call) {
 			dests = []field{lit(path.Base(ops[0].s))}
 		}
 	}
-	for _, f := range ops {
-		target := f
-		if !strings.HasPrefix(f.s, "/") && !strings.HasPrefix(f.s, "~") && len(dests) == 1 && p.has("-s", "--symbolic") {
-			// A relative symlink target is relative to the link's directory.
-			if dir := path.Dir(dests[0].s); dir != "." && !strings.Contains(dests[0].s, unknown) {
-				target.s = dir + "/" + f.s
+	symbolic := p.has("-s", "--symbolic")
+	// target is what a link to f points at: a relative symlink's target is
+	// relative to the link's directory.
+	target := func(f field) field {
+		if symbolic && len(dests) == 1 && !strings.HasPrefix(f.s, "/") && !strings.HasPrefix(f.s, "~") {
+			if dir := path.Dir(dests[0].s); dir != "." && dests[0].known() {
+				f.s = dir + "/" + f.s
 			}
 		}
-		w.pathOp(opLink, target, actor(c), "", false)
+		return f
+	}
+	for _, f := range ops {
+		w.pathOp(opLink, target(f), actor(c), "", false)
 	}
 	for _, d := range dests {
 		w.pathOp(opWrite, d, actor(c), "", false)
 	}
 	// Remember the links: later paths through one reach its target.
-	if len(dests) == 1 && dests[0].known() && p.has("-s", "--symbolic") {
+	if symbolic && len(dests) == 1 && dests[0].known() {
 		for _, f := range ops {
-			target := f
-			if !strings.HasPrefix(f.s, "/") && !strings.HasPrefix(f.s, "~") {
-				if dir := path.Dir(dests[0].s); dir != "." {
-					target.s = dir + "/" + f.s
-				}
-			}
-			if !target.known() {
+			t := target(f)
+			if !t.known() {
 				continue
 			}
 			link := dests[0].s
 			if len(ops) > 1 || strings.HasSuffix(link, "/") || len(p.values("-t", "--target-directory")) > 0 {
 				link = strings.TrimSuffix(link, "/") + "/" + path.Base(f.s)
 			}
-			w.link(link, target.s)
+			w.link(link, t.s)
 		}
 	}
 }
