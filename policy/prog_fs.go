@@ -776,11 +776,14 @@ func checkFd(w *walker, c *call) {
 	w.command(c.sub(sub))
 }
 
+// xargsValued are xargs's options that take a value (-i, -e and -l only
+// attached).
+var xargsValued = set("-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "--eof", "-I", "-i", "--replace", "-L",
+	"-l", "--max-lines", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var")
+
 // checkXargs: xargs runs a command with arguments read from its input.
 func checkXargs(w *walker, c *call) {
 	args := c.args()
-	valued := set("-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "--eof", "-I", "-i", "--replace", "-L",
-		"-l", "--max-lines", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var")
 	replace := ""
 	i := 0
 	for ; i < len(args); i++ {
@@ -800,7 +803,7 @@ func checkXargs(w *walker, c *call) {
 		if (name == "-I" || name == "--replace" || name == "-i") && hasVal {
 			replace = val
 		}
-		if valued[name] && !hasVal {
+		if xargsValued[name] && !hasVal {
 			if name == "-i" || name == "-e" || name == "-l" {
 				// optional values: attached only
 				if name == "-i" {

@@ -725,11 +725,11 @@ func checkInterpreter(w *walker, c *call) {
 		if !isOpt(s) && codeSeen {
 			// After inline code, the operands are the program's files
 			// (perl -pi -e CODE FILE...).
-			o := opRead
+			o, how := opRead, " -e"
 			if inPlace {
-				o = opWrite
+				o, how = opWrite, " -i"
 			}
-			w.pathOp(o, args[i], name+" "+map[bool]string{true: "-i", false: "-e"}[inPlace], "", false)
+			w.pathOp(o, args[i], name+how, "", false)
 			continue
 		}
 		if !isOpt(s) {
@@ -816,24 +816,23 @@ func checkInterpreter(w *walker, c *call) {
 	// No script: the interpreter reads its program from standard input.
 	if c.stdin.kind != 0 {
 		w.execData(c, c.stdin, name, false)
-	} else if len(inlineFlagsUsed(args, spec.code, spec.short)) == 0 {
+	} else if !usesInlineFlag(args, spec.code, spec.short) {
 		w.add(Allow, "interpreter", name+" starts an interactive interpreter in the sandbox", c.part)
 	}
 }
 
-func inlineFlagsUsed(args []field, code []string, short string) []string {
-	var out []string
+// usesInlineFlag reports whether any argument is an option that takes inline
+// code: one of code, or a short cluster holding a letter of short.
+func usesInlineFlag(args []field, code []string, short string) bool {
 	for _, a := range args {
-		for _, f := range code {
-			if a.s == f {
-				out = append(out, f)
-			}
+		if contains(code, a.s) {
+			return true
 		}
 		if short != "" && len(a.s) > 1 && a.s[0] == '-' && a.s[1] != '-' && strings.ContainsAny(a.s[1:], short) {
-			out = append(out, a.s)
+			return true
 		}
 	}
-	return out
+	return false
 }
 
 // Python modules run with -m.
@@ -1183,11 +1182,13 @@ var npxLocal = set("tsc", "eslint", "prettier", "jest", "vitest", "mocha", "ts-n
 	"mkdirp", "jsdoc", "typedoc", "api-extractor", "changeset", "husky", "patch-package", "pnpm", "yarn",
 	"ncu", "npm-check-updates", "prisma", "drizzle-kit", "typeorm", "sequelize", "knex", "gulp", "grunt")
 
+// npxValued are npx's options that take a value.
+var npxValued = set("-p", "--package", "-c", "--call", "--registry", "--cache", "--userconfig", "-w", "--workspace", "--node-options", "--shell")
+
 // checkNpx: npx runs a package's binary, downloading the package when it is
 // not installed; -c runs a shell string.
 func checkNpx(w *walker, c *call) {
 	args := c.args()
-	valued := set("-p", "--package", "-c", "--call", "--registry", "--cache", "--userconfig", "-w", "--workspace", "--node-options", "--shell")
 	download, noInstall := false, false
 	var pkgs []string
 	i := 0
@@ -1201,7 +1202,7 @@ func checkNpx(w *walker, c *call) {
 			break
 		}
 		name, val, hasVal := strings.Cut(s, "=")
-		if !hasVal && valued[name] && i+1 < len(args) {
+		if !hasVal && npxValued[name] && i+1 < len(args) {
 			i++
 			val = args[i].s
 		}

@@ -453,9 +453,15 @@ func ansiC(s string) string {
 				sb.WriteByte(s[i] & 0x1f)
 			}
 		case 'x', 'u', 'U':
-			max := map[byte]int{'x': 2, 'u': 4, 'U': 8}[c]
+			digits := 2 // \xHH
+			switch c {
+			case 'u':
+				digits = 4 // \uHHHH
+			case 'U':
+				digits = 8 // \UHHHHHHHH
+			}
 			j := i + 1
-			for j < len(s) && j-i-1 < max && isHex(s[j]) {
+			for j < len(s) && j-i-1 < digits && isHex(s[j]) {
 				j++
 			}
 			if j == i+1 {
