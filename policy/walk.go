@@ -371,8 +371,8 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 		w.stmts(c.Cond, stdin)
 		w.stmts(c.Do, stdin)
 		if !c.Until && alwaysTrue(c.Cond) || c.Until && alwaysFalse(c.Cond) {
-			if bg := background(c.Do); bg != nil {
-				w.addS(Deny, "process-flood", "an endless loop that starts a background process each time floods the machine with processes; run the command once, or a fixed number of times", part)
+			if background(c.Do) != nil {
+				w.addS(Deny, "process-flood", endlessFlood, part)
 			}
 		}
 	case *syntax.ForClause:
@@ -403,7 +403,7 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 		case *syntax.CStyleLoop:
 			w.substs(l)
 			if l.Cond == nil && background(c.Do) != nil {
-				w.addS(Deny, "process-flood", "an endless loop that starts a background process each time floods the machine with processes; run the command once, or a fixed number of times", part)
+				w.addS(Deny, "process-flood", endlessFlood, part)
 			}
 		}
 		w.stmts(c.Do, stdin)
@@ -440,6 +440,10 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 		w.substs(c)
 	}
 }
+
+// endlessFlood is the reason for denying an endless loop that starts a
+// background process each time round.
+const endlessFlood = "an endless loop that starts a background process each time floods the machine with processes; run the command once, or a fixed number of times"
 
 // trackWrites remembers files a command fills with downloaded or decoded data
 // (curl URL > x.sh), or with the environment or credentials (env > e.txt), so
@@ -496,7 +500,6 @@ func braceCount(orig *syntax.Word) int {
 	copied := *orig
 	word := &copied
 	syntax.SplitBraces(word)
-	n := 1
 	var count func(parts []syntax.WordPart) int
 	count = func(parts []syntax.WordPart) int {
 		m := 1
@@ -529,8 +532,7 @@ func braceCount(orig *syntax.Word) int {
 		}
 		return m
 	}
-	n = count(word.Parts)
-	return n
+	return count(word.Parts)
 }
 
 func alwaysTrue(cond []*syntax.Stmt) bool {
@@ -846,10 +848,16 @@ func (w *walker) declClause(c *syntax.DeclClause, part string) {
 		}
 		val := w.assignValue(a)
 		w.envVar(a.Name.Value, val, part, variant == "export")
-		known := val.known() && a.Array == nil && !a.Append
-		w.setVar(a.Name.Value, varState{s: val.s, data: val.data, known: known,
-			alt: val.alt, hasAlt: val.hasAlt && !known && a.Array == nil && !a.Append})
+		w.setVar(a.Name.Value, assignedState(val, a.Array == nil && !a.Append))
 	}
+}
+
+// assignedState is what the walker knows of a variable assigned val. whole
+// says the assignment replaces the whole value (no +=, no array, no index);
+// otherwise the value is not known.
+func assignedState(val field, whole bool) varState {
+	known := whole && val.known()
+	return varState{s: val.s, data: val.data, known: known, alt: val.alt, hasAlt: whole && !known && val.hasAlt}
 }
 
 // envDump records a command that prints every environment variable.
@@ -940,9 +948,7 @@ func (w *walker) call(ce *syntax.CallExpr, stdin data, part string) {
 		}
 		if len(ce.Args) == 0 {
 			w.envVar(a.Name.Value, val, part, false)
-			known := val.known() && a.Array == nil && !a.Append && a.Index == nil
-			w.setVar(a.Name.Value, varState{s: val.s, data: val.data, known: known,
-				alt: val.alt, hasAlt: val.hasAlt && !known && a.Array == nil && !a.Append && a.Index == nil})
+			w.setVar(a.Name.Value, assignedState(val, a.Array == nil && !a.Append && a.Index == nil))
 			continue
 		}
 		env = append(env, envAssign{a.Name.Value, val})
@@ -1411,10 +1417,7 @@ func (w *walker) liftAllow(allow *Rule, start int) {
 			continue
 		}
 		lifted = true
-		reason := allow.Reason
-		if reason == "" {
-			reason = fmt.Sprintf("allowed by the user's rule %q", allow.Pattern)
-		}
+		reason := allow.allowReason()
 		if s.Decision != Allow {
 			reason += " (by default: " + s.Reason + ")"
 		}
@@ -1428,12 +1431,17 @@ func (w *walker) liftAllow(allow *Rule, start int) {
 	}
 	w.steps = out
 	if !lifted {
-		reason := allow.Reason
-		if reason == "" {
-			reason = fmt.Sprintf("allowed by the user's rule %q", allow.Pattern)
-		}
-		w.add(Allow, allow.name(), reason, "")
+		w.add(Allow, allow.name(), allow.allowReason(), "")
 	}
+}
+
+// allowReason is the reason of a verdict an allow rule decides: its own, or
+// one that quotes it.
+func (r *Rule) allowReason() string {
+	if r.Reason != "" {
+		return r.Reason
+	}
+	return fmt.Sprintf("allowed by the user's rule %q", r.Pattern)
 }
 
 // result folds the findings into one verdict: the strictest wins, the first of
