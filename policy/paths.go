@@ -344,7 +344,7 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 			// and configuration.
 			return pathInfo{pcGitConfig, c, c + ", the git repository, whose hooks and configuration git runs"}
 		}
-		if matchName(path.Base(c), secretNames) && !strings.HasSuffix(c, ".pub") {
+		if matchAny(path.Base(c), secretNames) && !strings.HasSuffix(c, ".pub") {
 			return pathInfo{pcSecret, c, "the credentials in " + c}
 		}
 		if c == "." {
@@ -355,7 +355,7 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 		}
 		return pathInfo{pcWorkspace, c, c}
 	}
-	if matchAny(c, secretPaths) || matchName(path.Base(c), secretNames) || matchAny(c, secretDirs) {
+	if matchAny(c, secretPaths) || matchAny(path.Base(c), secretNames) || matchAny(c, secretDirs) {
 		if !strings.HasSuffix(c, ".pub") {
 			return pathInfo{pcSecret, c, "the credentials in " + c}
 		}
@@ -423,7 +423,7 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 	case c == "/proc/sysrq-trigger", strings.HasPrefix(c, "/proc/sys/"), c == "/sys", strings.HasPrefix(c, "/sys/"),
 		c == "/proc/kcore", strings.HasPrefix(c, "/sys/firmware/"):
 		return pathInfo{pcKernel, c, "the kernel control file " + c}
-	case isUnder(c, systemDirs, true):
+	case isUnder(c, systemDirs):
 		return pathInfo{pcSystem, c, "the system path " + c}
 	}
 	if glob && dir == "/" {
@@ -495,14 +495,10 @@ func matchAny(c string, pats []string) bool {
 	return false
 }
 
-func matchName(base string, names []string) bool {
-	return matchAny(base, names)
-}
-
 // isUnder reports whether c is one of dirs or inside one of them.
-func isUnder(c string, dirs []string, self bool) bool {
+func isUnder(c string, dirs []string) bool {
 	for _, d := range dirs {
-		if c == d && self || strings.HasPrefix(c, d+"/") {
+		if c == d || strings.HasPrefix(c, d+"/") {
 			return true
 		}
 	}

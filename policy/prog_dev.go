@@ -67,7 +67,7 @@ func registerDev() {
 	}})
 	reg("mvn mvnw gradle gradlew ./gradlew ./mvnw", program{decision: Allow, rule: "build", reason: "%s builds or tests the project", check: func(w *walker, c *call) {
 		for _, a := range c.args() {
-			switch l := lower(a.s); {
+			switch l := strings.ToLower(a.s); {
 			case l == "deploy" || l == "publish" || strings.HasPrefix(l, "release:") || strings.HasPrefix(l, "publish") || l == "uploadarchives":
 				w.add(Confirm, "publish", c.name+" "+a.s+" publishes the project's artifacts; approval is needed", c.part)
 				return

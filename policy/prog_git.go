@@ -67,7 +67,7 @@ func canonicalArgv(name string, argv []string) []string {
 }
 
 func (w *walker) gitConfig(c *call, key string, val field, how string) {
-	k := lower(key)
+	k := strings.ToLower(key)
 	if !gitProgramKey.MatchString(k) {
 		return
 	}

@@ -60,14 +60,14 @@ func isLocalURL(u string) bool {
 	} else if j := strings.IndexAny(host, ":/?#"); j >= 0 {
 		host = host[:j]
 	}
-	switch lower(host) {
+	switch strings.ToLower(host) {
 	case "localhost", "127.0.0.1", "0.0.0.0", "::1", "host.docker.internal":
 		return true
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return ip.IsLoopback() || ip.IsUnspecified()
 	}
-	return strings.HasSuffix(lower(host), ".localhost")
+	return strings.HasSuffix(strings.ToLower(host), ".localhost")
 }
 
 // metadataURL reports whether a URL names a cloud provider's instance metadata
@@ -87,7 +87,7 @@ func metadataURL(u string) bool {
 	} else if j := strings.IndexByte(host, ':'); j >= 0 {
 		host = host[:j]
 	}
-	switch lower(host) {
+	switch strings.ToLower(host) {
 	case "169.254.169.254", "169.254.170.2", "fd00:ec2::254", "metadata.google.internal", "metadata",
 		"100.100.100.200", "169.254.169.123", "metadata.azure.internal":
 		return true
@@ -144,7 +144,7 @@ func checkCurl(w *walker, c *call) {
 		if !isLocalURL(u.s) {
 			local = false
 		}
-		if strings.HasPrefix(lower(u.s), "file://") {
+		if strings.HasPrefix(strings.ToLower(u.s), "file://") {
 			f := u
 			f.s = strings.TrimPrefix(u.s, u.s[:7])
 			w.pathOp(opRead, f, "curl", "", false)
@@ -339,7 +339,7 @@ func checkNetcat(w *walker, c *call) {
 
 func checkSocat(w *walker, c *call) {
 	for _, a := range c.args() {
-		l := lower(a.s)
+		l := strings.ToLower(a.s)
 		if strings.HasPrefix(l, "exec:") || strings.HasPrefix(l, "system:") || strings.Contains(l, ",exec:") {
 			w.add(Deny, "reverse-shell", "socat "+a.show()+" runs a program connected to a socket (a reverse or bind shell); run the commands you need directly", c.part)
 			return
@@ -358,7 +358,7 @@ func (w *walker) sshOptions(c *call, p parsed) {
 		if !ok {
 			key, val, _ = strings.Cut(strings.TrimSpace(o.s), " ")
 		}
-		switch lower(strings.TrimSpace(key)) {
+		switch strings.ToLower(strings.TrimSpace(key)) {
 		case "proxycommand", "localcommand", "knownhostscommand", "remotecommand":
 			w.add(Confirm, "ssh-program", fmt.Sprintf("%s -o %s runs a program on this machine; connect without it", c.name, key), c.part)
 			f := o

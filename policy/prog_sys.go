@@ -539,7 +539,7 @@ func checkAgent(w *walker, c *call) {
 		s := a.s
 		if s == "--permission-mode" || s == "--approval-mode" || s == "-a" || s == "--ask-for-approval" || s == "-s" || s == "--sandbox" {
 			if i+1 < len(args) {
-				v := lower(args[i+1].s)
+				v := strings.ToLower(args[i+1].s)
 				if v == "bypasspermissions" || v == "yolo" || v == "never" || v == "danger-full-access" {
 					s = "--yolo"
 				}

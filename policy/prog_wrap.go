@@ -674,7 +674,7 @@ func checkInterpreter(w *walker, c *call) {
 						if isOpt(a.s) {
 							continue
 						}
-						u := lower(a.s)
+						u := strings.ToLower(a.s)
 						switch {
 						case strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "data:"):
 							w.add(Deny, "remote-code", fmt.Sprintf("%s %s runs code straight from the network (%s) without anyone reading it; download it, read it, then run it", name, args[0].s, a.show()), c.part)

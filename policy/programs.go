@@ -238,6 +238,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
-// lower returns s in lower case, for matching words case-insensitively.
-func lower(s string) string { return strings.ToLower(s) }
