@@ -208,18 +208,14 @@ func (w *walker) produceStmt1(s *syntax.Stmt, stdin data) data {
 		return out
 	case *syntax.TimeClause:
 		return w.produceStmt(c.Stmt, stdin)
-	case *syntax.FuncDecl, *syntax.DeclClause, *syntax.TestClause, *syntax.ArithmCmd, *syntax.LetClause:
-		if d, ok := c.(*syntax.DeclClause); ok {
-			dump := true
-			for _, a := range d.Args {
-				if a.Name != nil || a.Value == nil || !strings.HasPrefix(a.Value.Lit(), "-") {
-					dump = false
-				}
-			}
-			if dump {
-				return data{kind: dEnv} // export, export -p, declare -x: the environment
+	case *syntax.DeclClause:
+		for _, a := range c.Args {
+			if a.Name != nil || a.Value == nil || !strings.HasPrefix(a.Value.Lit(), "-") {
+				return data{}
 			}
 		}
+		return data{kind: dEnv} // export, export -p, declare -x: the environment
+	case *syntax.FuncDecl, *syntax.TestClause, *syntax.ArithmCmd, *syntax.LetClause:
 		return data{}
 	}
 	return data{kind: dUnknown}
