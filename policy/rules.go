@@ -139,7 +139,6 @@ func compilePattern(pattern string) ([]patWord, error) {
 func compileWord(word *syntax.Word) (patWord, error) {
 	var pw patWord
 	var cur strings.Builder
-	addLit := func(s string) { cur.WriteString(s) }
 	star := func() {
 		pw.segs = append(pw.segs, cur.String())
 		cur.Reset()
@@ -163,9 +162,9 @@ func compileWord(word *syntax.Word) (patWord, error) {
 			}
 		case *syntax.SglQuoted:
 			if p.Dollar {
-				addLit(ansiC(p.Value))
+				cur.WriteString(ansiC(p.Value))
 			} else {
-				addLit(p.Value)
+				cur.WriteString(p.Value)
 			}
 		case *syntax.DblQuoted:
 			for _, q := range p.Parts {
@@ -173,7 +172,7 @@ func compileWord(word *syntax.Word) (patWord, error) {
 				if !ok {
 					return pw, fmt.Errorf("%w; $ expansions are not allowed (quote it with single quotes)", errPattern)
 				}
-				addLit(unescapeDouble(l.Value))
+				cur.WriteString(unescapeDouble(l.Value))
 			}
 		default:
 			return pw, fmt.Errorf("%w; $, ` and (...) are not allowed (quote them with single quotes)", errPattern)

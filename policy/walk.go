@@ -163,9 +163,9 @@ func (w *walker) addOwned(owner int, d Decision, rule, reason, part string) {
 func shorten(s string) string {
 	s = strings.TrimSpace(s)
 	s = strings.TrimRight(s, ";& \t\n")
-	const max = 240
-	if len(s) > max {
-		cut := max
+	const limit = 240
+	if len(s) > limit {
+		cut := limit
 		for cut > 0 && s[cut]&0xC0 == 0x80 {
 			cut--
 		}
