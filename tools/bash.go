@@ -41,7 +41,6 @@ const logBudgetLogs = 10
 
 // shell is the bash tool's state of one session.
 type shell struct {
-	workspace string // the workspace's real absolute path
 	policy    Classifier
 	logDir    string
 	removeDir bool // the log directory was made by the session and goes with it
@@ -69,20 +68,15 @@ func (sh *shell) releaseLog(unused int64) {
 	sh.logUsed -= unused
 }
 
-func newShell(ctx context.Context, s *Session) (*shell, error) {
+// newShell readies bash. It runs after the workspace is opened: the sandbox
+// mounts the workspace at its real path, which is the path commands see and
+// report.
+func newShell(s *Session) (*shell, error) {
 	sh := &shell{logDir: s.opts.LogDir, policy: s.opts.Policy, logBudget: logBudgetLogs * s.maxLogBytes()}
-	// The sandbox mounts the workspace at its real path: that is the path
-	// commands see and report.
-	if abs, err := filepath.Abs(s.opts.Workspace); err == nil {
-		sh.workspace = abs
-		if real, err := filepath.EvalSymlinks(abs); err == nil {
-			sh.workspace = real
-		}
-	}
 	if sh.policy == nil {
 		// The default policy, knowing the workspace: commands see it at the
 		// same path, so absolute paths inside it are the workspace's.
-		p, err := policy.New(policy.Options{Workspace: sh.workspace})
+		p, err := policy.New(policy.Options{Workspace: s.ws.real})
 		if err != nil {
 			return nil, err
 		}
@@ -284,7 +278,7 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		fmt.Fprintf(&h, " (killed by %s)", res.Signal)
 	}
 	fmt.Fprintf(&h, "\nDuration: %s\n", roundDuration(res.Duration))
-	if res.Dir != "" && res.Dir != s.sh.workspace {
+	if res.Dir != "" && res.Dir != s.ws.real {
 		fmt.Fprintf(&h, "Directory: %s\n", res.Dir)
 	}
 	if det.TimeoutNote != "" {
@@ -298,7 +292,7 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		fmt.Fprintf(&h, "Sandbox restarted: the previous sandbox was gone (%s); shell state and background processes were lost.\n", reason)
 	}
 	if res.DirReset {
-		fmt.Fprintf(&h, "Directory reset: the previous command left the working directory outside the workspace (or it was removed), so this one started at the workspace root %s.\n", s.sh.workspace)
+		fmt.Fprintf(&h, "Directory reset: the previous command left the working directory outside the workspace (or it was removed), so this one started at the workspace root %s.\n", s.ws.real)
 	}
 	if det.Truncated {
 		fmt.Fprintf(&h, "Output was truncated: %d of %d lines (%s) were left out between the first and the last lines; the full output is in %s (open it with the read tool, using offset and limit).\n",

@@ -9,6 +9,8 @@ import (
 
 // fileTools is the state of read, edit and write in one session.
 type fileTools struct {
+	// ws is the confined workspace, opened first; bash also reports paths
+	// against its real path.
 	ws *workspace
 	// logs is bash's log directory, which read opens by absolute path; nil
 	// when it cannot be opened. logsAbs and logsReal are its path as given
@@ -21,20 +23,15 @@ type fileTools struct {
 	watch             *watcher
 }
 
-// openFiles readies the file tools: the confined workspace, the read-state, the
-// write queue and the watcher. It runs after newShell, whose log directory read
-// may open.
-func (s *Session) openFiles() error {
-	ws, err := openWorkspace(s.opts.Workspace)
-	if err != nil {
-		return err
-	}
-	s.ws = ws
+// openFiles readies the rest of the file tools: protected paths, the
+// read-state, the write queue, bash's log directory for read, and the watcher.
+// It runs after openWorkspace and newShell.
+func (s *Session) openFiles() {
 	// Protected paths may be given absolute, inside the workspace.
 	protected := make([]string, 0, len(s.opts.Protected))
 	for _, p := range s.opts.Protected {
 		if filepath.IsAbs(p) {
-			if rel, ok := ws.relative(p); ok {
+			if rel, ok := s.ws.relative(p); ok {
 				if strings.HasSuffix(p, "/") {
 					rel += "/"
 				}
@@ -46,17 +43,26 @@ func (s *Session) openFiles() error {
 	s.protect = newProtection(protected)
 	s.state = newReadState()
 	s.queue = newWriteQueue()
-	if s.sh != nil && s.sh.logDir != "" {
-		if abs, err := filepath.Abs(s.sh.logDir); err == nil {
-			if real, err := filepath.EvalSymlinks(abs); err == nil {
-				if r, err := os.OpenRoot(real); err == nil {
-					s.logs, s.logsAbs, s.logsReal = r, abs, real
-				}
-			}
-		}
-	}
+	s.openLogs()
 	s.watch = newWatcher(s)
-	return nil
+}
+
+// openLogs opens bash's log directory, so that read can show the logs; when it
+// cannot, read shows no log.
+func (s *Session) openLogs() {
+	abs, err := filepath.Abs(s.sh.logDir)
+	if err != nil {
+		return
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return
+	}
+	r, err := os.OpenRoot(real)
+	if err != nil {
+		return
+	}
+	s.logs, s.logsAbs, s.logsReal = r, abs, real
 }
 
 // closeFiles stops the watcher and closes the roots.

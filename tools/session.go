@@ -259,13 +259,14 @@ func NewSession(ctx context.Context, opts Options) (*Session, error) {
 		s.opts.Protected = DefaultProtected
 	}
 	var err error
-	if s.sh, err = newShell(ctx, s); err != nil {
+	if s.ws, err = openWorkspace(opts.Workspace); err != nil {
 		return nil, err
 	}
-	if err = s.openFiles(); err != nil {
-		_ = s.sh.close()
+	if s.sh, err = newShell(s); err != nil {
+		_ = s.ws.root.Close()
 		return nil, err
 	}
+	s.openFiles()
 	return s, nil
 }
 
