@@ -11,6 +11,36 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// swapping exchanges the directory d and the symbolic link link atomically,
+// again and again until the test ends — so that d is never missing — and
+// returns the count of swaps made.
+func swapping(t *testing.T, d, link string) *atomic.Int64 {
+	t.Helper()
+	if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
+		t.Skip("no RENAME_EXCHANGE:", err)
+	}
+	stop := make(chan struct{})
+	var swaps atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE) == nil {
+				swaps.Add(1)
+			}
+		}
+	})
+	t.Cleanup(func() {
+		close(stop)
+		wg.Wait()
+	})
+	return &swaps
+}
+
 // A directory swapped for a symbolic link to the outside, atomically and again
 // and again while the tools run, never lets a read or a write out.
 func TestConfinementRace(t *testing.T) {
@@ -20,30 +50,7 @@ func TestConfinementRace(t *testing.T) {
 	if err := os.Symlink(outside, link); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
-		t.Skip("no RENAME_EXCHANGE:", err)
-	}
-	stop := make(chan struct{})
-	var swaps atomic.Int64
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer close(stop)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			// d is a directory, then a symbolic link to outside, then a
-			// directory: never missing, each swap atomic.
-			if unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE) == nil {
-				swaps.Add(1)
-			}
-		}
-	}()
+	swaps := swapping(t, d, link)
 	for range 500 {
 		r := call(t, s, "read", m{"path": "d/secret"})
 		if strings.Contains(r.Content, "top secret") {
@@ -77,25 +84,7 @@ func TestProtectedRace(t *testing.T) {
 	if err := os.Symlink(".git/modules/lib/hooks", link); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
-		t.Skip("no RENAME_EXCHANGE:", err)
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer close(stop)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE)
-		}
-	}()
+	swapping(t, d, link)
 	for range 1000 {
 		call(t, s, "write", m{"path": "d/post-checkout", "content": "#!/bin/sh\ntouch /tmp/pwned\n"})
 	}
