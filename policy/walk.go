@@ -591,7 +591,8 @@ type funcBody struct {
 }
 
 // maxFuncCalls bounds how many calls of functions are checked again with their
-// arguments, and maxFuncBody the simple commands a body may hold to be.
+// arguments, and maxFuncBody the simple commands a body may hold to be checked
+// again.
 const (
 	maxFuncCalls = 64
 	maxFuncBody  = 64
