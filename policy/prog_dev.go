@@ -144,7 +144,7 @@ func checkPackageManager(w *walker, c *call, name string) {
 		case "venv", "tree", "version", "help", "--version":
 			return
 		}
-	case "poetry", "pipenv", "conda", "mamba", "micromamba", "bundle", "bundler", "mix", "stack", "cabal", "mise", "asdf", "rtx", "volta", "pixi":
+	case "poetry", "pipenv", "conda", "mamba", "micromamba", "bundle", "bundler", "mix", "stack", "cabal", "mise", "asdf", "rtx", "volta":
 		if sub == "run" || sub == "exec" {
 			checkRunInner(w, c, rest, envRunValued)
 			return
@@ -205,7 +205,7 @@ func checkPackageManager(w *walker, c *call, name string) {
 		w.add(Confirm, "package-install", fmt.Sprintf("%s %s fetches packages from the network and may run their install scripts; approval is needed", name, sub), c.part)
 	case pkgRead[sub], pkgRun[sub]:
 	default:
-		if name == "cargo" || name == "dotnet" {
+		if name == "cargo" {
 			return // cargo subcommands from plugins: cargo-nextest, cargo-watch
 		}
 		w.add(w.e.unknown, "unknown-program", fmt.Sprintf("%s %s is not a subcommand the policy knows; %s", name, sub, w.e.unknownAdvice()), c.part)
