@@ -71,10 +71,3 @@ func (q *writeQueue) release(key string) {
 	k.waiters = k.waiters[1:]
 	close(next)
 }
-
-// size is the number of keys held, for tests.
-func (q *writeQueue) size() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.keys)
-}

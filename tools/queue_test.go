@@ -59,6 +59,13 @@ func TestConcurrentEditsAllLand(t *testing.T) {
 	}
 }
 
+// size is the number of keys held.
+func (q *writeQueue) size() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.keys)
+}
+
 // waiters returns how many callers wait for key.
 func (q *writeQueue) waiters(key string) int {
 	q.mu.Lock()

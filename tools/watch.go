@@ -198,17 +198,3 @@ func (w *watcher) hashFile(rel string) (contentHash, error) {
 
 // errNotRegular says an opened file turned out not to be a regular file.
 var errNotRegular = errors.New("not a regular file")
-
-// watchedDirs returns how many directories are watched, for tests.
-func (w *watcher) watchedDirs() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.dirs)
-}
-
-// isDegraded reports whether the watcher gave up adding watches, for tests.
-func (w *watcher) isDegraded() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.degraded
-}

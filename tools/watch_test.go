@@ -16,6 +16,20 @@ import (
 	"time"
 )
 
+// watchedDirs returns how many directories are watched.
+func (w *watcher) watchedDirs() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.dirs)
+}
+
+// isDegraded reports whether the watcher gave up adding watches.
+func (w *watcher) isDegraded() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.degraded
+}
+
 // nextChange waits for the next file_changed event. The timeout only keeps a
 // broken watcher from hanging the test; nothing is asserted about time.
 func nextChange(t *testing.T, ch <-chan Event) Event {
