@@ -267,7 +267,7 @@ func TestBashWorkingDirectory(t *testing.T) {
 	if !strings.Contains(r.Content, "Directory reset:") || !strings.HasSuffix(r.Content, "\n"+ws) {
 		t.Errorf("leaving the workspace did not reset the directory: %q", r.Content)
 	}
-	r = bash(t, s, "export FOO=bar", 0)
+	bash(t, s, "export FOO=bar", 0)
 	r = bash(t, s, "echo \"foo=$FOO\"", 0)
 	if !strings.HasSuffix(r.Content, "\nfoo=") {
 		t.Errorf("the environment persisted: %q", r.Content)

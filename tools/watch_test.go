@@ -1,8 +1,6 @@
 package tools
 
 import (
-	"github.com/corralhq/corral/internal/testenv"
-
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testenv"
 )
 
 // watchedDirs returns how many directories are watched.
