@@ -17,7 +17,7 @@ var gitProgramKey = regexp.MustCompile(`^(core\.(sshcommand|fsmonitor|pager|edit
 	`|filter\..+\.(clean|smudge|process)|credential\.(.+\.)?helper|gpg\.(.+\.)?program|alias\..+|pager\..+` +
 	`|uploadpack\.packobjectshook|remote\..+\.(uploadpack|receivepack|proxy)|interactive\.difffilter|web\.browser` +
 	`|browser\..+\.(cmd|path)|man\..+\.(cmd|path)|protocol\..*allow|url\..+\.(insteadof|pushinsteadof)|http\.proxy` +
-	`|include\.path|includeif\..+\.path|init\.templatedir|core\.sshcommand|ssh\.variant|imap\.tunnel|sendemail\..*` +
+	`|include\.path|includeif\..+\.path|init\.templatedir|ssh\.variant|imap\.tunnel|sendemail\..*` +
 	`|receive\.procreceiverefs|trace2\..+|submodule\..+\.update|instaweb\..+|color\.pager|column\..*|bisect\..*|status\..*fsmonitor.*)$`)
 
 // gitGlobalValued are git's global options that take the next word as value.
@@ -158,10 +158,8 @@ func checkGit(w *walker, c *call) {
 			}
 		case "--template":
 			w.add(Confirm, "git-program-option", "git "+sub+" --template copies hooks from a template directory; drop the option", c.part)
-		case "--ext-diff", "--textconv":
-			if o.name == "--ext-diff" {
-				w.add(Confirm, "git-program-option", "git "+sub+" --ext-diff runs the external diff program configured in the repository; drop the option", c.part)
-			}
+		case "--ext-diff":
+			w.add(Confirm, "git-program-option", "git "+sub+" --ext-diff runs the external diff program configured in the repository; drop the option", c.part)
 		case "--output":
 			w.pathOp(opWrite, o.val, "git "+sub+" --output", "", false)
 		case "-O", "--open-files-in-pager":
@@ -305,7 +303,7 @@ func checkGit(w *walker, c *call) {
 		for _, f := range p.values("-o", "--output") {
 			w.pathOp(opWrite, f, "git archive -o", "", false)
 		}
-	case gitReadOnly[sub], gitLocal[sub], sub == "merge", sub == "rebase", sub == "cherry-pick", sub == "revert":
+	case gitReadOnly[sub], gitLocal[sub], sub == "rebase":
 	default:
 		if !rest[0].known() {
 			w.add(Confirm, "dynamic-command", "the git subcommand is computed at run time; write it literally", c.part)
