@@ -90,9 +90,11 @@ type Options struct {
 	Logger *slog.Logger
 	// WritePolicy is RequireRead when empty.
 	WritePolicy WritePolicy
-	// Protected lists workspace paths that edit and write refuse (a trailing "/"
-	// protects a directory's contents). DefaultProtected when nil; an empty,
-	// non-nil slice protects nothing.
+	// Protected lists workspace paths that edit and write refuse. An entry
+	// protects the path it names and everything below it, whatever the case;
+	// its components may be patterns: "*" and the like within one component
+	// (path.Match), "**" for any number of directories. DefaultProtected when
+	// nil; an empty, non-nil slice protects nothing.
 	Protected []string
 	// BashTimeout is the default command timeout (DefaultBashTimeout when zero);
 	// MaxBashTimeout caps what a call may ask for (DefaultMaxBashTimeout when zero).

@@ -30,10 +30,11 @@ const maxEventHash = 64 << 20
 type watcher struct {
 	s   *Session
 	fsw *fsnotify.Watcher // nil when degraded from the start
-	// addWatch adds a watch; a test replaces it to exhaust the limit.
+	// addWatch adds a watch; a test replaces it, under mu, to exhaust the
+	// limit.
 	addWatch func(string) error
 
-	mu       sync.Mutex      // guards dirs and degraded
+	mu       sync.Mutex      // guards dirs, degraded and addWatch
 	dirs     map[string]bool // canonical workspace dirs watched
 	degraded bool            // no more watches: hash checks alone
 
