@@ -286,15 +286,12 @@ func (w *walker) classifyPath1(c string, f field) pathInfo {
 }
 
 func (w *walker) classifyCanon(c string, glob bool) pathInfo {
-	what := func(s string) pathInfo { return pathInfo{canon: c, what: s} }
 	if c == "" {
 		return pathInfo{pcWorkspace, c, "an empty path"}
 	}
 	if strings.Contains(c, unknown) {
 		if c == unknown {
-			i := what("a path computed at run time")
-			i.class = pcUnknown
-			return i
+			return pathInfo{pcUnknown, c, "a path computed at run time"}
 		}
 		// A known prefix still says a lot: ~/$x is somewhere in home.
 		prefix := c[:strings.Index(c, unknown)]
@@ -313,9 +310,7 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 				return inner
 			}
 		}
-		i := what(strings.ReplaceAll(c, unknown, "…") + ", computed at run time")
-		i.class = pcUnknown
-		return i
+		return pathInfo{pcUnknown, c, strings.ReplaceAll(c, unknown, "…") + ", computed at run time"}
 	}
 	// Globs directly under a directory stand for everything in it.
 	dir, base := c, ""

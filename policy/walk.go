@@ -1099,11 +1099,12 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		dir := path.Dir(prog)
 		name = path.Base(prog)
 		trusted = stdBinDirs[path.Clean(dir)]
-		if text, ok := w.scripts[w.canon(prog)]; ok {
+		cp := w.canon(prog)
+		if text, ok := w.scripts[cp]; ok {
 			w.add(Allow, "run-script", prog+" was written earlier in this command; its commands are checked", c.part)
 			w.runText(c, text, prog)
 		}
-		if w.downloaded(w.canon(prog)) {
+		if w.downloaded(cp) {
 			w.add(Deny, "download-exec", prog+" was downloaded earlier in this command and is run without being read; download it, read it, then run it as a separate step", c.part)
 		}
 	}
