@@ -191,7 +191,10 @@ func track[P any](ctx context.Context, s *Session, name string, p P, f func(cont
 	}
 	id := callID(ctx)
 	ctx = WithCallID(ctx, id)
-	args, _ := json.Marshal(p)
+	var args json.RawMessage
+	if s.events != nil { // the arguments are only for the event; a write's may be large
+		args, _ = json.Marshal(p)
+	}
 	start := time.Now()
 	s.emit(Event{Type: EventCallStart, CallID: id, Tool: name, Args: args})
 	r, err := f(ctx, p)
