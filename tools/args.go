@@ -16,14 +16,13 @@ import (
 // omitempty is required.
 func decodeArgs(tool string, raw json.RawMessage, p any) string {
 	fields := paramFields(reflect.TypeOf(p).Elem())
-	usage := usageOf(tool, fields)
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		raw = []byte("{}")
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return fmt.Sprintf("The arguments of %s must be a JSON object, got %s. %s", tool, describeJSON(err), usage)
+		return fmt.Sprintf("The arguments of %s must be a JSON object, got %s. %s", tool, describeJSON(err), usageOf(tool, fields))
 	}
 	known := map[string]paramField{}
 	for _, f := range fields {
@@ -37,12 +36,12 @@ func decodeArgs(tool string, raw json.RawMessage, p any) string {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return fmt.Sprintf("Unknown argument %s for %s. %s", quoteList(unknown), tool, usage)
+		return fmt.Sprintf("Unknown argument %s for %s. %s", quoteList(unknown), tool, usageOf(tool, fields))
 	}
 	for _, f := range fields {
 		v, ok := m[f.name]
 		if f.required && (!ok || bytes.Equal(bytes.TrimSpace(v), []byte("null"))) {
-			return fmt.Sprintf("Missing required argument %q for %s. %s", f.name, tool, usage)
+			return fmt.Sprintf("Missing required argument %q for %s. %s", f.name, tool, usageOf(tool, fields))
 		}
 	}
 	for _, f := range fields {
@@ -52,7 +51,7 @@ func decodeArgs(tool string, raw json.RawMessage, p any) string {
 		}
 		dst := reflect.New(f.typ)
 		if err := json.Unmarshal(v, dst.Interface()); err != nil {
-			return fmt.Sprintf("Argument %q of %s must be %s, got %s. %s", f.name, tool, kindName(f.typ), describeJSON(err), usage)
+			return fmt.Sprintf("Argument %q of %s must be %s, got %s. %s", f.name, tool, kindName(f.typ), describeJSON(err), usageOf(tool, fields))
 		}
 		reflect.ValueOf(p).Elem().FieldByIndex(f.index).Set(dst.Elem())
 	}
