@@ -141,11 +141,7 @@ func (s *Session) edit(ctx context.Context, p EditParams) (Result, error) {
 		Tolerant:      plan.tolerant,
 		Normalized:    plan.normalized,
 	}
-	if len(old) <= maxDetailContent && len(plan.out) <= maxDetailContent {
-		det.OldContent, det.NewContent = string(old), string(plan.out)
-	} else {
-		det.ContentOmitted = true
-	}
+	det.OldContent, det.NewContent, det.ContentOmitted = detailContents(old, plan.out)
 	ranges := lineRanges(plan.out, plan.new)
 	det.FirstLine, det.LastLine = ranges[0][0], ranges[len(ranges)-1][1]
 
@@ -158,6 +154,15 @@ func (s *Session) edit(ctx context.Context, p EditParams) (Result, error) {
 		b.WriteString(" The file's final newline was kept.")
 	}
 	return Result{Content: b.String(), Details: det}, nil
+}
+
+// detailContents returns old and new as Details carry them: whole, or left out
+// (omitted) when either is over maxDetailContent.
+func detailContents(old, new []byte) (o, n string, omitted bool) {
+	if len(old) > maxDetailContent || len(new) > maxDetailContent {
+		return "", "", true
+	}
+	return string(old), string(new), false
 }
 
 // checkWritable refuses to replace a file that no one may write (no write

@@ -142,11 +142,7 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 	if det.Created || old != nil {
 		d := unifiedDiff(t.display, old, data, det.Created)
 		det.Diff, det.DiffTruncated, det.Added, det.Removed = d.text, d.truncated, d.added, d.removed
-		if len(old) <= maxDetailContent && len(data) <= maxDetailContent {
-			det.OldContent, det.NewContent = string(old), string(data)
-		} else {
-			det.ContentOmitted = true
-		}
+		det.OldContent, det.NewContent, det.ContentOmitted = detailContents(old, data)
 	} else {
 		det.Diff = "(the old file was too large to diff)"
 		det.ContentOmitted = true
