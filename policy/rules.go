@@ -294,7 +294,7 @@ func ParseRules(name string, data []byte) (*Rules, error) {
 	}
 	rs := &Rules{}
 	if v, ok := raw["unknown"]; ok {
-		line := lines.key("unknown")
+		line := lines.keyAfter("unknown", 0)
 		s, ok := v.(string)
 		if !ok {
 			return nil, fail(line, `unknown must be a string: unknown = "allow", "confirm" or "deny"`)
@@ -324,7 +324,7 @@ func ParseRules(name string, data []byte) (*Rules, error) {
 		if !ok {
 			continue
 		}
-		from := lines.key(key)
+		from := lines.keyAfter(key, 0)
 		list, ok := v.([]any)
 		if !ok {
 			return nil, fail(from, `%s must be a list of patterns: %s = ["git push *", ...]`, key, key)
@@ -395,20 +395,6 @@ func newLineFinder(data []byte) lineFinder {
 
 var tomlComment = regexp.MustCompile(`^\s*#`)
 
-// key returns the line where a top-level key is set, or 0.
-func (lf lineFinder) key(k string) int {
-	re := regexp.MustCompile(`^\s*"?` + regexp.QuoteMeta(k) + `"?\s*=`)
-	for i, l := range lf.lines {
-		if strings.HasPrefix(strings.TrimSpace(l), "[") {
-			return 0 // past the top-level keys
-		}
-		if re.MatchString(l) {
-			return i + 1
-		}
-	}
-	return 0
-}
-
 // value returns the first line at or after from (1-based) holding the string
 // value v, or 0.
 func (lf lineFinder) value(v string, from int) int {
@@ -454,8 +440,8 @@ func (lf lineFinder) anyKey(k string) int {
 	return 0
 }
 
-// keyAfter returns the line of key k in the table that starts at line from,
-// or 0.
+// keyAfter returns the line of key k in the table that starts at line from
+// (0 for the top-level keys, before the first table), or 0.
 func (lf lineFinder) keyAfter(k string, from int) int {
 	re := regexp.MustCompile(`^\s*"?` + regexp.QuoteMeta(k) + `"?\s*=`)
 	for i := from; i < len(lf.lines); i++ {
