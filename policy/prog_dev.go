@@ -470,8 +470,9 @@ func checkDocker(w *walker, c *call) {
 }
 
 // hostMount judges a bind mount of src into a container: the engine's socket,
-// or a path that gives the container the host, is denied; another path outside
-// the workspace needs approval; a named volume is left alone.
+// or a path that gives the container the host, is denied; other paths in home,
+// outside the workspace or computed at run time need approval; the workspace,
+// /tmp and named volumes are left alone.
 func (w *walker) hostMount(c *call, src field, how string) {
 	if strings.HasSuffix(src.s, "docker.sock") || strings.HasSuffix(src.s, "containerd.sock") || strings.HasSuffix(src.s, "podman.sock") {
 		w.add(Deny, "docker-host-mount", fmt.Sprintf("%s mounts the container engine's socket (%s), which controls the host as root; do not mount it", how, src.show()), c.part)
