@@ -44,50 +44,47 @@ func registerNet() {
 	reg("wall write", program{decision: Confirm, rule: "message", reason: "%s writes to other users' terminals; approval is needed"})
 }
 
-// isLocalURL reports whether a URL names this machine.
-func isLocalURL(u string) bool {
+// urlHost is the host a URL names, as curl reads it: after the scheme, before
+// the path, query or fragment, without user information, port or brackets. A
+// "@" in the query is not user information: http://evil.example?@127.0.0.1/ goes
+// to evil.example.
+func urlHost(u string) string {
 	if i := strings.Index(u, "://"); i >= 0 {
 		u = u[i+3:]
 	}
-	if i := strings.LastIndexByte(strings.SplitN(u, "/", 2)[0], '@'); i >= 0 {
+	if j := strings.IndexAny(u, "/?#"); j >= 0 {
+		u = u[:j]
+	}
+	if i := strings.LastIndexByte(u, '@'); i >= 0 {
 		u = u[i+1:]
 	}
-	host := u
-	if strings.HasPrefix(host, "[") {
-		if j := strings.IndexByte(host, ']'); j > 0 {
-			host = host[1:j]
+	if strings.HasPrefix(u, "[") {
+		if j := strings.IndexByte(u, ']'); j > 0 {
+			return strings.ToLower(u[1:j])
 		}
-	} else if j := strings.IndexAny(host, ":/?#"); j >= 0 {
-		host = host[:j]
+	} else if j := strings.IndexByte(u, ':'); j >= 0 {
+		u = u[:j]
 	}
-	switch strings.ToLower(host) {
+	return strings.ToLower(u)
+}
+
+// isLocalURL reports whether a URL names this machine.
+func isLocalURL(u string) bool {
+	host := urlHost(u)
+	switch host {
 	case "localhost", "127.0.0.1", "0.0.0.0", "::1", "host.docker.internal":
 		return true
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return ip.IsLoopback() || ip.IsUnspecified()
 	}
-	return strings.HasSuffix(strings.ToLower(host), ".localhost")
+	return strings.HasSuffix(host, ".localhost")
 }
 
 // metadataURL reports whether a URL names a cloud provider's instance metadata
-// service, which hands out the machine's cloud credentials.
+// service, which hands out the machine's credentials.
 func metadataURL(u string) bool {
-	if i := strings.Index(u, "://"); i >= 0 {
-		u = u[i+3:]
-	}
-	host := strings.SplitN(u, "/", 2)[0]
-	if i := strings.LastIndexByte(host, '@'); i >= 0 {
-		host = host[i+1:]
-	}
-	if strings.HasPrefix(host, "[") {
-		if j := strings.IndexByte(host, ']'); j > 0 {
-			host = host[1:j]
-		}
-	} else if j := strings.IndexByte(host, ':'); j >= 0 {
-		host = host[:j]
-	}
-	switch strings.ToLower(host) {
+	switch urlHost(u) {
 	case "169.254.169.254", "169.254.170.2", "fd00:ec2::254", "metadata.google.internal", "metadata",
 		"100.100.100.200", "169.254.169.123", "metadata.azure.internal":
 		return true
