@@ -69,6 +69,9 @@ func TestConfinementRace(t *testing.T) {
 		}
 	}
 	t.Logf("%d swaps during 1500 calls", swaps.Load())
+	if swaps.Load() == 0 {
+		t.Error("no swap happened during the calls: the race was not exercised")
+	}
 }
 
 // A directory swapped for a symbolic link to a protected directory — or to a
@@ -84,9 +87,12 @@ func TestProtectedRace(t *testing.T) {
 	if err := os.Symlink(".git/modules/lib/hooks", link); err != nil {
 		t.Fatal(err)
 	}
-	swapping(t, d, link)
+	swaps := swapping(t, d, link)
 	for range 1000 {
 		call(t, s, "write", m{"path": "d/post-checkout", "content": "#!/bin/sh\ntouch /tmp/pwned\n"})
+	}
+	if swaps.Load() == 0 {
+		t.Error("no swap happened during the writes: the race was not exercised")
 	}
 	if _, err := os.Lstat(filepath.Join(ws, ".git/modules/lib/hooks/post-checkout")); err == nil {
 		t.Error("a hook was written into a submodule's hooks through a swapped directory")
