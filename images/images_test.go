@@ -163,8 +163,10 @@ func TestBuildAndRunTools(t *testing.T) {
 	ws := t.TempDir()
 	var script strings.Builder
 	for _, tool := range tools {
-		// One container for all: each prints a marker and its first line.
-		script.WriteString("echo \"@@ " + tool.cmd + "\"; (" + tool.cmd + ") 2>&1 | head -n 3; echo \"@@ exit ${PIPESTATUS[0]}\"\n")
+		// One container for all: each prints a marker and its first lines. The
+		// whole output goes to a file first: piped into head, a tool that
+		// writes more than head reads may die of SIGPIPE (make --version did).
+		script.WriteString("echo \"@@ " + tool.cmd + "\"; (" + tool.cmd + ") > /tmp/out 2>&1; rc=$?; head -n 3 /tmp/out; echo \"@@ exit $rc\"\n")
 	}
 	out, err := runInImage(t, images.Default, ws, script.String())
 	if err != nil {
