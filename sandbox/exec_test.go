@@ -294,7 +294,9 @@ func TestExecFloodBoundedMemory(t *testing.T) {
 	peak := rssPeak(t)
 	before := peak()
 	var w countWriter
-	res, _ := run(t, c, ExecRequest{Command: "yes | head -c 1G", Output: &w})
+	// A generous timeout: on a loaded machine the flood is slow, and this test is
+	// about memory, not speed.
+	res, _ := run(t, c, ExecRequest{Command: "yes | head -c 1G", Output: &w, Timeout: 10 * time.Minute})
 	after := peak()
 	if res.ExitCode != 0 {
 		t.Fatalf("exit %d", res.ExitCode)

@@ -23,7 +23,7 @@ func TestFloodMemoryBounded(t *testing.T) {
 	}
 	ws := t.TempDir()
 	cmd := exec.Command("corral", "run", "--workspace", ws, "-")
-	cmd.Stdin = strings.NewReader(`{"id":"flood","tool":"bash","args":{"command":"yes | head -c 1G; echo; echo done"}}` + "\n")
+	cmd.Stdin = strings.NewReader(`{"id":"flood","tool":"bash","args":{"command":"yes | head -c 1G; echo; echo done","timeout":600}}` + "\n")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("corral run: %v", err)
