@@ -1,7 +1,10 @@
 // Package sandbox runs shell commands for an agent in an ephemeral, hardened Docker
-// container that sees only the bind-mounted workspace. An agent inside the container
-// (the corral binary itself) runs each command in its own PTY and process group and
-// speaks to the host over the container's attach stream.
+// container that sees only the bind-mounted workspace. It is the host side of the
+// trust boundary: the interface a session uses and the Docker backend. Inside the
+// container runs the agent (package sandbox/agent; the corral binary itself), which
+// runs each command in its own PTY and speaks to the host over the container's
+// attach stream in the protocol of package sandbox/proto. The host trusts nothing
+// the sandbox sends beyond that protocol's checks.
 package sandbox
 
 import (

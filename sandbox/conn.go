@@ -14,6 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/corralhq/corral/sandbox/internal/ring"
+	"github.com/corralhq/corral/sandbox/proto"
 )
 
 // Timings of the host side.
@@ -37,11 +40,11 @@ type agentConn struct {
 	conn      net.Conn
 	log       *slog.Logger
 	stderr    *lineLog // what the agent printed on stderr
-	helloCh   chan agentHelloMsg
-	hello     agentHelloMsg // set by handshake, read-only afterwards
-	done      chan struct{} // closed when the connection ended; err says why
-	died      chan struct{} // closed once death is set
-	closing   atomic.Bool   // Close ended the connection on purpose
+	helloCh   chan proto.AgentHelloMsg
+	hello     proto.AgentHelloMsg // set by handshake, read-only afterwards
+	done      chan struct{}       // closed when the connection ended; err says why
+	died      chan struct{}       // closed once death is set
+	closing   atomic.Bool         // Close ended the connection on purpose
 
 	wmu sync.Mutex // guards writes to conn
 
@@ -55,8 +58,8 @@ type agentConn struct {
 // hostStream is the host's side of one command.
 type hostStream struct {
 	id       uint32
-	out      *ringBuf     // output received, not yet written to the caller
-	exit     chan exitMsg // cap 1
+	out      *ring.Buf          // output received, not yet written to the caller
+	exit     chan proto.ExitMsg // cap 1
 	gone     chan struct{}
 	inCredit atomic.Int64  // input bytes the agent will still accept
 	inReady  chan struct{} // cap 1: input credit arrived
@@ -72,7 +75,7 @@ func newAgentConn(container string, conn net.Conn, r io.Reader, log *slog.Logger
 		conn:      conn,
 		log:       log,
 		stderr:    &lineLog{log: log},
-		helloCh:   make(chan agentHelloMsg, 1),
+		helloCh:   make(chan proto.AgentHelloMsg, 1),
 		done:      make(chan struct{}),
 		died:      make(chan struct{}),
 		streams:   map[uint32]*hostStream{},
@@ -172,13 +175,13 @@ func (c *agentConn) open() (*hostStream, error) {
 	c.nextID++
 	s := &hostStream{
 		id:      c.nextID,
-		out:     newRingBuf(outputWindow),
-		exit:    make(chan exitMsg, 1),
+		out:     ring.New(proto.OutputWindow),
+		exit:    make(chan proto.ExitMsg, 1),
 		gone:    make(chan struct{}),
 		inReady: make(chan struct{}, 1),
 		spoke:   make(chan struct{}),
 	}
-	s.inCredit.Store(inputWindow)
+	s.inCredit.Store(proto.InputWindow)
 	c.streams[s.id] = s
 	return s, nil
 }
@@ -194,9 +197,9 @@ func (c *agentConn) forget(s *hostStream) {
 // readLoop dispatches the agent's frames until the connection ends. It never
 // blocks on a stream: the agent sends no more than each stream's window.
 func (c *agentConn) readLoop(r io.Reader) {
-	fr := newFrameReader(&demuxReader{r: r, stderr: c.stderr})
+	fr := proto.NewReader(&demuxReader{r: r, stderr: c.stderr})
 	for {
-		f, err := fr.next()
+		f, err := fr.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 				err = io.EOF
@@ -211,53 +214,53 @@ func (c *agentConn) readLoop(r io.Reader) {
 	}
 }
 
-func (c *agentConn) dispatch(f frame) error {
-	switch f.typ {
-	case frameHello:
-		var h agentHelloMsg
-		if err := json.Unmarshal(f.payload, &h); err != nil {
-			return fmt.Errorf("%w: hello: %v", errProtocol, err)
+func (c *agentConn) dispatch(f proto.Frame) error {
+	switch f.Type {
+	case proto.Hello:
+		var h proto.AgentHelloMsg
+		if err := json.Unmarshal(f.Payload, &h); err != nil {
+			return fmt.Errorf("%w: hello: %v", proto.ErrProtocol, err)
 		}
 		select {
 		case c.helloCh <- h:
 		default:
 		}
-	case frameData:
-		if s := c.stream(f.stream); s != nil {
-			if err := s.out.write(f.payload); err != nil {
-				return fmt.Errorf("%w: stream %d: %v", errProtocol, f.stream, err)
+	case proto.Data:
+		if s := c.stream(f.Stream); s != nil {
+			if err := s.out.Write(f.Payload); err != nil {
+				return fmt.Errorf("%w: stream %d: %v", proto.ErrProtocol, f.Stream, err)
 			}
 			s.spokeOnce.Do(func() { close(s.spoke) })
 		}
-	case frameExit:
-		var m exitMsg
-		if err := json.Unmarshal(f.payload, &m); err != nil {
-			return fmt.Errorf("%w: exit: %v", errProtocol, err)
+	case proto.Exit:
+		var m proto.ExitMsg
+		if err := json.Unmarshal(f.Payload, &m); err != nil {
+			return fmt.Errorf("%w: exit: %v", proto.ErrProtocol, err)
 		}
-		if s := c.stream(f.stream); s != nil {
+		if s := c.stream(f.Stream); s != nil {
 			select {
 			case s.exit <- m:
 			default:
 			}
 		}
-	case frameCredit:
-		n, err := parseCredit(f.payload)
+	case proto.Credit:
+		n, err := proto.ParseCredit(f.Payload)
 		if err != nil {
 			return err
 		}
-		if s := c.stream(f.stream); s != nil {
+		if s := c.stream(f.Stream); s != nil {
 			s.inCredit.Add(int64(n))
-			notify(s.inReady)
+			ring.Notify(s.inReady)
 		}
 	default:
-		return fmt.Errorf("%w: unknown frame type %d", errProtocol, f.typ)
+		return fmt.Errorf("%w: unknown frame type %d", proto.ErrProtocol, f.Type)
 	}
 	return nil
 }
 
 // handshake exchanges hellos.
-func (c *agentConn) handshake(ctx context.Context, h helloMsg, timeout time.Duration) error {
-	if err := c.send(jsonFrame(frameHello, 0, h)); err != nil {
+func (c *agentConn) handshake(ctx context.Context, h proto.HelloMsg, timeout time.Duration) error {
+	if err := c.send(proto.JSONFrame(proto.Hello, 0, h)); err != nil {
 		return fmt.Errorf("sandbox agent: %w", err)
 	}
 	t := time.NewTimer(timeout)
@@ -267,8 +270,8 @@ func (c *agentConn) handshake(ctx context.Context, h helloMsg, timeout time.Dura
 		if a.Error != "" {
 			return fmt.Errorf("sandbox agent: %s", a.Error)
 		}
-		if a.Version != protoVersion {
-			return fmt.Errorf("sandbox agent speaks protocol %d, want %d", a.Version, protoVersion)
+		if a.Version != proto.Version {
+			return fmt.Errorf("sandbox agent speaks protocol %d, want %d", a.Version, proto.Version)
 		}
 		c.hello = a
 		return nil
@@ -287,7 +290,7 @@ func (c *agentConn) handshake(ctx context.Context, h helloMsg, timeout time.Dura
 
 // runParams describes one command (or interactive shell) to run.
 type runParams struct {
-	start   startMsg
+	start   proto.StartMsg
 	output  io.Writer
 	timeout time.Duration
 	stdin   io.Reader         // interactive input, or nil
@@ -296,7 +299,7 @@ type runParams struct {
 
 // runResult is how a command ended.
 type runResult struct {
-	exit     exitMsg
+	exit     proto.ExitMsg
 	got      bool // the agent reported the exit
 	timedOut bool
 	canceled bool
@@ -314,7 +317,7 @@ func (c *agentConn) run(ctx context.Context, p runParams) (runResult, error) {
 	if p.output == nil {
 		p.output = io.Discard
 	}
-	if err := c.send(jsonFrame(frameStart, s.id, p.start)); err != nil {
+	if err := c.send(proto.JSONFrame(proto.Start, s.id, p.start)); err != nil {
 		return res, c.deathErr()
 	}
 	pumpDone := make(chan struct{})
@@ -324,7 +327,7 @@ func (c *agentConn) run(ctx context.Context, p runParams) (runResult, error) {
 		go c.feed(s, p.stdin)
 	}
 	finish := func() {
-		s.out.close()
+		s.out.Close()
 		<-pumpDone
 	}
 	var timer <-chan time.Time
@@ -335,7 +338,7 @@ func (c *agentConn) run(ctx context.Context, p runParams) (runResult, error) {
 	}
 	var hard <-chan time.Time
 	stop := func(bound time.Duration) {
-		_ = c.send(jsonFrame(frameStop, s.id, stopMsg{GraceMS: int(stopGrace / time.Millisecond)}))
+		_ = c.send(proto.JSONFrame(proto.Stop, s.id, proto.StopMsg{GraceMS: int(stopGrace / time.Millisecond)}))
 		t := time.NewTimer(bound)
 		hard = t.C
 	}
@@ -368,7 +371,7 @@ func (c *agentConn) run(ctx context.Context, p runParams) (runResult, error) {
 				resize = nil
 				continue
 			}
-			_ = c.send(resizeFrame(s.id, ws.Cols, ws.Rows))
+			_ = c.send(proto.ResizeFrame(s.id, ws.Cols, ws.Rows))
 		}
 	}
 }
@@ -376,10 +379,10 @@ func (c *agentConn) run(ctx context.Context, p runParams) (runResult, error) {
 // pump writes a stream's output to w and gives the agent credit for it.
 func (c *agentConn) pump(s *hostStream, w io.Writer, discard *atomic.Bool, done chan<- struct{}) {
 	defer close(done)
-	buf := make([]byte, maxChunk)
+	buf := make([]byte, proto.MaxChunk)
 	consumed := 0
 	for {
-		n, fin := s.out.read(buf)
+		n, fin := s.out.Read(buf)
 		if n > 0 {
 			if !discard.Load() {
 				if _, err := w.Write(buf[:n]); err != nil {
@@ -388,8 +391,8 @@ func (c *agentConn) pump(s *hostStream, w io.Writer, discard *atomic.Bool, done 
 				}
 			}
 			consumed += n
-			if consumed >= outputWindow/4 || s.out.len() == 0 {
-				_ = c.send(creditFrame(s.id, consumed))
+			if consumed >= proto.OutputWindow/4 || s.out.Len() == 0 {
+				_ = c.send(proto.CreditFrame(s.id, consumed))
 				consumed = 0
 			}
 			continue
@@ -397,7 +400,7 @@ func (c *agentConn) pump(s *hostStream, w io.Writer, discard *atomic.Bool, done 
 		if fin {
 			return
 		}
-		<-s.out.ready
+		<-s.out.Ready
 	}
 }
 
@@ -430,7 +433,7 @@ func (c *agentConn) feed(s *hostStream, in io.Reader) {
 			}
 			k := int(min(int64(len(p)), s.inCredit.Load()))
 			s.inCredit.Add(-int64(k))
-			if c.send(appendFrame(make([]byte, 0, headerSize+k), frameInput, s.id, p[:k])) != nil {
+			if c.send(proto.AppendFrame(make([]byte, 0, proto.HeaderSize+k), proto.Input, s.id, p[:k])) != nil {
 				return
 			}
 			p = p[k:]
@@ -543,13 +546,4 @@ func (l *lineLog) tail() string {
 		last = append(append([]string(nil), last...), strings.TrimSpace(string(l.part)))
 	}
 	return strings.Join(last, "; ")
-}
-
-// notify signals ch, a channel of capacity 1, without blocking: a signal
-// already pending stands for this one too.
-func notify(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/system"
+
+	"github.com/corralhq/corral/sandbox/proto"
 )
 
 // agentPath is where the agent binary is mounted inside the container.
@@ -375,7 +377,7 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 	if err := api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return nil, fmt.Errorf("sandbox: start container: %w", err)
 	}
-	if err := conn.handshake(ctx, helloMsg{Version: protoVersion, Workspace: c.cfg.Workspace, Env: env}, handshakeTimeout); err != nil {
+	if err := conn.handshake(ctx, proto.HelloMsg{Version: proto.Version, Workspace: c.cfg.Workspace, Env: env}, handshakeTimeout); err != nil {
 		return nil, err
 	}
 	c.log.Debug("sandbox started", "container", id, "name", name, "shell", conn.hello.Shell, "inputWait", conn.hello.InputWait)
@@ -569,7 +571,7 @@ func (c *Container) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 	dir, reset := c.dir, c.dirReset
 	c.dirReset = false
 	c.mu.Unlock()
-	start := startMsg{Command: req.Command, Dir: dir, Cols: req.Cols, Rows: req.Rows}
+	start := proto.StartMsg{Command: req.Command, Dir: dir, Cols: req.Cols, Rows: req.Rows}
 	if conn.hello.InputWait && c.cfg.InputWait > 0 {
 		start.InputWaitMS = int(c.cfg.InputWait / time.Millisecond)
 	}
@@ -598,7 +600,9 @@ func (c *Container) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 	}
 	res.Dir, res.DirReset = ex.Dir, reset || ex.DirReset
 	res.InputWait, res.OOMKilled, res.ProcessLimit = ex.InputWait, ex.OOMKilled, ex.ProcessLimit
-	res.Background = ex.Background
+	for _, p := range ex.Background {
+		res.Background = append(res.Background, Process{PID: p.PID, Command: p.Command})
+	}
 	if res.InputWait {
 		res.TimedOut = false
 	}
@@ -644,7 +648,7 @@ func (c *Container) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer
 	dir := c.dir
 	c.mu.Unlock()
 	rr, err := conn.run(ctx, runParams{
-		start:  startMsg{Interactive: true, Dir: dir, Cols: size.Cols, Rows: size.Rows},
+		start:  proto.StartMsg{Interactive: true, Dir: dir, Cols: size.Cols, Rows: size.Rows},
 		output: stdout,
 		stdin:  stdin,
 		resize: resize,

@@ -83,7 +83,7 @@ func setup(dir string) error {
 
 // buildAgent builds the static corral binary the containers run as their agent.
 // When ./cmd/corral does not build (another room of the tree is mid-change) it
-// builds a stand-in main around the same RunAgent.
+// builds a stand-in main around the same agent.Run.
 func buildAgent(dir string) (string, error) {
 	out := filepath.Join(dir, "corral")
 	build := func(pkg string) error {

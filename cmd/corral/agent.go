@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/agent"
 )
 
 // newAgentCmd is the in-sandbox agent: the sandbox container's main process,
@@ -19,7 +19,7 @@ func newAgentCmd() *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			return sandbox.RunAgent(cmd.Context(), os.Stdin, os.Stdout, log)
+			return agent.Run(cmd.Context(), os.Stdin, os.Stdout, log)
 		},
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/agent"
 )
 
 func main() {
@@ -21,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := sandbox.RunAgent(ctx, os.Stdin, os.Stdout, log); err != nil {
+	if err := agent.Run(ctx, os.Stdin, os.Stdout, log); err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		os.Exit(1)
 	}

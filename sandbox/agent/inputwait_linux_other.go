@@ -1,6 +1,6 @@
 //go:build linux && !amd64 && !arm64
 
-package sandbox
+package agent
 
 // The system call numbers of this architecture are not tabled: no detection.
 const archInputWait = false

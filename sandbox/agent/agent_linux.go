@@ -1,4 +1,4 @@
-package sandbox
+package agent
 
 import (
 	"context"
@@ -19,6 +19,9 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/sandbox/internal/ring"
+	"github.com/corralhq/corral/sandbox/proto"
 )
 
 // bashBoot is the script of every non-interactive bash. Started ahead of need
@@ -45,13 +48,16 @@ const (
 	// this one still runs; short commands refill when they end, so that the
 	// new shell's start-up does not compete with them for the CPU.
 	refillAfter = 50 * time.Millisecond
+	// inputWaitGrace is the time between SIGTERM and SIGKILL when a command
+	// waiting for input is ended.
+	inputWaitGrace = 2 * time.Second
 )
 
-// RunAgent serves the host's protocol, reading frames from in and writing frames
-// to out. It is the sandbox container's main process (`corral agent`) and returns
+// Run serves the host's protocol, reading frames from in and writing frames to
+// out. It is the sandbox's main process (`corral agent`) and returns
 // when in ends (the host went away) or ctx is cancelled, after killing every
 // command it started. Diagnostics go to log (discarded when nil).
-func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) error {
+func Run(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -60,7 +66,7 @@ func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger
 	a := &agent{log: log, out: out, cmds: map[uint32]*agentCmd{}, done: ctx.Done(), cancel: cancel}
 	warmThreads(16)
 	readErr := make(chan error, 1)
-	go func() { readErr <- a.serve(newFrameReader(in)) }()
+	go func() { readErr <- a.serve(proto.NewReader(in)) }()
 	go a.monitor(ctx)
 	var err error
 	select {
@@ -121,19 +127,19 @@ func (a *agent) send(b []byte) error {
 }
 
 // serve dispatches the host's frames until in ends.
-func (a *agent) serve(fr *frameReader) error {
-	f, err := fr.next()
+func (a *agent) serve(fr *proto.Reader) error {
+	f, err := fr.Next()
 	if err != nil {
 		return err
 	}
-	if f.typ != frameHello {
-		return fmt.Errorf("%w: first frame is of type %d, want hello", errProtocol, f.typ)
+	if f.Type != proto.Hello {
+		return fmt.Errorf("%w: first frame is of type %d, want hello", proto.ErrProtocol, f.Type)
 	}
-	if err := a.hello(f.payload); err != nil {
+	if err := a.hello(f.Payload); err != nil {
 		return err
 	}
 	for {
-		f, err := fr.next()
+		f, err := fr.Next()
 		if err != nil {
 			return err
 		}
@@ -145,15 +151,15 @@ func (a *agent) serve(fr *frameReader) error {
 
 // hello answers the host's hello.
 func (a *agent) hello(p []byte) error {
-	var h helloMsg
-	reply := agentHelloMsg{Version: protoVersion}
+	var h proto.HelloMsg
+	reply := proto.AgentHelloMsg{Version: proto.Version}
 	if err := json.Unmarshal(p, &h); err != nil {
 		reply.Error = "bad hello: " + err.Error()
-	} else if h.Version != protoVersion {
-		reply.Error = fmt.Sprintf("protocol version %d, the agent speaks %d: use the same corral binary on both sides", h.Version, protoVersion)
+	} else if h.Version != proto.Version {
+		reply.Error = fmt.Sprintf("protocol version %d, the agent speaks %d: use the same corral binary on both sides", h.Version, proto.Version)
 	}
 	if reply.Error != "" {
-		_ = a.send(jsonFrame(frameHello, 0, reply))
+		_ = a.send(proto.JSONFrame(proto.Hello, 0, reply))
 		return errors.New(reply.Error)
 	}
 	a.workspace = filepath.Clean(h.Workspace)
@@ -169,7 +175,7 @@ func (a *agent) hello(p []byte) error {
 	if a.bash {
 		go a.refill()
 	}
-	return a.send(jsonFrame(frameHello, 0, reply))
+	return a.send(proto.JSONFrame(proto.Hello, 0, reply))
 }
 
 // cmdEnvDefaults are set for commands (not a person's shell) unless the image
@@ -199,53 +205,53 @@ func (a *agent) cmd(id uint32) *agentCmd {
 }
 
 // dispatch handles one frame. It never blocks on a command.
-func (a *agent) dispatch(f frame) error {
-	switch f.typ {
-	case frameStart:
-		var m startMsg
-		if err := json.Unmarshal(f.payload, &m); err != nil {
-			return fmt.Errorf("%w: start: %v", errProtocol, err)
+func (a *agent) dispatch(f proto.Frame) error {
+	switch f.Type {
+	case proto.Start:
+		var m proto.StartMsg
+		if err := json.Unmarshal(f.Payload, &m); err != nil {
+			return fmt.Errorf("%w: start: %v", proto.ErrProtocol, err)
 		}
 		a.mu.Lock()
-		_, dup := a.cmds[f.stream]
+		_, dup := a.cmds[f.Stream]
 		a.mu.Unlock()
-		if dup || f.stream == 0 {
-			return fmt.Errorf("%w: start of stream %d twice", errProtocol, f.stream)
+		if dup || f.Stream == 0 {
+			return fmt.Errorf("%w: start of stream %d twice", proto.ErrProtocol, f.Stream)
 		}
-		a.start(f.stream, m)
-	case frameCredit:
-		n, err := parseCredit(f.payload)
+		a.start(f.Stream, m)
+	case proto.Credit:
+		n, err := proto.ParseCredit(f.Payload)
 		if err != nil {
 			return err
 		}
-		if c := a.cmd(f.stream); c != nil {
+		if c := a.cmd(f.Stream); c != nil {
 			c.credit.Add(int64(n))
-			notify(c.creditReady)
+			ring.Notify(c.creditReady)
 		}
-	case frameInput:
-		if c := a.cmd(f.stream); c != nil && c.input != nil {
-			if err := c.input.write(f.payload); err != nil {
-				return fmt.Errorf("%w: input of stream %d: %v", errProtocol, f.stream, err)
+	case proto.Input:
+		if c := a.cmd(f.Stream); c != nil && c.input != nil {
+			if err := c.input.Write(f.Payload); err != nil {
+				return fmt.Errorf("%w: input of stream %d: %v", proto.ErrProtocol, f.Stream, err)
 			}
 		}
-	case frameResize:
-		cols, rows, err := parseResize(f.payload)
+	case proto.Resize:
+		cols, rows, err := proto.ParseResize(f.Payload)
 		if err != nil {
 			return err
 		}
-		if c := a.cmd(f.stream); c != nil {
+		if c := a.cmd(f.Stream); c != nil {
 			setWinsize(c.master, cols, rows)
 		}
-	case frameStop:
-		var m stopMsg
-		if err := json.Unmarshal(f.payload, &m); err != nil {
-			return fmt.Errorf("%w: stop: %v", errProtocol, err)
+	case proto.Stop:
+		var m proto.StopMsg
+		if err := json.Unmarshal(f.Payload, &m); err != nil {
+			return fmt.Errorf("%w: stop: %v", proto.ErrProtocol, err)
 		}
-		if c := a.cmd(f.stream); c != nil {
+		if c := a.cmd(f.Stream); c != nil {
 			c.stop(time.Duration(m.GraceMS) * time.Millisecond)
 		}
 	default:
-		return fmt.Errorf("%w: unknown frame type %d", errProtocol, f.typ)
+		return fmt.Errorf("%w: unknown frame type %d", proto.ErrProtocol, f.Type)
 	}
 	return nil
 }
@@ -286,7 +292,7 @@ func (a *agent) sessionInUse(sid int, except *agentCmd) bool {
 type agentCmd struct {
 	a      *agent
 	id     uint32
-	msg    startMsg
+	msg    proto.StartMsg
 	master *os.File // the PTY's master side; closed by pump
 	tty    string   // the PTY's slave path, as processes' fd links show it
 	pid    int      // the shell: leader of the command's session and process group
@@ -295,12 +301,12 @@ type agentCmd struct {
 	// refillTimer readies the next spare bash while a long command runs.
 	refillTimer *time.Timer
 
-	exit         exitMsg // filled by start, completed by wait
-	oom0, forks0 uint64  // the container's OOM kills and refused forks before the start
+	exit         proto.ExitMsg // filled by start, completed by wait
+	oom0, forks0 uint64        // the container's OOM kills and refused forks before the start
 
 	credit      atomic.Int64  // output bytes the host will still accept
 	creditReady chan struct{} // cap 1: credit arrived or the stream detached
-	input       *ringBuf      // terminal input of an interactive shell, else nil
+	input       *ring.Buf     // terminal input of an interactive shell, else nil
 	outBytes    atomic.Int64  // output read from the master so far
 	readingFrom atomic.Int64  // unix ns since pump has been blocked in read; 0 when not
 	readerDone  chan struct{} // closed when pump has read the master to its end
@@ -320,18 +326,18 @@ type agentCmd struct {
 
 // start sets up and forks a command, then waits for it in the background. It
 // runs on the dispatcher, so that later frames of the stream find the process.
-func (a *agent) start(id uint32, m startMsg) {
+func (a *agent) start(id uint32, m proto.StartMsg) {
 	c := &agentCmd{a: a, id: id, msg: m, creditReady: make(chan struct{}, 1), readerDone: make(chan struct{})}
-	c.credit.Store(outputWindow)
+	c.credit.Store(proto.OutputWindow)
 	if m.Interactive {
-		c.input = newRingBuf(inputWindow)
+		c.input = ring.New(proto.InputWindow)
 	}
 	c.oom0, _ = oomKills()
 	c.forks0, _ = forkFailures()
 	if err := c.fork(); err != nil {
 		c.exit.Error = err.Error()
 		c.exit.ExitCode = 126
-		_ = a.send(jsonFrame(frameExit, id, c.exit))
+		_ = a.send(proto.JSONFrame(proto.Exit, id, c.exit))
 		return
 	}
 	a.mu.Lock()
@@ -616,13 +622,13 @@ func (c *agentCmd) wait() {
 			if len(ex.Background) == 50 {
 				break
 			}
-			ex.Background = append(ex.Background, Process{PID: ps.pid, Command: cmdline(ps)})
+			ex.Background = append(ex.Background, proto.Process{PID: ps.pid, Command: cmdline(ps)})
 		}
 	}
 	c.mu.Lock()
 	ex.InputWait = c.inputWait
 	c.mu.Unlock()
-	_ = c.a.send(jsonFrame(frameExit, c.id, ex))
+	_ = c.a.send(proto.JSONFrame(proto.Exit, c.id, ex))
 	c.a.mu.Lock()
 	delete(c.a.cmds, c.id)
 	c.a.mu.Unlock()
@@ -630,7 +636,7 @@ func (c *agentCmd) wait() {
 		c.a.refill()
 	}
 	if c.input != nil {
-		c.input.close()
+		c.input.Close()
 	}
 }
 
@@ -733,7 +739,7 @@ loop:
 	c.mu.Lock()
 	c.detached = true
 	c.mu.Unlock()
-	notify(c.creditReady)
+	ring.Notify(c.creditReady)
 }
 
 // pump copies the master to the host as data frames within the credit the host
@@ -742,26 +748,26 @@ loop:
 func (c *agentCmd) pump() {
 	defer close(c.readerDone)
 	defer c.master.Close()
-	buf := make([]byte, headerSize+maxChunk)
+	buf := make([]byte, proto.HeaderSize+proto.MaxChunk)
 	for {
-		n := maxChunk
+		n := proto.MaxChunk
 		if avail := c.waitCredit(); avail > 0 {
 			n = int(min(int64(n), avail))
 		}
 		c.readingFrom.Store(time.Now().UnixNano())
-		k, err := c.master.Read(buf[headerSize : headerSize+n])
+		k, err := c.master.Read(buf[proto.HeaderSize : proto.HeaderSize+n])
 		c.readingFrom.Store(0)
 		if err == nil && k > 0 {
 			// Take what else is there already: fewer, larger frames.
-			k += readMore(c.master, buf[headerSize+k:headerSize+n])
+			k += readMore(c.master, buf[proto.HeaderSize+k:proto.HeaderSize+n])
 		}
 		if k > 0 {
 			c.outBytes.Add(int64(k))
 			c.mu.Lock()
 			if !c.detached {
 				c.credit.Add(-int64(k))
-				putHeader(buf, frameData, c.id, k)
-				_ = c.a.send(buf[:headerSize+k])
+				proto.PutHeader(buf, proto.Data, c.id, k)
+				_ = c.a.send(buf[:proto.HeaderSize+k])
 			}
 			c.mu.Unlock()
 		}
@@ -821,12 +827,12 @@ func (c *agentCmd) waitCredit() int64 {
 func (c *agentCmd) feed() {
 	buf := make([]byte, 4096)
 	for {
-		n, done := c.input.read(buf)
+		n, done := c.input.Read(buf)
 		if n > 0 {
 			if _, err := c.master.Write(buf[:n]); err != nil {
 				return
 			}
-			if c.a.send(creditFrame(c.id, n)) != nil {
+			if c.a.send(proto.CreditFrame(c.id, n)) != nil {
 				return
 			}
 			continue
@@ -835,7 +841,7 @@ func (c *agentCmd) feed() {
 			return
 		}
 		select {
-		case <-c.input.ready:
+		case <-c.input.Ready:
 		case <-c.readerDone:
 			return
 		}
@@ -946,7 +952,7 @@ func (c *agentCmd) checkInputWait(all []procStat, now time.Time) {
 		c.mu.Lock()
 		c.inputWait = true
 		c.mu.Unlock()
-		c.stop(stopGrace)
+		c.stop(inputWaitGrace)
 	}
 }
 

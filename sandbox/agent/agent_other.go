@@ -1,0 +1,16 @@
+//go:build !linux
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+)
+
+// Run serves the host's protocol inside a sandbox; the agent runs on Linux
+// only.
+func Run(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) error {
+	return errors.New("the sandbox agent runs on Linux only")
+}

@@ -1,0 +1,97 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/sandbox/internal/ring"
+	"github.com/corralhq/corral/sandbox/proto"
+)
+
+// FuzzDispatch: whatever the agent sends, the host's dispatcher returns an
+// error or nothing; it never panics.
+func FuzzDispatch(f *testing.F) {
+	f.Add(byte(proto.Exit), uint32(1), []byte(`{"exitCode":1}`))
+	f.Add(byte(proto.Data), uint32(1), []byte("data"))
+	f.Add(byte(proto.Credit), uint32(1), []byte{0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, typ byte, stream uint32, p []byte) {
+		c := &agentConn{streams: map[uint32]*hostStream{}, helloCh: make(chan proto.AgentHelloMsg, 1), log: slog.New(slog.DiscardHandler)}
+		c.streams[1] = &hostStream{id: 1, out: ring.New(proto.OutputWindow), exit: make(chan proto.ExitMsg, 1), inReady: make(chan struct{}, 1), spoke: make(chan struct{})}
+		_ = c.dispatch(proto.Frame{Type: proto.Type(typ), Stream: stream, Payload: p})
+	})
+}
+
+func TestDemuxReader(t *testing.T) {
+	var b bytes.Buffer
+	put := func(stream byte, s string) {
+		var h [8]byte
+		h[0] = stream
+		binary.BigEndian.PutUint32(h[4:], uint32(len(s)))
+		b.Write(h[:])
+		b.WriteString(s)
+	}
+	put(1, "hello ")
+	put(2, "agent says\nhi\n")
+	put(1, "")
+	put(1, "world")
+	log := &lineLog{log: slog.New(slog.DiscardHandler)}
+	got, err := io.ReadAll(&demuxReader{r: &b, stderr: log})
+	if err != nil || string(got) != "hello world" {
+		t.Errorf("stdout %q %v", got, err)
+	}
+	if tail := log.tail(); tail != "agent says; hi" {
+		t.Errorf("stderr tail %q", tail)
+	}
+}
+
+func TestLineLogBounded(t *testing.T) {
+	l := &lineLog{log: slog.New(slog.DiscardHandler)}
+	l.Write(bytes.Repeat([]byte("x"), 1<<20))
+	l.Write([]byte("\n"))
+	for i := range 20 {
+		l.Write([]byte(strings.Repeat("y", i) + "\n"))
+	}
+	if len(l.part) != 0 || len(l.last) != lineLogLines || len(l.tail()) > lineLogLines*lineLogMax+20 {
+		t.Errorf("unbounded: part %d, %d lines", len(l.part), len(l.last))
+	}
+}
+
+func TestCommandEnv(t *testing.T) {
+	env := commandEnv(
+		[]string{"PATH=/image/bin", "LANG=en_US.UTF-8", "HOME=/root", "GOPATH=/go"},
+		[]string{"FOO=bar", "PATH=/mine"},
+	)
+	want := []string{"LANG=en_US.UTF-8", "GOPATH=/go", "HOME=/tmp/home", "TERM=xterm-256color", "FOO=bar", "PATH=/mine"}
+	if !slices.Equal(env, want) {
+		t.Errorf("env %q, want %q", env, want)
+	}
+	env = commandEnv(nil, nil)
+	for _, w := range []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=/tmp/home", "TERM=xterm-256color"} {
+		if !slices.Contains(env, w) {
+			t.Errorf("default env %q lacks %q", env, w)
+		}
+	}
+}
+
+func TestWithin(t *testing.T) {
+	for _, tt := range []struct {
+		root, p string
+		want    bool
+	}{
+		{"/w", "/w", true},
+		{"/w", "/w/a", true},
+		{"/w", "/wa", false},
+		{"/w", "/", false},
+		{"/", "/x", true},
+		{"/w/", "/w/a", false}, // roots are clean
+	} {
+		if got := within(tt.root, tt.p); got != tt.want {
+			t.Errorf("within(%q, %q) = %v", tt.root, tt.p, got)
+		}
+	}
+}

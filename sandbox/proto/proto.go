@@ -1,0 +1,219 @@
+// Package proto is the wire protocol between a sandbox's host side (the Docker
+// backend, or any other) and the agent inside the sandbox: the one contract both
+// sides share.
+//
+// Both directions carry frames on one byte stream (the container's stdin, and its
+// stdout as demultiplexed from the attach stream):
+//
+//	type:1 | stream:4 (big endian) | length:4 (big endian) | payload:length
+//
+// Stream 0 is the connection itself (hello); every command gets a fresh stream id
+// chosen by the host. Control payloads are JSON; data payloads are raw bytes. Output
+// is flow-controlled per stream by credits, so one slow reader never blocks the
+// other commands sharing the connection and neither side buffers without bound.
+
+package proto
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Version is bumped on any incompatible change of the frames below.
+const Version = 1
+
+// Type is a frame's type.
+type Type byte
+
+// Frame types.
+const (
+	Hello  Type = 1 // both ways, stream 0: HelloMsg / AgentHelloMsg
+	Start  Type = 2 // host→agent: StartMsg, opens a stream
+	Data   Type = 3 // agent→host: command output
+	Exit   Type = 4 // agent→host: ExitMsg, closes a stream
+	Input  Type = 5 // host→agent: bytes for the command's terminal
+	Credit Type = 6 // both ways: 4-byte count of bytes the sender consumed
+	Resize Type = 7 // host→agent: cols:2 rows:2
+	Stop   Type = 8 // host→agent: StopMsg
+)
+
+const (
+	HeaderSize = 9
+	// MaxPayload bounds every frame; data frames use at most MaxChunk.
+	MaxPayload = 1 << 20
+	MaxChunk   = 32 << 10
+	// OutputWindow is how many output bytes of one stream may be in flight
+	// (sent by the agent and not yet consumed by the host).
+	OutputWindow = 256 << 10
+	// InputWindow is the same for terminal input of an interactive shell.
+	InputWindow = 64 << 10
+)
+
+// HelloMsg opens the connection: the host tells the agent where it runs.
+type HelloMsg struct {
+	Version   int      `json:"version"`
+	Workspace string   `json:"workspace"`
+	Env       []string `json:"env"`
+}
+
+// AgentHelloMsg answers HelloMsg.
+type AgentHelloMsg struct {
+	Version int    `json:"version"`
+	Shell   string `json:"shell"`
+	// InputWait says whether the agent can tell a command blocked on terminal
+	// input (it needs /proc/<pid>/syscall).
+	InputWait bool `json:"inputWait"`
+	// Error is set when the agent cannot serve; it exits after sending it.
+	Error string `json:"error,omitempty"`
+}
+
+// StartMsg starts a command on a new stream.
+type StartMsg struct {
+	Command string `json:"command,omitempty"`
+	// Interactive runs a login-less interactive shell instead of Command, with
+	// no input-wait detection.
+	Interactive bool   `json:"interactive,omitempty"`
+	Dir         string `json:"dir"`
+	Cols        uint16 `json:"cols"`
+	Rows        uint16 `json:"rows"`
+	// InputWaitMS ends the command once it has waited that long for terminal
+	// input; zero disables the detection.
+	InputWaitMS int `json:"inputWaitMs,omitempty"`
+}
+
+// ExitMsg ends a stream: every data frame of the stream precedes it.
+type ExitMsg struct {
+	ExitCode int    `json:"exitCode"`
+	Signal   string `json:"signal,omitempty"`
+	// Dir is where the command started; DirReset says the requested directory
+	// was missing or outside the workspace.
+	Dir      string `json:"dir"`
+	DirReset bool   `json:"dirReset,omitempty"`
+	// Cwd is the shell's directory when it exited, empty when unknown (exec,
+	// a replaced EXIT trap, death by signal).
+	Cwd          string    `json:"cwd,omitempty"`
+	InputWait    bool      `json:"inputWait,omitempty"`
+	OOMKilled    bool      `json:"oomKilled,omitempty"`
+	ProcessLimit bool      `json:"processLimit,omitempty"`
+	Background   []Process `json:"background,omitempty"`
+	// Error is set when the command could not be started at all.
+	Error string `json:"error,omitempty"`
+}
+
+// StopMsg ends a running command: SIGTERM to its process group now, SIGKILL to
+// everything in its session GraceMS later (immediately when zero).
+type StopMsg struct {
+	GraceMS int `json:"graceMs"`
+}
+
+// ErrProtocol marks a malformed or unexpected frame.
+var ErrProtocol = errors.New("sandbox agent protocol error")
+
+// Frame is one decoded frame. Payload is only valid until the next read.
+type Frame struct {
+	Type    Type
+	Stream  uint32
+	Payload []byte
+}
+
+// Reader decodes frames from a byte stream, reusing one buffer.
+type Reader struct {
+	r   io.Reader
+	hdr [HeaderSize]byte
+	buf []byte
+}
+
+// NewReader returns a Reader of the frames on r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: r, buf: make([]byte, MaxChunk)}
+}
+
+// Next reads one frame. Its payload is overwritten by the next call. A frame
+// over MaxPayload is an ErrProtocol; a stream that ends inside a frame is
+// io.ErrUnexpectedEOF, and between frames io.EOF.
+func (fr *Reader) Next() (Frame, error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		return Frame{}, err
+	}
+	n := binary.BigEndian.Uint32(fr.hdr[5:])
+	if n > MaxPayload {
+		return Frame{}, fmt.Errorf("%w: frame of %d bytes", ErrProtocol, n)
+	}
+	if int(n) > cap(fr.buf) {
+		fr.buf = make([]byte, n)
+	}
+	p := fr.buf[:n]
+	if _, err := io.ReadFull(fr.r, p); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return Frame{}, err
+	}
+	return Frame{Type: Type(fr.hdr[0]), Stream: binary.BigEndian.Uint32(fr.hdr[1:]), Payload: p}, nil
+}
+
+// PutHeader fills the first HeaderSize bytes of b with the header of a frame
+// of n payload bytes.
+func PutHeader(b []byte, typ Type, stream uint32, n int) {
+	b[0] = byte(typ)
+	binary.BigEndian.PutUint32(b[1:], stream)
+	binary.BigEndian.PutUint32(b[5:], uint32(n))
+}
+
+// AppendFrame appends one encoded frame to b.
+func AppendFrame(b []byte, typ Type, stream uint32, payload []byte) []byte {
+	var h [HeaderSize]byte
+	PutHeader(h[:], typ, stream, len(payload))
+	b = append(b, h[:]...)
+	return append(b, payload...)
+}
+
+// JSONFrame encodes a control frame.
+func JSONFrame(typ Type, stream uint32, v any) []byte {
+	p, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only our own message types are encoded
+	}
+	return AppendFrame(make([]byte, 0, HeaderSize+len(p)), typ, stream, p)
+}
+
+// CreditFrame encodes a credit of n bytes.
+func CreditFrame(stream uint32, n int) []byte {
+	var p [4]byte
+	binary.BigEndian.PutUint32(p[:], uint32(n))
+	return AppendFrame(make([]byte, 0, HeaderSize+4), Credit, stream, p[:])
+}
+
+// ParseCredit decodes a credit payload.
+func ParseCredit(p []byte) (int, error) {
+	if len(p) != 4 {
+		return 0, fmt.Errorf("%w: credit of %d bytes", ErrProtocol, len(p))
+	}
+	return int(binary.BigEndian.Uint32(p)), nil
+}
+
+// ResizeFrame encodes a window size change.
+func ResizeFrame(stream uint32, cols, rows uint16) []byte {
+	var p [4]byte
+	binary.BigEndian.PutUint16(p[0:], cols)
+	binary.BigEndian.PutUint16(p[2:], rows)
+	return AppendFrame(make([]byte, 0, HeaderSize+4), Resize, stream, p[:])
+}
+
+// ParseResize decodes a resize payload.
+func ParseResize(p []byte) (cols, rows uint16, err error) {
+	if len(p) != 4 {
+		return 0, 0, fmt.Errorf("%w: resize of %d bytes", ErrProtocol, len(p))
+	}
+	return binary.BigEndian.Uint16(p[0:]), binary.BigEndian.Uint16(p[2:]), nil
+}
+
+// Process is a process still running in the sandbox after its command's shell
+// exited.
+type Process struct {
+	PID     int    `json:"pid"`
+	Command string `json:"command"`
+}
