@@ -60,10 +60,11 @@ type Container struct {
 	closed     bool
 	// startCancel cancels the start in progress, if any.
 	startCancel context.CancelFunc
-	dir         string   // where the next command starts
-	dirReset    bool     // the last command left dir outside the workspace
-	dead        []string // IDs of dead containers still to remove
-	git         gitGuard // what the current container may not change of the repository
+	dir         string     // where the next command starts
+	dirReset    bool       // the last command left dir outside the workspace
+	dead        []string   // IDs of dead containers still to remove
+	git         *gitShadow // the repository's shadow; nil before the first start or when there is none
+	gitMade     bool       // the shadow was made (it may be nil: no repository)
 }
 
 // opportunisticGC reaps the sandboxes of dead corral processes once per
@@ -327,11 +328,26 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 		imageEnv = img.Config.Env
 	}
 	env := commandEnv(imageEnv, c.cfg.Env)
-	g := guardGit(c.cfg.Workspace, c.log)
+	c.mu.Lock()
+	g, made := c.git, c.gitMade
+	c.mu.Unlock()
+	if !made {
+		var uid, gid int
+		fmt.Sscanf(c.user, "%d:%d", &uid, &gid)
+		if g, err = newGitShadow(c.cfg.Workspace, c.cfg.Session, uid, gid, c.log); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.git, c.gitMade = g, true
+		c.mu.Unlock()
+	} else {
+		// What the commands of the dead container changed goes to the host
+		// now; the new container sees the shadow as it is.
+		g.syncOut()
+	}
 	cc, hc := c.spec(info, g)
 
 	c.mu.Lock()
-	c.git = g
 	c.generation++
 	name := "corral-" + c.cfg.Session
 	if c.generation > 1 {
@@ -431,7 +447,7 @@ func (c *Container) watch(conn *agentConn) {
 }
 
 // spec is the container's configuration: hardened by default.
-func (c *Container) spec(info *system.Info, g gitGuard) (*container.Config, *container.HostConfig) {
+func (c *Container) spec(info *system.Info, g *gitShadow) (*container.Config, *container.HostConfig) {
 	cfg := c.cfg
 	cc := &container.Config{
 		Image:        cfg.Image,
@@ -475,22 +491,16 @@ func (c *Container) spec(info *system.Info, g gitGuard) (*container.Config, *con
 	return cc, hc
 }
 
-// mounts lists the bind mounts: the workspace read-write, the agent, what g
-// protects of the repository and the extra directories read-only.
-func (c *Container) mounts(g gitGuard) []mount.Mount {
+// mounts lists the bind mounts: the workspace read-write, the agent, the
+// repository's shadow and the extra directories read-only.
+func (c *Container) mounts(g *gitShadow) []mount.Mount {
 	ws := c.cfg.Workspace
 	ms := []mount.Mount{
 		{Type: mount.TypeBind, Source: ws, Target: ws},
 		{Type: mount.TypeBind, Source: c.cfg.Agent, Target: agentPath, ReadOnly: true},
 	}
-	for _, d := range g.self {
-		// A repository directory mounted on itself: a mount point cannot be
-		// renamed or removed, so a command cannot move the repository aside
-		// and put one with its own hooks in its place.
-		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: d, Target: d})
-	}
-	for _, p := range g.readOnly {
-		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
+	if g != nil {
+		ms = append(ms, g.mounts...)
 	}
 	for _, p := range c.cfg.ReadOnlyMounts {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
@@ -575,10 +585,13 @@ func (c *Container) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 	if conn.hello.InputWait && c.cfg.InputWait > 0 {
 		start.InputWaitMS = int(c.cfg.InputWait / time.Millisecond)
 	}
-	// What a background process planted since the last command goes first.
-	removed := c.sweepGit()
+	g := c.shadow()
+	// What the user changed in the repository since the last command goes
+	// in; what a background process changed since then goes out with this
+	// command's changes.
+	g.syncIn()
 	rr, err := conn.run(ctx, runParams{start: start, output: req.Output, timeout: req.Timeout})
-	res.Removed = append(removed, c.sweepGit()...)
+	res.NotCopied = g.syncOut()
 	res.Duration = time.Since(begin)
 	res.TimedOut, res.Canceled = rr.timedOut, rr.canceled
 	res.Dir, res.DirReset = dir, reset
@@ -647,13 +660,15 @@ func (c *Container) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer
 	c.mu.Lock()
 	dir := c.dir
 	c.mu.Unlock()
+	g := c.shadow()
+	g.syncIn()
 	rr, err := conn.run(ctx, runParams{
 		start:  proto.StartMsg{Interactive: true, Dir: dir, Cols: size.Cols, Rows: size.Rows},
 		output: stdout,
 		stdin:  stdin,
 		resize: resize,
 	})
-	c.sweepGit()
+	g.syncOut()
 	if err != nil {
 		return -1, err
 	}
@@ -694,17 +709,14 @@ func (c *Container) Close(ctx context.Context) error {
 	for _, id := range ids {
 		errs = append(errs, c.remove(ctx, id))
 	}
-	// No process is left to plant anything after this.
-	c.sweepGit()
+	// No process is left to write to the shadow after this.
+	c.shadow().close()
 	return errors.Join(errs...)
 }
 
-// sweepGit removes what commands planted in the workspace's repository that
-// would send git on the host elsewhere for its config and hooks; it returns
-// the workspace-relative paths removed.
-func (c *Container) sweepGit() []string {
+// shadow returns the repository's shadow (nil when there is none).
+func (c *Container) shadow() *gitShadow {
 	c.mu.Lock()
-	g := c.git
-	c.mu.Unlock()
-	return g.sweep(c.log)
+	defer c.mu.Unlock()
+	return c.git
 }

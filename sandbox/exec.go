@@ -57,10 +57,12 @@ type ExecResult struct {
 	// Background lists processes the command started that are still running
 	// after its main process exited (`server &`).
 	Background []Process `json:"background,omitempty"`
-	// Removed lists the workspace-relative paths of files a command planted
-	// in the repository that would have sent git on the host elsewhere for
-	// its config and hooks (.git/commondir); they were deleted.
-	Removed []string `json:"removed,omitempty"`
+	// NotCopied lists the files of the repository's shadow that commands
+	// changed and that were not copied to the host's repository, each as
+	// "PATH (WHY)" with PATH relative to the workspace: a change git's own
+	// format does not allow, a submodule the host's index does not have.
+	// They were put back to what the host has.
+	NotCopied []string `json:"not_copied,omitempty"`
 }
 
 // Process is a process still running in the sandbox.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -166,6 +167,9 @@ func list(ctx context.Context, api dockerAPI) ([]Info, error) {
 
 // GC removes the sandbox containers whose owner process ran on this host and is
 // gone (killed with -9, crashed, or the host rebooted), and returns their names.
+// It then finishes the repository shadows those processes left: what their
+// commands changed of HEAD, the index and the refs is checked and copied to
+// the host's repository, and the shadows are removed.
 // Containers of live owners and of other hosts sharing the engine are left alone.
 func GC(ctx context.Context) ([]string, error) {
 	api, err := engine()
@@ -192,6 +196,11 @@ func gc(ctx context.Context, api dockerAPI) ([]string, error) {
 			continue
 		}
 		removed = append(removed, in.Name)
+	}
+	// Then what their repositories' shadows hold goes to the host, checked,
+	// and the shadows go.
+	if _, err := repairShadows(slog.New(slog.DiscardHandler)); err != nil {
+		errs = append(errs, err)
 	}
 	return removed, errors.Join(errs...)
 }

@@ -2,196 +2,777 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+
+	"github.com/docker/docker/api/types/mount"
 )
 
 // Git on the host trusts the repository in the workspace: it runs the programs
-// its config names (core.fsmonitor, core.pager, aliases, filters) and its
-// hooks, and it reads them from wherever the repository's own files point. A
-// command in the sandbox runs as the workspace's owner, so whatever it writes
-// there git trusts as the user's. The sandbox therefore keeps a command from
-// changing these files of the repository and of its submodules:
+// its config names (core.fsmonitor, core.hooksPath, core.pager, aliases,
+// filters, include and includeIf files) and its hooks, and it reads them from
+// wherever the repository's own files send it (commondir, config.worktree
+// under extensions.worktreeConfig, a .git file's gitdir, a submodule's
+// repository, objects/info/alternates, info/attributes). A command in the
+// sandbox runs as the workspace's owner, so whatever it wrote there git would
+// trust as the user's.
 //
-//   - hooks/ and config, mounted read-only;
-//   - the repository directories themselves (.git, .git/modules/NAME), each
-//     mounted on itself, so that none can be moved aside and replaced;
-//   - commondir, which sends git to another directory for its config and
-//     hooks, and config.worktree, read as config when the repository enables
-//     worktree config: mounted read-only when the repository has them, removed
-//     after every command when a command made them (a repository never needs a
-//     commondir; git only writes one in a linked worktree's directory);
-//   - worktrees/, where the linked worktrees outside the workspace keep their
-//     commondir and gitdir, read-only;
-//   - the .git file of each submodule's worktree, which names its repository,
-//     read-only; so is the workspace's own .git when it is such a file (the
-//     workspace is a linked worktree or a submodule).
+// So no command ever sees the host's repository directory. Each repository
+// (the workspace's .git, its submodules' repositories in .git/modules and
+// the .git directories of submodules' worktrees) is replaced inside the
+// container by a shadow: a copy, in a host directory outside the workspace,
+// of everything but its data. Into the shadow are bind-mounted, shared with
+// the host, only the directories git keeps data in, which git never reads as
+// configuration or runs: objects (with objects/info, where alternates live,
+// shadowed again), refs, logs, reftable and lfs. What a command writes
+// anywhere else in the repository — config, hooks, commondir,
+// config.worktree, info/, worktrees/, modules/, gitdir files — stays in the
+// shadow and never reaches the host, during a command, between commands or
+// after corral is killed.
 //
-// What stays open: a command may make a new repository in the workspace with
-// its own config and hooks, and git on the host runs them when someone runs git
-// in it — or in the outer repository, when the command also staged or
-// committed the new one as a submodule (git status looks into submodules).
+// A few small files carry the state git commands change and the host must
+// see: HEAD, ORIG_HEAD, index and packed-refs. After each command (and at
+// close, and in `corral gc` for a dead session) the host reads them from the
+// shadow, checks them against git's own formats — HEAD and ORIG_HEAD are
+// one ref name or object id, packed-refs lines of ids and ref names, the
+// index's paths are what git's verify_path allows, its gitlinks are the
+// submodules the host's index had, its extensions only the derived ones
+// (TREE, REUC, sdir; a split index is refused) — and copies each one that
+// changed to the host, unless the host's changed too (then the host's wins).
+// Before each command, what changed on the host is copied into the shadow.
+//
+// Where a submodule's worktree keeps its .git (a file naming the repository,
+// a directory, or nothing yet), that .git is mounted read-only (an empty
+// read-only directory when there is none), and every directory from the
+// workspace down to the submodule's is mounted on itself so that none can be
+// moved aside and replaced by one with a .git of the command's.
 
-// maxGitDirs bounds the submodule repositories that are protected, and
-// maxGitWalk the entries of .git/modules looked at to find them.
+// Bounds on what is shadowed.
 const (
-	maxGitDirs = 64
-	maxGitWalk = 10_000
+	maxGitDirs    = 64      // repositories
+	maxGitWalk    = 10_000  // entries of .git/modules looked at to find them
+	maxGitLinks   = 256     // submodule worktrees protected
+	maxShadowCopy = 1 << 30 // bytes copied into the shadows
+	maxSyncFile   = indexMaxSize
 )
 
-// gitRedirects are the files of a repository directory that send git elsewhere
-// for its config and hooks.
-var gitRedirects = []string{"commondir", "config.worktree"}
+// gitShared are the directories of a repository bind-mounted into its shadow.
+var gitShared = []string{"objects", "refs", "logs", "reftable", "lfs"}
 
-// gitGuard is what the sandbox protects of the workspace's repository.
-type gitGuard struct {
-	ws string
-	// self are repository directories mounted on themselves: the
-	// workspace's .git and its submodules' repositories.
-	self []string
-	// readOnly are paths mounted read-only.
-	readOnly []string
-	// planted are workspace-relative paths that did not exist when the
-	// sandbox started and must not exist after a command.
-	planted []string
+// gitSynced are the files copied back to the host after validation.
+var gitSynced = []string{"HEAD", "ORIG_HEAD", "index", "packed-refs"}
+
+// shadowState is the state of a session's shadows, kept in the shadow
+// directory's state.json (outside every shadow, so no command can change it).
+// It lets `corral gc` copy back what a dead session left.
+type shadowState struct {
+	Workspace string            `json:"workspace"`
+	Owner     map[string]string `json:"owner"` // ownerLabels of the session's process
+	UID       int               `json:"uid"`
+	GID       int               `json:"gid"`
+	Repos     []*shadowRepo     `json:"repos"`
+	// Made are directories the shadowing created in the workspace (mount
+	// points of an absent submodule .git); removed at the end when empty.
+	Made []string `json:"made,omitempty"`
 }
 
-// guardGit finds the workspace's repository (.git, a directory) and its
-// submodules' repositories (.git/modules/...), and lists what the sandbox must
-// protect of them. A missing hooks directory is created, as git init would,
-// so that it can be protected too; a commondir there is removed. Symbolic
-// links are resolved; paths outside the workspace are not visible inside
-// anyway.
-func guardGit(ws string, log *slog.Logger) gitGuard {
-	g := gitGuard{ws: ws}
+// shadowRepo is one repository and its shadow.
+type shadowRepo struct {
+	Host    string             `json:"host"`   // the repository directory, also its path in the container
+	Shadow  string             `json:"shadow"` // its shadow
+	HashLen int                `json:"hash_len"`
+	Links   map[string]bool    `json:"links,omitempty"` // the gitlinks the host's index had
+	Base    map[string]syncKey `json:"base"`            // each synced file at the last sync
+}
+
+// syncKey tells whether a synced file changed since the last sync: a file
+// whose stat is unchanged is not read; one whose content is the same is not
+// copied.
+type syncKey struct {
+	Present   bool     `json:"present"`
+	Host      statKey  `json:"host"`
+	Shadow    statKey  `json:"shadow"`
+	HostSum   [32]byte `json:"host_sum"`
+	ShadowSum [32]byte `json:"shadow_sum"`
+}
+
+type statKey struct {
+	Size  int64  `json:"size"`
+	MTime int64  `json:"mtime"`
+	Ino   uint64 `json:"ino"`
+	Mode  uint32 `json:"mode"`
+}
+
+// gitShadow is the shadowing of a workspace's repositories for one session.
+type gitShadow struct {
+	dir string // holds the shadows and state.json; outside the workspace
+	log *slog.Logger
+
+	mu sync.Mutex // guards st and the files of the shadows while syncing
+	st shadowState
+
+	mounts []mount.Mount
+}
+
+// shadowPrefix starts the name of every session's shadow directory, in the
+// host's temporary directory.
+const shadowPrefix = "corral-git-"
+
+// newGitShadow shadows the workspace's repositories, if it has any, for
+// the session. uid and gid own what the container may write. It returns nil
+// when the workspace is no repository. A workspace whose .git is a file (a
+// linked worktree, a submodule) gets that file read-only: its repository is
+// outside, not visible in the container.
+func newGitShadow(ws, session string, uid, gid int, log *slog.Logger) (*gitShadow, error) {
 	gitDir := filepath.Join(ws, ".git")
 	fi, err := os.Lstat(gitDir)
 	switch {
 	case err == nil && fi.Mode().IsRegular():
-		// The workspace is a linked worktree or a submodule: its .git file
-		// names the repository, outside.
-		g.readOnly = append(g.readOnly, gitDir)
-		return g
+		return &gitShadow{log: log, mounts: []mount.Mount{{Type: mount.TypeBind, Source: gitDir, Target: gitDir, ReadOnly: true}}}, nil
 	case err != nil || !fi.IsDir():
-		return g
+		return nil, nil
 	}
-	dirs := []string{gitDir}
+	dir, err := os.MkdirTemp("", shadowPrefix+session+"-")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: shadow of the repository: %w", err)
+	}
+	if within(ws, dir) {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("sandbox: the temporary directory %s is inside the workspace: the repository's shadow must be outside", filepath.Dir(dir))
+	}
+	s := &gitShadow{dir: dir, log: log, st: shadowState{Workspace: ws, Owner: ownerLabels(session, ws), UID: uid, GID: gid}}
+	if err := s.build(ws); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := s.save(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// build finds the repositories, makes their shadows and lists the mounts.
+func (s *gitShadow) build(ws string) error {
+	type repo struct{ dir, worktree string }
+	repos := []repo{{filepath.Join(ws, ".git"), ws}}
+	// The submodules' repositories in .git/modules (nested ones included).
 	visited := 0
-	filepath.WalkDir(filepath.Join(gitDir, "modules"), func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(ws, ".git", "modules"), func(p string, d fs.DirEntry, err error) error {
 		if visited++; visited > maxGitWalk {
-			return fs.SkipAll // a tree a command made to slow the start down
+			return fs.SkipAll // a tree made to slow the start down
 		}
-		if err != nil || !d.IsDir() || len(dirs) >= maxGitDirs {
+		if err != nil || !d.IsDir() || len(repos) >= maxGitDirs {
 			return fs.SkipDir
 		}
-		if fi, err := os.Stat(filepath.Join(p, "HEAD")); err == nil && fi.Mode().IsRegular() {
-			dirs = append(dirs, p)
+		if fi, err := os.Lstat(filepath.Join(p, "HEAD")); err == nil && fi.Mode().IsRegular() {
+			wt := ""
+			if v := gitConfigValue(filepath.Join(p, "config"), "core", "worktree"); v != "" {
+				if !filepath.IsAbs(v) {
+					v = filepath.Join(p, v)
+				}
+				wt = filepath.Clean(v)
+			}
+			repos = append(repos, repo{p, wt})
 		}
 		return nil
 	})
-	g.self = dirs
-	protect := func(p string) {
-		if real, err := filepath.EvalSymlinks(p); err == nil && within(ws, real) {
-			g.readOnly = append(g.readOnly, real)
+	budget := int64(maxShadowCopy)
+	selfMounted := map[string]bool{ws: true}
+	links := 0
+	for i := 0; i < len(repos); i++ {
+		r := repos[i]
+		shadow := filepath.Join(s.dir, "r"+strconv.Itoa(i))
+		sr := &shadowRepo{Host: r.dir, Shadow: shadow, HashLen: 20, Base: map[string]syncKey{}}
+		if strings.EqualFold(gitConfigValue(filepath.Join(r.dir, "config"), "extensions", "objectformat"), "sha256") {
+			sr.HashLen = 32
 		}
-	}
-	for i, dir := range dirs {
-		hooks := filepath.Join(dir, "hooks")
-		if _, err := os.Lstat(hooks); errors.Is(err, fs.ErrNotExist) {
-			os.Mkdir(hooks, 0o755)
+		if err := s.copyRepo(r.dir, shadow, &budget); err != nil {
+			return err
 		}
-		protect(hooks)
-		protect(filepath.Join(dir, "config"))
-		for _, name := range gitRedirects {
-			p := filepath.Join(dir, name)
-			_, err := os.Lstat(p)
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-				if rel, err := filepath.Rel(ws, p); err == nil {
-					g.planted = append(g.planted, filepath.ToSlash(rel))
+		s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: shadow, Target: r.dir})
+		for _, name := range gitShared {
+			p := filepath.Join(r.dir, name)
+			if name == "refs" || name == "logs" || name == "objects" {
+				os.Mkdir(p, 0o755) // git makes them anyway; shared from the start
+				s.chown(p)
+			}
+			if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+				continue
+			}
+			s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: p, Target: p})
+		}
+		// objects/info holds alternates, which send git to other object
+		// stores: shadowed too, under the shared objects.
+		info := filepath.Join(r.dir, "objects", "info")
+		os.Mkdir(info, 0o755)
+		s.chown(info)
+		infoShadow := filepath.Join(s.dir, "objects-info-"+strconv.Itoa(i))
+		if err := s.copyTree(info, infoShadow, &budget); err != nil {
+			return err
+		}
+		s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: infoShadow, Target: info})
+		for _, name := range gitSynced {
+			k, _ := s.keyOf(filepath.Join(r.dir, name), filepath.Join(shadow, name))
+			sr.Base[name] = k
+		}
+		// The submodules of this repository's worktree: their .git must not
+		// be the command's.
+		b, _ := readSmall(filepath.Join(r.dir, "index"), indexMaxSize)
+		sr.Links = map[string]bool{}
+		for _, l := range indexLinks(b, sr.HashLen) {
+			sr.Links[l] = true
+			if r.worktree == "" || links >= maxGitLinks {
+				continue
+			}
+			links++
+			sub := filepath.Join(r.worktree, filepath.FromSlash(l))
+			if !within(ws, sub) || sub == ws {
+				continue
+			}
+			// Every directory on the way is a mount point: none can be
+			// renamed and replaced.
+			rel, _ := filepath.Rel(ws, sub)
+			cur := ws
+			for _, part := range strings.Split(rel, string(filepath.Separator)) {
+				cur = filepath.Join(cur, part)
+				if selfMounted[cur] {
+					continue
 				}
-			case err != nil:
-			case name == "commondir":
-				// Left by an earlier session that could not remove it.
-				log.Warn("removing a commondir from the workspace's repository: it would send git on the host elsewhere for its config and hooks", "path", p)
-				if err := os.Remove(p); err == nil || errors.Is(err, fs.ErrNotExist) {
-					if rel, err := filepath.Rel(ws, p); err == nil {
-						g.planted = append(g.planted, filepath.ToSlash(rel))
+				selfMounted[cur] = true
+				fi, err := os.Lstat(cur)
+				if errors.Is(err, fs.ErrNotExist) {
+					if os.Mkdir(cur, 0o755) == nil {
+						s.chown(cur)
+						s.st.Made = append(s.st.Made, cur)
+						fi, err = os.Lstat(cur)
 					}
 				}
+				if err != nil || !fi.IsDir() {
+					break // a symbolic link or a file: a mount would follow it
+				}
+				s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: cur, Target: cur})
+			}
+			g := filepath.Join(sub, ".git")
+			fi, err := os.Lstat(g)
+			switch {
+			case err == nil && fi.Mode().IsRegular():
+				s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: g, Target: g, ReadOnly: true})
+			case err == nil && fi.IsDir() && len(repos) < maxGitDirs:
+				if _, err := os.Lstat(filepath.Join(g, "HEAD")); err == nil {
+					repos = append(repos, repo{g, sub}) // a repository in the worktree: shadowed
+				} else {
+					s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: g, Target: g, ReadOnly: true})
+				}
+			case errors.Is(err, fs.ErrNotExist):
+				if os.Mkdir(g, 0o555) == nil {
+					s.chown(g)
+					s.st.Made = append(s.st.Made, g)
+					s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: g, Target: g, ReadOnly: true})
+				}
 			default:
-				protect(p)
+				s.log.Warn("cannot protect a submodule's .git: it is neither a file nor a directory", "path", g)
 			}
 		}
-		if i == 0 {
-			if _, err := os.Lstat(filepath.Join(dir, "worktrees")); err == nil {
-				protect(filepath.Join(dir, "worktrees"))
-			}
-			continue
-		}
-		// A submodule's worktree names its repository in a .git file.
-		if wt := gitConfigValue(filepath.Join(dir, "config"), "core", "worktree"); wt != "" {
-			if !filepath.IsAbs(wt) {
-				wt = filepath.Join(dir, wt)
-			}
-			gitFile := filepath.Join(wt, ".git")
-			if fi, err := os.Lstat(gitFile); err == nil && fi.Mode().IsRegular() {
-				protect(gitFile)
-			}
-		}
+		s.st.Repos = append(s.st.Repos, sr)
 	}
-	return g
+	return nil
 }
 
-// sweep removes what a command planted that would send git elsewhere, and
-// returns the workspace-relative paths it removed. It goes through the
-// workspace as a root, so a symbolic link a command put on the way cannot
-// make it remove anything outside.
-func (g gitGuard) sweep(log *slog.Logger) (removed []string) {
-	if len(g.planted) == 0 {
-		return nil
+// copyRepo copies a repository directory into its shadow, but for what is
+// shared and the submodules' repositories (shadows of their own).
+func (s *gitShadow) copyRepo(src, dst string, budget *int64) error {
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		return fmt.Errorf("sandbox: shadow of %s: %w", src, err)
 	}
-	root, err := os.OpenRoot(g.ws)
+	s.chown(dst)
+	ents, err := os.ReadDir(src)
 	if err != nil {
+		return fmt.Errorf("sandbox: shadow of %s: %w", src, err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if slices.Contains(gitShared, name) || name == "modules" {
+			if e.IsDir() {
+				// A mount point, or the parent of the submodules' shadows.
+				if name == "modules" {
+					if err := s.mkdirs(filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
+						return err
+					}
+				} else if err := os.Mkdir(filepath.Join(dst, name), 0o755); err != nil {
+					return err
+				} else {
+					s.chown(filepath.Join(dst, name))
+				}
+			}
+			continue
+		}
+		if err := s.copyTree(filepath.Join(src, name), filepath.Join(dst, name), budget); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mkdirs recreates the directories of src (the modules tree) in dst, empty:
+// the mount points of the submodules' shadows.
+func (s *gitShadow) mkdirs(src, dst string) error {
+	n := 0
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if n++; n > maxGitWalk || err != nil || !d.IsDir() {
+			return fs.SkipDir
+		}
+		rel, _ := filepath.Rel(src, p)
+		t := filepath.Join(dst, rel)
+		if err := os.MkdirAll(t, 0o755); err != nil {
+			return err
+		}
+		s.chown(t)
+		if fi, err := os.Lstat(filepath.Join(p, "HEAD")); err == nil && fi.Mode().IsRegular() {
+			return fs.SkipDir // a repository: shadowed on its own
+		}
+		return nil
+	})
+}
+
+// copyTree copies regular files, directories and symbolic links; other
+// files (a daemon's socket) are left out.
+func (s *gitShadow) copyTree(src, dst string, budget *int64) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == src && errors.Is(err, fs.ErrNotExist) {
+				return os.Mkdir(dst, 0o755)
+			}
+			return nil
+		}
+		rel, _ := filepath.Rel(src, p)
+		t := filepath.Join(dst, rel)
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		switch {
+		case fi.IsDir():
+			if err := os.Mkdir(t, fi.Mode().Perm()|0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return nil
+			}
+			if err := os.Symlink(target, t); err != nil {
+				return err
+			}
+		case fi.Mode().IsRegular():
+			if *budget -= fi.Size(); *budget < 0 {
+				return fmt.Errorf("sandbox: the repository %s holds more than %d MiB besides its objects: too much to shadow", src, maxShadowCopy>>20)
+			}
+			if err := copyFile(p, t, fi.Mode().Perm()); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+		s.chown(t)
+		return nil
+	})
+}
+
+func copyFile(src, dst string, perm fs.FileMode) error {
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil // gone meanwhile
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// chown gives what the container may write to the workspace's owner, when
+// corral runs as another user (root).
+func (s *gitShadow) chown(p string) {
+	if os.Getuid() == 0 && s.st.UID != 0 {
+		os.Lchown(p, s.st.UID, s.st.GID)
+	}
+}
+
+// save writes state.json atomically.
+func (s *gitShadow) save() error {
+	b, err := json.Marshal(&s.st)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.dir, "state.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("sandbox: shadow state: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(s.dir, "state.json"))
+}
+
+// readSmall reads a regular file without following a symbolic link or
+// blocking on a named pipe, up to max bytes.
+func readSmall(p string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if fi.Size() > max {
+		return nil, errors.New("too large")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if int64(len(b)) > max {
+		return nil, errors.New("too large")
+	}
+	return b, err
+}
+
+func statOf(p string) (statKey, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return statKey{}, false
+	}
+	k := statKey{Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Mode: uint32(fi.Mode())}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		k.Ino = st.Ino
+	}
+	return k, true
+}
+
+// keyOf is the sync key of a file present (or absent) alike on both sides.
+func (s *gitShadow) keyOf(host, shadow string) (syncKey, error) {
+	var k syncKey
+	hk, ok := statOf(host)
+	if !ok {
+		return syncKey{}, nil
+	}
+	b, err := readSmall(host, maxSyncFile)
+	if err != nil {
+		return syncKey{}, err
+	}
+	k.Present, k.Host, k.HostSum, k.ShadowSum = true, hk, sha256.Sum256(b), sha256.Sum256(b)
+	k.Shadow, _ = statOf(shadow)
+	return k, nil
+}
+
+// syncIn copies into the shadows what changed on the host since the last
+// sync (the user committed between two commands).
+func (s *gitShadow) syncIn() {
+	if s == nil || s.dir == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := false
+	for _, r := range s.st.Repos {
+		for _, name := range gitSynced {
+			if s.pull(r, name) {
+				changed = true
+			}
+		}
+	}
+	if changed {
+		s.save()
+	}
+}
+
+// pull copies one file from the host into the shadow if the host's changed.
+func (s *gitShadow) pull(r *shadowRepo, name string) bool {
+	base := r.Base[name]
+	host, shadow := filepath.Join(r.Host, name), filepath.Join(r.Shadow, name)
+	hk, present := statOf(host)
+	if present == base.Present && hk == base.Host {
+		return false
+	}
+	if !present {
+		os.Remove(shadow)
+		r.Base[name] = syncKey{}
+		return true
+	}
+	b, err := readSmall(host, maxSyncFile)
+	if err != nil {
+		return false
+	}
+	sum := sha256.Sum256(b)
+	if base.Present && sum == base.HostSum {
+		base.Host = hk
+		r.Base[name] = base
+		return true
+	}
+	if err := s.writeShadow(shadow, b); err != nil {
+		s.log.Warn("cannot copy a file of the repository into its shadow", "path", host, "err", err)
+		return false
+	}
+	sk, _ := statOf(shadow)
+	r.Base[name] = syncKey{Present: true, Host: hk, Shadow: sk, HostSum: sum, ShadowSum: sum}
+	return true
+}
+
+// writeShadow replaces a file of a shadow (a command may have made it a
+// directory or a link: it goes).
+func (s *gitShadow) writeShadow(p string, b []byte) error {
+	tmp := p + ".corral-tmp"
+	os.RemoveAll(tmp)
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	s.chown(tmp)
+	if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+		os.RemoveAll(p)
+	}
+	return os.Rename(tmp, p)
+}
+
+// syncOut copies back to the host, after validation, what commands changed
+// of the synced files, and returns what it refused, each as
+// "PATH (WHY)" with PATH relative to the workspace.
+func (s *gitShadow) syncOut() (refused []string) {
+	if s == nil || s.dir == "" {
 		return nil
 	}
-	defer root.Close()
-	for _, p := range g.planted {
-		if _, err := root.Lstat(p); err != nil {
-			continue
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := false
+	for _, r := range s.st.Repos {
+		for _, name := range gitSynced {
+			ch, why := s.push(r, name)
+			changed = changed || ch
+			if why != "" {
+				rel, err := filepath.Rel(s.st.Workspace, filepath.Join(r.Host, name))
+				if err != nil {
+					rel = filepath.Join(r.Host, name)
+				}
+				refused = append(refused, fmt.Sprintf("%s (%s)", filepath.ToSlash(rel), why))
+			}
 		}
-		if err := root.RemoveAll(p); err != nil {
-			log.Warn("cannot remove a file a command planted in the repository", "path", p, "err", err)
-			continue
-		}
-		log.Warn("removed a file a command planted in the repository: git on the host would have taken its config and hooks from it", "path", p)
-		removed = append(removed, p)
 	}
-	return removed
+	if changed {
+		s.save()
+	}
+	return refused
+}
+
+// push copies one file from the shadow to the host when a command changed it
+// and it is valid; why says why not, when a change was refused. A refused
+// file is put back in the shadow from the host.
+func (s *gitShadow) push(r *shadowRepo, name string) (changed bool, why string) {
+	base := r.Base[name]
+	host, shadow := filepath.Join(r.Host, name), filepath.Join(r.Shadow, name)
+	sk, present := statOf(shadow)
+	if present == base.Present && (!present || sk == base.Shadow) {
+		return false, ""
+	}
+	var b []byte
+	var sum [32]byte
+	if present {
+		var err error
+		if b, err = readSmall(shadow, maxSyncFile); err != nil {
+			why = err.Error()
+		}
+		sum = sha256.Sum256(b)
+		if why == "" && base.Present && sum == base.ShadowSum {
+			base.Shadow = sk
+			r.Base[name] = base
+			return true, ""
+		}
+	}
+	hk, hostPresent := statOf(host)
+	if hostPresent != base.Present || hostPresent && hk != base.Host {
+		if hb, err := readSmall(host, maxSyncFile); err != nil || !base.Present || sha256.Sum256(hb) != base.HostSum {
+			why = "changed on the host too; the host's is kept"
+		}
+	}
+	out := b
+	if why == "" {
+		switch {
+		case !present && name == "HEAD":
+			why = "removed"
+		case !present:
+		case name == "HEAD" || name == "ORIG_HEAD":
+			if err := checkHead(b, r.HashLen, name == "HEAD"); err != nil {
+				why = err.Error()
+			}
+		case name == "packed-refs":
+			if err := checkPackedRefs(b, r.HashLen); err != nil {
+				why = err.Error()
+			}
+		case name == "index":
+			var err error
+			if out, err = checkIndex(b, r.HashLen, r.Links); err != nil {
+				why = err.Error()
+			}
+		}
+	}
+	if why == "" {
+		var err error
+		if present {
+			err = s.writeHost(host, out)
+		} else if err = os.Remove(host); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		if err != nil {
+			why = "cannot write it: " + err.Error()
+		} else {
+			hk, _ := statOf(host)
+			r.Base[name] = syncKey{Present: present, Host: hk, Shadow: sk, HostSum: sha256.Sum256(out), ShadowSum: sum}
+			return true, ""
+		}
+	}
+	s.log.Warn("not copied to the host's repository", "path", host, "why", why)
+	s.reset(r, name)
+	return true, why
+}
+
+// reset puts a file of the shadow back to what the host has.
+func (s *gitShadow) reset(r *shadowRepo, name string) {
+	host, shadow := filepath.Join(r.Host, name), filepath.Join(r.Shadow, name)
+	b, err := readSmall(host, maxSyncFile)
+	if err != nil {
+		os.RemoveAll(shadow)
+		r.Base[name] = syncKey{}
+		return
+	}
+	if err := s.writeShadow(shadow, b); err != nil {
+		s.log.Warn("cannot copy a file of the repository into its shadow", "path", host, "err", err)
+	}
+	hk, _ := statOf(host)
+	sk, _ := statOf(shadow)
+	sum := sha256.Sum256(b)
+	r.Base[name] = syncKey{Present: true, Host: hk, Shadow: sk, HostSum: sum, ShadowSum: sum}
+}
+
+// writeHost replaces a file of the host's repository atomically, keeping its
+// mode and owner.
+func (s *gitShadow) writeHost(p string, b []byte) error {
+	mode, uid, gid := fs.FileMode(0o644), -1, -1
+	if fi, err := os.Lstat(p); err == nil {
+		mode = fi.Mode().Perm()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			uid, gid = int(st.Uid), int(st.Gid)
+		}
+	} else if os.Getuid() == 0 {
+		uid, gid = s.st.UID, s.st.GID
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".corral-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil && uid >= 0 && os.Getuid() == 0 {
+		err = f.Chown(uid, gid)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// close copies back what is left to copy and removes the shadows and the
+// directories made in the workspace; no process of the session is left to
+// write to them.
+func (s *gitShadow) close() []string {
+	if s == nil || s.dir == "" {
+		return nil
+	}
+	refused := s.syncOut()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range slices.Backward(s.st.Made) {
+		os.Remove(p) // only when empty
+	}
+	if err := os.RemoveAll(s.dir); err != nil {
+		s.log.Warn("cannot remove the repository's shadow", "dir", s.dir, "err", err)
+	}
+	s.dir = ""
+	return refused
+}
+
+// repairShadows finishes the shadows of dead sessions: what they changed is
+// copied back (validated as after every command), then they are removed. It
+// returns the workspaces repaired.
+func repairShadows(log *slog.Logger) (repaired []string, err error) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), shadowPrefix+"*"))
+	var errs []error
+	for _, dir := range dirs {
+		b, err := readSmall(filepath.Join(dir, "state.json"), 64<<20)
+		if err != nil {
+			continue // another user's, or one being made
+		}
+		s := &gitShadow{dir: dir, log: log}
+		if err := json.Unmarshal(b, &s.st); err != nil {
+			continue
+		}
+		if local, alive := ownerState(s.st.Owner); !local || alive {
+			continue
+		}
+		for _, r := range s.st.Repos {
+			if !within(dir, r.Shadow) {
+				s.st.Repos = nil // not a state this code wrote
+			}
+		}
+		if refused := s.close(); len(refused) > 0 {
+			log.Warn("a dead session's changes to the repository were not copied back", "workspace", s.st.Workspace, "files", refused)
+		}
+		if _, err := os.Lstat(dir); err == nil {
+			errs = append(errs, fmt.Errorf("sandbox: cannot remove %s", dir))
+		}
+		repaired = append(repaired, s.st.Workspace)
+	}
+	return repaired, errors.Join(errs...)
 }
 
 // gitConfigValue returns the value of section.key in the git config file, ""
 // when it is not there. It reads what git itself writes: no includes, and
-// only whole-value quotes.
+// only whole-value quotes. It reads only the host's own files.
 func gitConfigValue(file, section, key string) string {
-	// A command may have made it a named pipe: opening one must not block,
-	// and reading one is not what a config is for.
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	b, err := readSmall(file, 1<<20)
 	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > 1<<20 {
 		return ""
 	}
 	cur := ""
 	value := ""
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, "[") {

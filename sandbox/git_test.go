@@ -11,7 +11,7 @@ import (
 
 // What a command leaves in the repository for the next container's start to
 // look at — a submodule whose config is a named pipe — does not block it.
-func TestGuardGitDoesNotBlock(t *testing.T) {
+func TestShadowDoesNotBlock(t *testing.T) {
 	ws := t.TempDir()
 	mod := filepath.Join(ws, ".git", "modules", "x")
 	if err := os.MkdirAll(mod, 0o755); err != nil {
@@ -23,14 +23,21 @@ func TestGuardGitDoesNotBlock(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(mod, "config"), 0o644); err != nil {
 		t.Skip("no mkfifo:", err)
 	}
-	done := make(chan gitGuard, 1)
-	go func() { done <- guardGit(ws, slog.New(slog.DiscardHandler)) }()
-	select {
-	case g := <-done:
-		if len(g.self) != 2 {
-			t.Errorf("repositories %q, want .git and its submodule", g.self)
+	done := make(chan *gitShadow, 1)
+	go func() {
+		s, err := newGitShadow(ws, "t", os.Getuid(), os.Getgid(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Error(err)
 		}
+		done <- s
+	}()
+	select {
+	case s := <-done:
+		if s == nil || len(s.st.Repos) != 2 {
+			t.Fatalf("shadow %+v, want .git and its submodule", s)
+		}
+		s.close()
 	case <-time.After(time.Minute): // only a hang fails
-		t.Fatal("guardGit blocked on a named pipe")
+		t.Fatal("newGitShadow blocked on a named pipe")
 	}
 }

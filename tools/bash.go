@@ -3,8 +3,11 @@ package tools
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +47,9 @@ type shell struct {
 	policy    Classifier
 	logDir    string
 	removeDir bool // the log directory was made by the session and goes with it
+	// logPrefix starts the names of the session's logs (bash-TOKEN-): sessions
+	// sharing a log directory never take each other's names.
+	logPrefix string
 	seq       atomic.Int64
 
 	logMu     sync.Mutex // guards logBudget and logUsed
@@ -72,7 +78,9 @@ func (sh *shell) releaseLog(unused int64) {
 // mounts the workspace at its real path, which is the path commands see and
 // report.
 func newShell(s *Session) (*shell, error) {
-	sh := &shell{logDir: s.opts.LogDir, policy: s.opts.Policy, logBudget: logBudgetLogs * s.maxLogBytes()}
+	var token [4]byte
+	_, _ = rand.Read(token[:])
+	sh := &shell{logDir: s.opts.LogDir, policy: s.opts.Policy, logBudget: logBudgetLogs * s.maxLogBytes(), logPrefix: "bash-" + hex.EncodeToString(token[:]) + "-"}
 	if sh.policy == nil {
 		// The default policy, knowing the workspace: commands see it at the
 		// same path, so absolute paths inside it are the workspace's.
@@ -222,8 +230,17 @@ func (s *Session) maxLogBytes() int64 {
 
 // runCommand runs an allowed command and shapes its output.
 func (s *Session) runCommand(ctx context.Context, command string, timeout time.Duration, det *BashDetails) (Result, error) {
-	det.LogPath = filepath.Join(s.sh.logDir, fmt.Sprintf("bash-%d.log", s.sh.seq.Add(1)))
-	logFile, err := os.OpenFile(det.LogPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	var logFile *os.File
+	var err error
+	for range 3 {
+		// A name another process took (a file left from before) costs a
+		// number, not the call.
+		det.LogPath = filepath.Join(s.sh.logDir, fmt.Sprintf("%s%d.log", s.sh.logPrefix, s.sh.seq.Add(1)))
+		logFile, err = os.OpenFile(det.LogPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("opening the command's log: %w", err)
 	}
@@ -326,8 +343,8 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		}
 		h.WriteString("\n")
 	}
-	if len(res.Removed) > 0 {
-		fmt.Fprintf(&h, "Removed from the repository: %s. A command may not send git elsewhere for its config and hooks: git on the host would run what they name.\n", strings.Join(res.Removed, ", "))
+	if len(res.NotCopied) > 0 {
+		fmt.Fprintf(&h, "Not copied to the host's repository: %s. Commands work on a copy of the repository's state; a change git itself would not write, or a new submodule, stays out and was undone.\n", strings.Join(res.NotCopied, ", "))
 	}
 	h.WriteString("\n")
 	if body == "" {

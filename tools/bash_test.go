@@ -371,7 +371,7 @@ func TestBashLimits(t *testing.T) {
 }
 
 // A command cannot crash corral with what it prints, and what it plants in
-// the repository to send git on the host elsewhere is removed and said.
+// the repository to send git on the host elsewhere stays in its shadow.
 func TestBashHostileCommand(t *testing.T) {
 	approve := ConfirmFunc(func(context.Context, ConfirmRequest) (bool, error) { return true, nil })
 	s, ws, _ := bashSession(t, nil, func(o *Options) { o.Confirmer = approve })
@@ -383,12 +383,9 @@ func TestBashHostileCommand(t *testing.T) {
 	if _, body := splitResult(r); body != "abc … [line cut: 1 more bytes]\n\nnext" {
 		t.Errorf("body = %q", body)
 	}
-	r = bash(t, s, "echo /tmp/evil > .git/commondir", 0)
-	if h, _ := splitResult(r); !strings.Contains(h, "Removed from the repository: .git/commondir.") {
-		t.Errorf("header %q does not say .git/commondir was removed", h)
-	}
+	bash(t, s, "echo /tmp/evil > .git/commondir", 0)
 	if _, err := os.Lstat(filepath.Join(ws, ".git", "commondir")); err == nil {
-		t.Error(".git/commondir is still there")
+		t.Error(".git/commondir reached the host")
 	}
 }
 
@@ -434,5 +431,18 @@ func TestBashHugeTimeoutIsCapped(t *testing.T) {
 	}
 	if d := bashDetails(t, r); d.Timeout != time.Second || !d.TimedOut {
 		t.Errorf("timeout %v, timed out %v", d.Timeout, d.TimedOut)
+	}
+}
+
+// Two sessions sharing a log directory never take each other's log names:
+// the second one's first command once failed with "file exists".
+func TestBashSharedLogDir(t *testing.T) {
+	dir := t.TempDir()
+	s1, _, _ := bashSession(t, nil, func(o *Options) { o.LogDir = dir })
+	s2, _, _ := bashSession(t, nil, func(o *Options) { o.LogDir = dir })
+	r1, r2 := bash(t, s1, "echo one", 0), bash(t, s2, "echo two", 0)
+	d1, d2 := bashDetails(t, r1), bashDetails(t, r2)
+	if r1.IsError || r2.IsError || d1.LogPath == d2.LogPath {
+		t.Errorf("results %q and %q, logs %s and %s", r1.Content, r2.Content, d1.LogPath, d2.LogPath)
 	}
 }

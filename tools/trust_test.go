@@ -1,0 +1,174 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// plantGit is a hostile script's way to make git on the host run a program:
+// every redirection point git reads from a repository, each aimed at a
+// repository of the script's own (evilgit) whose config runs the marker.
+// The script takes the marker command and the name of a file to create once
+// everything is planted; with a third argument it keeps planting.
+const plantGit = `import os, subprocess, sys, time
+marker, done = sys.argv[1], sys.argv[2]
+loop = len(sys.argv) > 3
+def w(p, s, mode="w"):
+    d = os.path.dirname(p)
+    if d:
+        os.makedirs(d, exist_ok=True)
+    try:
+        with open(p, mode) as f:
+            f.write(s)
+    except OSError as e:
+        print("cannot write", p, e)
+evil = "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"%s\"\n\thooksPath = /nonexistent\n" % marker
+def plant():
+    head = subprocess.run(["git", "-c", "core.fsmonitor=", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if head:
+        subprocess.run(["git", "-c", "core.fsmonitor=", "update-index", "--add", "--cacheinfo", "160000,%s,sub" % head], capture_output=True)
+    for d in ("evilgit/objects", "evilgit/refs/heads"):
+        os.makedirs(d, exist_ok=True)
+    w("evilgit/HEAD", "ref: refs/heads/main\n")
+    w("evilgit/config", evil)
+    w("evil.cfg", evil)
+    w(".git/commondir", "../evilgit\n")
+    w(".git/config.worktree", evil)
+    w(".git/config", "[extensions]\n\tworktreeConfig = true\n[include]\n\tpath = ../evil.cfg\n[core]\n\tfsmonitor = \"%s\"\n" % marker, "a")
+    w(".git/objects/info/alternates", os.getcwd() + "/evilgit/objects\n")
+    w(".git/info/attributes", "* filter=evil\n")
+    w("sub/.git", "gitdir: ../evilgit\n")
+plant()
+w(done, "")
+end = time.time() + 60
+while time.time() < end and (loop or not os.path.exists(done + ".go")):
+    time.sleep(0.1)
+    if loop:
+        plant()
+`
+
+// hostGitQuiet runs git on the host as a user or an IDE would, and returns
+// its output; errors do not matter, only what it runs.
+func hostGitQuiet(dir string, args ...string) string {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+// marks returns the names of the files the marker program made.
+func marks(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// Class 1 of the trust boundary: whatever a command writes, at no instant
+// does git on the host run a program the command chose — not while the
+// command runs, not between commands while a background process keeps
+// planting, not after the session closed. The hostile steps are in a script
+// the policy cannot see, written with the write tool and run through bash.
+func TestTrustGitRedirection(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on the host")
+	}
+	approve := ConfirmFunc(func(context.Context, ConfirmRequest) (bool, error) { return true, nil })
+	s, ws, _, box := bashSessionBox(t, map[string]string{"a.txt": "a\n"}, func(o *Options) { o.Confirmer = approve })
+	for _, args := range [][]string{{"init", "-q"}, {"add", "a.txt"}, {"-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "-m", "init"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = ws
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	markDir := t.TempDir() // on the host only: the marker program runs there or nowhere
+	marker := fmt.Sprintf("touch %s/$$; false", markDir)
+	mustOK(t, s, "write", m{"path": "x.py", "content": plantGit})
+	mustOK(t, s, "write", m{"path": "x.sh", "content": fmt.Sprintf("exec python3 x.py '%s' bg-planted loop\n", marker)})
+	hostChecks := func(when string) {
+		t.Helper()
+		for range 3 {
+			hostGitQuiet(ws, "status")
+			hostGitQuiet(ws, "diff")
+			hostGitQuiet(ws, "log", "-1")
+		}
+		if got := marks(markDir); len(got) > 0 {
+			t.Errorf("%s: git on the host ran the command's program (%d times)", when, len(got))
+			for _, p := range []string{".git/commondir", ".git/config.worktree", ".git/objects/info/alternates", ".git/info/attributes"} {
+				if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+					t.Logf("%s is on the host", p)
+				}
+			}
+			for _, f := range got {
+				os.Remove(filepath.Join(markDir, f))
+			}
+		}
+	}
+
+	// During a command.
+	done := make(chan Result, 1)
+	go func() {
+		done <- bash(t, s, fmt.Sprintf("python3 x.py '%s' planted", marker), 120)
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(filepath.Join(ws, "planted")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the script did not plant")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	hostChecks("during the command")
+	os.WriteFile(filepath.Join(ws, "planted.go"), nil, 0o644)
+	r := <-done
+	if h, _ := splitResult(r); !strings.Contains(h, "Not copied to the host's repository: .git/index (it adds a submodule at sub)") {
+		t.Errorf("the header does not say the index was not copied: %q", r.Content)
+	}
+	hostChecks("after the command")
+	if out := hostGitQuiet(ws, "ls-files", "-s", "sub"); out != "" {
+		t.Errorf("the host's index has the command's submodule: %q", out)
+	}
+
+	// Between commands, from a background process.
+	bash(t, s, "nohup bash x.sh >/dev/null 2>&1 &", 0)
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(filepath.Join(ws, "bg-planted")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the background script did not plant")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	hostChecks("between commands")
+	bash(t, s, "true", 0)
+	hostChecks("after the next command")
+
+	// Ordinary git keeps working inside, and reaches the host.
+	r = bash(t, s, "pkill -f x.py; rm -f .git/commondir .git/config.worktree .git/objects/info/alternates .git/info/attributes sub/.git && git config --unset-all core.fsmonitor; git config --unset extensions.worktreeConfig; git config --unset include.path; git rm -q --cached sub; echo b > b.txt && git add b.txt && git commit -q -m b && git checkout -q -b topic && echo c >> a.txt && git stash -q && git stash list | wc -l", 0)
+	if _, body := splitResult(r); !strings.HasSuffix(body, "1") {
+		t.Errorf("git inside: %q", r.Content)
+	}
+	if got := strings.TrimSpace(hostGitQuiet(ws, "log", "--format=%s", "-1", "topic")); got != "b" {
+		t.Errorf("the host's branch topic: %q", got)
+	}
+	if got := strings.TrimSpace(hostGitQuiet(ws, "rev-parse", "--abbrev-ref", "HEAD")); got != "topic" {
+		t.Errorf("the host's HEAD: %q", got)
+	}
+	if err := box.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hostChecks("after close")
+}
