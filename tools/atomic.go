@@ -131,6 +131,8 @@ func stillAsLoaded(ctx context.Context, dir *os.Root, name string, old fs.FileIn
 		return errChangedMeanwhile
 	case sigOf(cur) == sigOf(old):
 		return nil
+	case h.large != statSig{}:
+		return errChangedMeanwhile // its signature is its content
 	}
 	f, err := dir.OpenFile(name, os.O_RDONLY|openNonblock, 0)
 	if err != nil {

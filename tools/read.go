@@ -58,6 +58,9 @@ type ReadDetails struct {
 	FirstLine int `json:"first_line,omitempty"`
 	LastLine  int `json:"last_line,omitempty"`
 	Total     int `json:"total"`
+	// TotalUnknown is set when the file is too large (over 64 MB) to be
+	// read to its end for a count: Total is then 0.
+	TotalUnknown bool `json:"total_unknown,omitempty"`
 	// NextOffset is the offset that continues the read; 0 when all was shown.
 	NextOffset int `json:"next_offset,omitempty"`
 	// CutLines counts shown lines cut at 2000 characters.
@@ -131,10 +134,18 @@ func fileKind(fi fs.FileInfo) string {
 
 // readFile streams f: it shows the requested lines, then reads on to the end
 // only to count the lines and hash the content, holding at most one buffer and
-// one cut line. record says to note the hash in the read-state.
+// one cut line. record says to note the hash in the read-state. A file over
+// maxHashBytes is read only as far as the lines shown: its line count is
+// not known and its stat signature is its staleness key, so that the first
+// lines of a file of any size (a sparse terabyte) cost what they show.
 func (s *Session) readFile(ctx context.Context, f *os.File, fi fs.FileInfo, t target, p ReadParams, record bool) (Result, error) {
 	h := newHasher()
-	br := bufio.NewReaderSize(io.TeeReader(f, h), readBufferBytes)
+	large := fi.Size() > maxHashBytes
+	var src io.Reader = io.TeeReader(f, h)
+	if large {
+		src = f
+	}
+	br := bufio.NewReaderSize(src, readBufferBytes)
 	head, err := br.Peek(sniffBytes)
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 		return resultOf(pathError(t.display, err))
@@ -215,7 +226,9 @@ func (s *Session) readFile(ctx context.Context, f *os.File, fi fs.FileInfo, t ta
 			}
 		}
 	}
-	if drain {
+	if drain && large {
+		det.TotalUnknown = true
+	} else if drain {
 		nl, last, err := countRest(ctx, br)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -230,7 +243,11 @@ func (s *Session) readFile(ctx context.Context, f *os.File, fi fs.FileInfo, t ta
 	}
 	det.Total = lines
 	if record {
-		s.state.recordRead(t.key, t.display, h.sum(), sigOf(fi))
+		key := h.sum()
+		if large {
+			key = largeKey(fi)
+		}
+		s.state.recordRead(t.key, t.display, key, sigOf(fi))
 		s.watch.add(t.dir())
 	}
 
@@ -240,7 +257,7 @@ func (s *Session) readFile(ctx context.Context, f *os.File, fi fs.FileInfo, t ta
 	case offset > lines:
 		return errorResult("offset %d is past the end of %s, which has %d line%s. Use an offset from 1 to %d.", offset, t.display, lines, plural(lines), lines), nil
 	}
-	if !capped && det.LastLine < lines {
+	if !capped && (det.LastLine < lines || det.TotalUnknown) {
 		det.NextOffset = det.LastLine + 1
 	}
 	var notes []string
@@ -252,7 +269,11 @@ func (s *Session) readFile(ctx context.Context, f *os.File, fi fs.FileInfo, t ta
 		if capped {
 			limitNote = fmt.Sprintf(" (the %d KB output limit)", readMaxBytes>>10)
 		}
-		notes = append(notes, fmt.Sprintf("[Showing lines %d-%d of %d%s. Use offset=%d to continue.]", det.FirstLine, det.LastLine, lines, limitNote, det.NextOffset))
+		if det.TotalUnknown {
+			notes = append(notes, fmt.Sprintf("[Showing lines %d-%d of a %s file, too large to count its lines%s. Use offset=%d to continue.]", det.FirstLine, det.LastLine, byteSize(fi.Size()), limitNote, det.NextOffset))
+		} else {
+			notes = append(notes, fmt.Sprintf("[Showing lines %d-%d of %d%s. Use offset=%d to continue.]", det.FirstLine, det.LastLine, lines, limitNote, det.NextOffset))
+		}
 	}
 	content := strings.TrimSuffix(out.String(), "\n")
 	if len(notes) > 0 {

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func numbered(from, to int) string {
@@ -158,4 +160,52 @@ func TestReadBashLog(t *testing.T) {
 	}
 	mustFail(t, s, "edit", m{"path": log, "oldText": "out", "newText": "x"}, "outside the workspace")
 	mustFail(t, s, "read", m{"path": filepath.Join(s.LogDir(), "..", "x")}, "outside the workspace")
+}
+
+// procReadBytes is what this process has read through read(2) so far.
+func procReadBytes(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skip("no /proc/self/io:", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "rchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	t.Skip("no rchar in /proc/self/io")
+	return 0
+}
+
+// The first lines of a sparse terabyte cost what they show: read does not
+// read on to count or hash it (its stat signature is its staleness key), and
+// write over it compares that signature.
+func TestReadSparseTerabyte(t *testing.T) {
+	s, ws := newTestSession(t, nil)
+	p := sparseHuge(t, ws, 1<<40)
+	before := procReadBytes(t)
+	r := mustOK(t, s, "read", m{"path": "huge.log"})
+	if got := procReadBytes(t) - before; got > 64<<20 {
+		t.Errorf("read read %d MB of the file", got>>20)
+	}
+	if !strings.HasSuffix(r.Content, "[Showing lines 1-2000 of a 1099.5 GB file, too large to count its lines. Use offset=2001 to continue.]") {
+		t.Errorf("read: %s", clip(r.Content))
+	}
+	if r := call(t, s, "edit", m{"path": "huge.log", "oldText": "00001 log", "newText": "x"}); !r.IsError || !strings.Contains(r.Content, "more than the 64.0 MB that edit and write change in memory") {
+		t.Errorf("edit: %s", r.Content)
+	}
+	// Changed by someone else: its signature changes, and write refuses.
+	if err := os.Chtimes(p, time.Now(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, s, "write", m{"path": "huge.log", "content": "small\n"}); !r.IsError || !strings.Contains(r.Content, "changed since this session last read it") {
+		t.Errorf("write over a changed file: %s", r.Content)
+	}
+	mustOK(t, s, "read", m{"path": "huge.log"})
+	before = procReadBytes(t)
+	mustOK(t, s, "write", m{"path": "huge.log", "content": "small\n"})
+	if got := procReadBytes(t) - before; got > 64<<20 {
+		t.Errorf("write read %d MB of the old file", got>>20)
+	}
 }

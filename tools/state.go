@@ -15,10 +15,23 @@ import (
 // and an accidental collision of 64 bits plus an equal size is negligible.
 var hashSeed = maphash.MakeSeed()
 
-// contentHash identifies a file's content.
+// contentHash identifies a file's content. A file over maxHashBytes is not
+// hashed: its stat signature (device, inode, size, modification time in
+// nanoseconds) stands for its content, in large.
 type contentHash struct {
-	sum  uint64
-	size int64
+	sum   uint64
+	size  int64
+	large statSig
+}
+
+// maxHashBytes is the largest file whose content is hashed for staleness;
+// edit refuses larger files anyway (maxEditBytes), and write over one
+// compares its stat signature.
+const maxHashBytes = maxEditBytes
+
+// largeKey is the staleness key of a file over maxHashBytes.
+func largeKey(fi fs.FileInfo) contentHash {
+	return contentHash{size: fi.Size(), large: sigOf(fi)}
 }
 
 // hasher computes a contentHash while the content streams through it.

@@ -165,8 +165,9 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 	return Result{Content: b.String(), Details: det}, nil
 }
 
-// current returns the content hash of the existing file t, and its content when
-// it is small enough to diff (nil otherwise).
+// current returns the staleness key of the existing file t (its content hash;
+// its stat signature when it is over maxHashBytes), and its content when it
+// is small enough to diff (nil otherwise).
 func (d parentDir) current(ctx context.Context, t target) ([]byte, fs.FileInfo, contentHash, error) {
 	b, fi, err := d.load(t)
 	if err == nil {
@@ -175,7 +176,7 @@ func (d parentDir) current(ctx context.Context, t target) ([]byte, fs.FileInfo, 
 	if !errors.Is(err, errTooLarge) {
 		return nil, nil, contentHash{}, err
 	}
-	// Too large to hold in memory: hash it as it streams.
+	// Too large to hold in memory.
 	f, err := d.root.OpenFile(t.name(), os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		return nil, nil, contentHash{}, pathError(t.display, err)
@@ -188,11 +189,9 @@ func (d parentDir) current(ctx context.Context, t target) ([]byte, fs.FileInfo, 
 		// Swapped meanwhile: a named pipe would block the read.
 		return nil, nil, contentHash{}, userErrorf("%s is %s, not a regular file; write writes files.", t.display, fileKind(fi))
 	}
-	h, err := hashReader(ctx, f)
-	if err != nil {
-		return nil, nil, contentHash{}, err
-	}
-	return nil, fi, h, nil
+	// Too large to hash in a call's time: its stat signature stands for
+	// its content, as when read recorded it.
+	return nil, fi, largeKey(fi), nil
 }
 
 // keepShape gives data the old file's CRLF line endings and byte-order mark
