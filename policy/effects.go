@@ -179,6 +179,9 @@ func advice(o op, c pathClass) string {
 // does it, e.g. "rm -rf /" or "tee".
 func (w *walker) pathOp(o op, a field, actor, rule string, structural bool) Decision {
 	info := w.classifyPath(a)
+	if o != opRead && o != opCopy && info.class != pcHarmless {
+		w.changes = true
+	}
 	d := pathDecision(o, info.class)
 	if info.class == pcSecret && o == opMeta && strings.HasPrefix(info.canon, "/") {
 		d = Deny // the system's credentials (chmod 777 /etc/shadow)

@@ -90,4 +90,34 @@ type Verdict struct {
 	// Part is the part of the command the decision concerns (a simple command,
 	// a redirection, a substitution), as written in the input.
 	Part string `json:"part,omitempty"`
+	// Programs lists every program the command runs, as resolved (wrappers
+	// unwrapped: sudo rm -rf x lists sudo, then rm), in the order bash would
+	// start them, each with its own decision. Shell builtins and functions
+	// the command calls are listed too. Empty in the steps of an Explanation.
+	Programs []Invocation `json:"programs,omitempty"`
+	// ReadOnly is true only when the policy is sure nothing the command runs
+	// changes files or state beyond its output (and the shell's own state:
+	// variables, the working directory). A command the analysis cannot follow
+	// entirely is never read-only.
+	ReadOnly bool `json:"read_only"`
+}
+
+// Invocation is one program a command runs, as the policy resolved it.
+type Invocation struct {
+	// Program is the program's name, or its path when the command gave one
+	// (./build.sh, /usr/bin/rm). When the name is computed at run time it is
+	// the word as written ("$cmd").
+	Program string `json:"program"`
+	// Args are the arguments after the program's name, as bash would pass
+	// them; a part the policy cannot know is shown as written.
+	Args []string `json:"args"`
+	// Literal says every word was resolved statically: no expansion whose
+	// value is unknown, no glob bash would expand to file names.
+	Literal bool `json:"literal"`
+	// Decision is the strictest finding about this program's own call (the
+	// programs it runs have their own Invocation).
+	Decision Decision `json:"decision"`
+	// Rule and Reason are those of the finding that decided.
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }

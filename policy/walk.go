@@ -126,6 +126,21 @@ type walker struct {
 	lastArgv  []field                 // and its argv, for the data it produces
 	parsed    map[string]parsedScript // nested scripts parsed
 	produced  map[*syntax.Stmt]data
+
+	// invs are the programs run, one for each call of command, in order:
+	// invs[id-1] belongs to the call with that id.
+	invs []invocation
+	// changes is set when the command is seen to change a file (a
+	// redirection or a program writing to a path other than /dev/null).
+	changes bool
+}
+
+// invocation is an Invocation being built, with what the program's own
+// default says when no finding of its call was kept.
+type invocation struct {
+	Invocation
+	rule, reason string
+	readOnly     bool // the program changes nothing beyond its output
 }
 
 func (w *walker) add(d Decision, rule, reason, part string) { w.addOwned(w.cur, d, rule, reason, part) }
@@ -1021,6 +1036,7 @@ func (w *walker) command(c *call) {
 	}
 	w.ids++
 	c.id = w.ids
+	w.invs = append(w.invs, newInvocation(c.argv))
 	saved := w.cur
 	w.cur = c.id
 	w.nest++
@@ -1109,6 +1125,8 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		}
 	}
 	c.name = name
+	inv := w.invOf(c)
+	inv.Program = prog
 
 	allow := w.userRules(c, prog, trusted)
 	if isMiner(name) {
@@ -1131,11 +1149,13 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 			w.dropAllows(mark)
 		}
 	case w.funcs[name] && !quoted:
+		inv.rule, inv.reason, inv.readOnly = "default:shell-function", "a function defined in this command", true
 		w.add(Allow, "shell-function", name+" is a function defined in this command; its body was checked where it was defined", c.part)
 		w.callFunc(c, name)
 	case w.aliases[name] != "" && !quoted && !w.expanding[name]:
 		// bash does not expand an alias inside its own expansion.
 		v := w.aliases[name]
+		inv.rule, inv.reason, inv.readOnly = "default:alias", "an alias defined in this command", true
 		w.add(Allow, "alias", name+" is an alias defined in this command, for "+v+"; the expanded command is checked", c.part)
 		if w.expanding == nil {
 			w.expanding = map[string]bool{}
@@ -1144,6 +1164,10 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		w.script(v+" "+quoteArgs(c.args()), c.part)
 		delete(w.expanding, name)
 	case known:
+		inv.rule, inv.reason, inv.readOnly = "default:"+p.rule, p.reason, readOnlyCall(name, c.args())
+		if strings.Contains(inv.reason, "%s") {
+			inv.reason = fmt.Sprintf(inv.reason, name)
+		}
 		if p.check != nil {
 			p.check(w, c)
 		}
@@ -1157,6 +1181,7 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 			w.add(p.decision, p.rule, reason, c.part)
 		}
 	default:
+		inv.rule, inv.reason = "default:unknown-program", name+" is not a program the policy knows"
 		if w.e.unknown == Allow && w.allowsFull() {
 			w.allows++
 		} else {
@@ -1446,10 +1471,74 @@ func (r *Rule) allowReason() string {
 	return fmt.Sprintf("allowed by the user's rule %q", r.Pattern)
 }
 
+// newInvocation starts the Invocation of a call with its words.
+func newInvocation(argv []field) invocation {
+	inv := invocation{Invocation: Invocation{Program: argv[0].show(), Args: make([]string, 0, len(argv)-1), Literal: true}}
+	for i, a := range argv {
+		if !a.known() || a.glob {
+			inv.Literal = false
+		}
+		if i > 0 {
+			if a.known() {
+				inv.Args = append(inv.Args, a.s)
+			} else {
+				inv.Args = append(inv.Args, a.show())
+			}
+		}
+	}
+	return inv
+}
+
+// invOf returns the invocation of a call.
+func (w *walker) invOf(c *call) *invocation {
+	if c.id < 1 || c.id > len(w.invs) {
+		return &invocation{} // not recorded: a call not made through command
+	}
+	return &w.invs[c.id-1]
+}
+
+// programs gives each invocation its own decision, from the findings its call
+// owns, and reports whether the whole command is surely read-only.
+func (w *walker) programs() ([]Invocation, bool) {
+	readOnly := !w.halted && !w.changes
+	decided := make([]bool, len(w.invs))
+	for _, s := range w.steps {
+		if s.owner == 0 {
+			if s.Decision > Allow {
+				readOnly = false // something the analysis could not follow
+			}
+			continue
+		}
+		if s.owner < 0 || s.owner > len(w.invs) {
+			continue
+		}
+		inv := &w.invs[s.owner-1]
+		if !decided[s.owner-1] || s.Decision > inv.Decision {
+			decided[s.owner-1] = true
+			inv.Decision, inv.Rule, inv.Reason = s.Decision, s.Rule, s.Reason
+		}
+	}
+	if len(w.invs) == 0 {
+		return nil, readOnly
+	}
+	out := make([]Invocation, len(w.invs))
+	for i := range w.invs {
+		inv := &w.invs[i]
+		if !decided[i] {
+			inv.Rule, inv.Reason = inv.rule, inv.reason
+		}
+		if !inv.readOnly {
+			readOnly = false
+		}
+		out[i] = inv.Invocation
+	}
+	return out, readOnly
+}
+
 // result folds the findings into one verdict: the strictest wins, the first of
 // equals.
-func (w *walker) result() Explanation {
-	var ex Explanation
+func (w *walker) result() (ex Explanation) {
+	defer func() { ex.Programs, ex.ReadOnly = w.programs() }()
 	best := -1
 	for i, s := range w.steps {
 		if best < 0 || s.Decision > w.steps[best].Decision {
