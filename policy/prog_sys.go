@@ -304,7 +304,7 @@ func registerSys() {
 	reg("open xdg-open gio gnome-open kde-open sensible-browser x-www-browser www-browser firefox chromium chromium-browser google-chrome start explorer.exe", program{decision: Confirm, rule: "open", reason: "%s opens a file, URL or program outside the terminal; approval is needed", exempt: true})
 	reg("osascript", program{decision: Confirm, rule: "inline-code", reason: "osascript runs AppleScript, which can control other applications; approval is needed", check: checkInterpreter})
 	// AI agents: another agent's actions are invisible to this policy.
-	reg("claude gemini codex aider cursor-agent opencode amp goose qwen crush cline continue plandex gptme interpreter llm sgpt q kiro", program{decision: Confirm, rule: "agent", reason: "%s starts another AI agent, whose actions this policy does not see; approval is needed", check: checkAgent})
+	reg("claude gemini codex aider cursor-agent opencode amp goose qwen crush cline plandex gptme interpreter llm sgpt q kiro", program{decision: Confirm, rule: "agent", reason: "%s starts another AI agent, whose actions this policy does not see; approval is needed", check: checkAgent})
 }
 
 var minerNames = []string{"xmrig", "xmr-stak", "cpuminer", "minerd", "ethminer", "nbminer", "t-rex",

@@ -285,6 +285,9 @@ func (w *walker) splitString(f field) []field {
 
 func registerWrap() {
 	for name := range wrapperSpecs {
+		if name == "ssh-agent" {
+			continue // it needs approval itself: registered in registerSys
+		}
 		reg(name, program{decision: Allow, rule: "wrapper", reason: "%s runs the command after it; that command is checked", check: checkWrapper})
 	}
 	reg("env", program{decision: Allow, rule: "wrapper", reason: "env prints the environment or runs a command with changed variables", check: checkEnv, exempt: true})
@@ -292,6 +295,9 @@ func registerWrap() {
 		reg(name, program{decision: Allow, rule: "shell", reason: "%s runs a script; its commands are checked", check: checkShell})
 	}
 	for name := range interpreters {
+		if name == "osascript" {
+			continue // it needs approval itself: registered in registerSys
+		}
 		reg(name, program{decision: Allow, rule: "interpreter", reason: "%s runs a program from a file in the workspace", check: checkInterpreter})
 	}
 	reg("eval", program{decision: Allow, rule: "eval", reason: "eval runs its arguments as a command; that command is checked", check: checkEval, exempt: true})

@@ -155,3 +155,23 @@ func TestVerdictProgramsJSON(t *testing.T) {
 		t.Errorf("programs[0] = %v, want %v", progs[0], want)
 	}
 }
+
+// TestRegisterTwice checks that registering a program twice is an error at
+// start-up (reg panics in init, so every test of the package would fail).
+func TestRegisterTwice(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("registering ls twice did not panic")
+		}
+	}()
+	reg("ls", pRead)
+}
+
+// TestBuiltinContinue checks the bash builtin continue is not taken for a
+// program of the same name.
+func TestBuiltinContinue(t *testing.T) {
+	v := Classify(`for f in *.go; do [ -s "$f" ] || continue; wc -l "$f"; done`)
+	if v.Decision != Allow {
+		t.Errorf("got %s by %s: %s", v.Decision, v.Rule, v.Reason)
+	}
+}
