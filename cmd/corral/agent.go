@@ -1,7 +1,6 @@
 package main
 
 import (
-	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -18,8 +17,7 @@ func newAgentCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			return agent.Run(cmd.Context(), os.Stdin, os.Stdout, log)
+			return agent.Run(cmd.Context(), os.Stdin, os.Stdout, logger(cmd))
 		},
 	}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 )
 
 func newRootCmd() *cobra.Command {
+	var logs logFlags
 	root := &cobra.Command{
 		Use:   "corral",
 		Short: "Sandboxed read, edit, write and bash tools for AI coding agents",
@@ -16,7 +19,16 @@ read; writes are atomic; a policy engine allows, confirms or denies each command
 		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			log, err := logs.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			cmd.SetContext(context.WithValue(cmd.Context(), loggerKey{}, log))
+			return nil
+		},
 	}
+	logs.register(root.PersistentFlags())
 	root.AddCommand(
 		newRunCmd(),
 		newCheckCmd(),

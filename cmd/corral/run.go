@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -49,13 +50,15 @@ and stop.`,
 				defer file.Close()
 				in = file
 			}
-			f.stderr = cmd.ErrOrStderr()
-			s, closeSession, err := f.openSession(cmd.Context())
+			h, closeHost, err := f.host(cmd.ErrOrStderr(), logger(cmd))
 			if err != nil {
 				return err
 			}
-			err = runLines(cmd.Context(), s, in, cmd.OutOrStdout())
-			if cerr := errors.Join(closeSession(), f.closeEvents()); cerr != nil {
+			s, err := h.Open(cmd.Context(), corral.SessionOptions{})
+			if err == nil {
+				err = runLines(cmd.Context(), s.Session, in, cmd.OutOrStdout())
+			}
+			if cerr := closeHost(); cerr != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "corral: closing the session:", cerr)
 			}
 			if errors.Is(err, context.Canceled) {

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -15,8 +15,8 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/pflag"
 
-	"github.com/corralhq/corral/images"
-	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -34,12 +34,6 @@ type sessionFlags struct {
 	maxBashTimeout time.Duration
 	logDir         string
 	maxLog         string
-	// stderr receives progress a person may want to see (an image build).
-	stderr io.Writer
-
-	eventsOnce sync.Once // opens eventsFile
-	eventsFile *os.File
-	eventsErr  error
 }
 
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
@@ -96,100 +90,60 @@ func (f *sessionFlags) options() (tools.Options, error) {
 	return o, nil
 }
 
-// openSession opens a tools session from the flags. close releases everything it
-// opened: the session, the sandbox container and the events file.
-// Each of adjust may change the options before the session opens.
-func (f *sessionFlags) openSession(ctx context.Context, adjust ...func(*tools.Options)) (s *tools.Session, close func() error, err error) {
+// config turns the flags into the configuration of corral's sessions. progress
+// receives the build of the default image when it is missing.
+func (f *sessionFlags) config(progress io.Writer) (corral.Config, error) {
 	opts, err := f.options()
 	if err != nil {
-		return nil, nil, err
+		return corral.Config{}, err
 	}
-	cfg, err := f.sandbox.config()
+	box, err := f.sandbox.config()
 	if err != nil {
-		return nil, nil, err
+		return corral.Config{}, err
 	}
-	opts.Workspace = cfg.Workspace
-	if opts.Policy, err = f.policy.engineIn(cfg.Workspace); err != nil {
-		return nil, nil, err
-	}
-	var undo []func() error
-	closeAll := func() error {
-		var errs []error
-		for i := len(undo) - 1; i >= 0; i-- {
-			errs = append(errs, undo[i]())
-		}
-		return errors.Join(errs...)
-	}
-	// The full logs of bash commands live outside the workspace, mounted read-only
-	// into the sandbox at the same path: the model can read or grep them with
-	// either tool, and they never show up in the user's repository.
-	if opts.LogDir == "" {
-		dir, err := os.MkdirTemp("", "corral-logs-")
-		if err != nil {
-			return nil, nil, fmt.Errorf("making the bash log directory: %w", err)
-		}
-		opts.LogDir = dir
-		undo = append(undo, func() error { return os.RemoveAll(dir) })
-	} else if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("--log-dir: %w", err)
-	}
-	if opts.LogDir, err = filepath.Abs(opts.LogDir); err != nil {
-		return nil, nil, fmt.Errorf("--log-dir: %w", err)
-	}
-	cfg.ReadOnlyMounts = append(cfg.ReadOnlyMounts, opts.LogDir)
-	box, err := sandbox.New(cfg)
-	if err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	undo = append(undo, func() error {
-		// Remove the container even when ctx was cancelled by a signal.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		return box.Close(ctx)
-	})
-	opts.Sandbox = &imageBuilder{box: box, stderr: f.stderr}
-	if opts.Events, err = f.eventSink(); err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	for _, a := range adjust {
-		a(&opts)
-	}
-	s, err = tools.NewSession(ctx, opts)
-	if err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	undo = append(undo, s.Close)
-	return s, closeAll, nil
+	return corral.Config{
+		Workspace:     box.Workspace,
+		Sandbox:       box,
+		Tools:         opts,
+		Policy:        policy.Options{Strict: f.policy.strict},
+		PolicyFile:    f.policy.file,
+		ImageProgress: progress,
+	}, nil
 }
 
-// eventSink opens the --events file once: every session of the process (one
-// per MCP client) writes to it. Each event is one write of one line, so a UI
-// tailing the file sees it at once. Nil when --events is not given.
-func (f *sessionFlags) eventSink() (tools.EventSink, error) {
+// openEvents opens the --events file: every session of the process (one per
+// MCP client) writes to it. Each event is one write of one line, so a UI
+// tailing the file sees it at once. Nil when --events is not given; close
+// closes the file, after the sessions that wrote to it.
+func (f *sessionFlags) openEvents() (sink tools.EventSink, close func() error, err error) {
 	if f.events == "" {
-		return nil, nil
+		return nil, func() error { return nil }, nil
 	}
-	f.eventsOnce.Do(func() {
-		f.eventsFile, f.eventsErr = os.Create(f.events)
-		if f.eventsErr != nil {
-			f.eventsErr = fmt.Errorf("--events: %w", f.eventsErr)
-		}
-	})
-	if f.eventsErr != nil {
-		return nil, f.eventsErr
+	file, err := os.Create(f.events)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--events: %w", err)
 	}
-	return tools.JSONLines(f.eventsFile), nil
+	return tools.JSONLines(file), file.Close, nil
 }
 
-// closeEvents closes the --events file, after the sessions that wrote to it.
-func (f *sessionFlags) closeEvents() error {
-	if f.eventsFile == nil {
-		return nil
+// host builds the corral host of the flags, with its events file; close closes
+// the host's sessions, then the file.
+func (f *sessionFlags) host(progress io.Writer, log *slog.Logger) (h *corral.Host, close func() error, err error) {
+	cfg, err := f.config(progress)
+	if err != nil {
+		return nil, nil, err
 	}
-	return f.eventsFile.Close()
+	cfg.Logger = log
+	events, closeEvents, err := f.openEvents()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Events = events
+	if h, err = corral.New(cfg); err != nil {
+		closeEvents()
+		return nil, nil, err
+	}
+	return h, func() error { return errors.Join(h.Close(), closeEvents()) }, nil
 }
 
 // ttyConfirmer asks on the controlling terminal, which stays free when stdin
@@ -225,40 +179,4 @@ func askYesNo(ctx context.Context, r io.Reader, w io.Writer, req tools.ConfirmRe
 		fmt.Fprintln(w)
 		return false, ctx.Err()
 	}
-}
-
-// imageBuilder runs commands in the sandbox and, when the default image is
-// missing, builds it once with progress on stderr instead of failing.
-type imageBuilder struct {
-	box    *sandbox.Container
-	stderr io.Writer
-
-	mu    sync.Mutex // serialises builds
-	built bool
-}
-
-func (b *imageBuilder) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	res, err := b.box.Exec(ctx, req)
-	var missing *sandbox.ImageNotFoundError
-	if !errors.As(err, &missing) || missing.Image != images.Default || b.stderr == nil {
-		return res, err
-	}
-	if err := b.build(ctx); err != nil {
-		return res, err
-	}
-	return b.box.Exec(ctx, req)
-}
-
-func (b *imageBuilder) build(ctx context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.built {
-		return nil
-	}
-	fmt.Fprintf(b.stderr, "corral: the sandbox image %s is missing: building it (once; `corral image build` does the same)\n", images.Default)
-	if err := images.Build(ctx, images.BuildOptions{Name: images.Default, Stdout: b.stderr, Stderr: b.stderr}); err != nil {
-		return fmt.Errorf("building the sandbox image %s: %w", images.Default, err)
-	}
-	b.built = true
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/corralhq/corral/images"
+	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -29,18 +30,19 @@ The terminal is passed through raw, window size changes included; Ctrl-C and
 Ctrl-D go to the shell. The container is removed when the shell exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runShell(cmd.Context(), &f, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runShell(cmd.Context(), &f, logger(cmd), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f.register(cmd.Flags())
 	return cmd
 }
 
-func runShell(ctx context.Context, f *sandboxFlags, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+func runShell(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	cfg, err := f.config()
 	if err != nil {
 		return err
 	}
+	cfg.Logger = log
 	box, err := sandbox.New(cfg)
 	if err != nil {
 		return err
@@ -51,18 +53,8 @@ func runShell(ctx context.Context, f *sandboxFlags, stdin io.Reader, stdout, std
 		defer cancel()
 		err = errors.Join(err, box.Close(cctx))
 	}()
-	if err := box.Start(ctx); err != nil {
-		var missing *sandbox.ImageNotFoundError
-		if !errors.As(err, &missing) || missing.Image != images.Default {
-			return err
-		}
-		b := &imageBuilder{box: box, stderr: stderr}
-		if err := b.build(ctx); err != nil {
-			return err
-		}
-		if err := box.Start(ctx); err != nil {
-			return err
-		}
+	if err := corral.StartSandbox(ctx, box, stderr); err != nil {
+		return err
 	}
 
 	var resize chan sandbox.WindowSize

@@ -1,6 +1,9 @@
 package main
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"strings"
+)
 
 // buildVersion is the module version corral was built at, or "devel".
 func buildVersion() string {
@@ -8,4 +11,9 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "devel"
+}
+
+// version is corral's version, from the build information.
+func version() string {
+	return strings.TrimPrefix(buildVersion(), "v")
 }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/tools"
 )
@@ -51,18 +52,14 @@ func run() error {
 		return err
 	}
 
-	// The library in four steps: a sandbox, a session that uses it, calls, Close.
-	box, err := sandbox.New(sandbox.Config{Workspace: ws, Image: *image, Agent: agentPath})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		box.Close(ctx)
-	}()
+	// The library in three steps: a session from a configuration, calls, Close.
 	ui := &uiView{out: os.Stdout}
-	s, err := tools.NewSession(ctx, tools.Options{Workspace: ws, Sandbox: box, Events: ui})
+	s, err := corral.Open(ctx, corral.Config{
+		Workspace:     ws,
+		Sandbox:       sandbox.Config{Image: *image, Agent: agentPath},
+		Events:        ui,
+		ImageProgress: os.Stderr,
+	})
 	if err != nil {
 		return err
 	}

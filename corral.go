@@ -1,0 +1,437 @@
+// Package corral assembles sessions: it turns one configuration into running
+// tools sessions, each with its own hardened sandbox, its log directory mounted
+// read-only into that sandbox, and the policy, event sink and logger every
+// session of the configuration shares. It is what the corral command uses for
+// `corral run` and for each client of `corral mcp`, so a Go program gets exactly
+// what the command line gets.
+//
+// A Host holds the shared part, built once by New: the policy engine (its rules
+// file loaded and checked once), the logger, the event sink. Host.Open opens one
+// session; Session.Close undoes everything Open did, in reverse order. Open is
+// New and Host.Open in one step, for a program with one session.
+//
+//	s, err := corral.Open(ctx, corral.Config{Workspace: ws})
+//	if err != nil { ... }
+//	defer s.Close()
+//	r, err := s.Call(ctx, "bash", json.RawMessage(`{"command":"go test ./..."}`))
+package corral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/images"
+	"github.com/corralhq/corral/policy"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/tools"
+)
+
+// Config is everything a session is made from. Only Workspace is required; the
+// zero value of every other field is its documented default.
+type Config struct {
+	// Workspace is the directory the tools work on, mounted read-write at the
+	// same path in the sandbox. A relative path is taken from the current
+	// directory; symlinks are resolved.
+	Workspace string
+
+	// Sandbox configures each session's container. Open sets its Workspace,
+	// sets its Logger when nil, gives each session its own Session id (unless
+	// set here, when there is only ever one session) and adds the session's log
+	// directory to its ReadOnlyMounts.
+	Sandbox sandbox.Config
+
+	// Tools configures each tools session. Open sets its Workspace, Sandbox,
+	// Policy and Events, sets its Logger when nil, and its LogDir: when empty,
+	// each session gets a fresh temporary directory, removed by Session.Close;
+	// when given, it is created if missing and kept, and sessions share it.
+	Tools tools.Options
+
+	// Policy configures the policy engine New builds once for all sessions.
+	// Its Workspace is set to the workspace.
+	Policy policy.Options
+	// PolicyFile is a TOML file of the user's rules (policy.LoadRules), added to
+	// Policy.Rules; an "unknown" setting in it replaces Policy.Unknown.
+	PolicyFile string
+
+	// Events receives the events of every session (for a UI); nil discards them.
+	Events tools.EventSink
+	// Logger receives the diagnostics of corral, its sandboxes and its tools;
+	// discarded when nil.
+	Logger *slog.Logger
+
+	// ImageProgress, when not nil, lets a session whose image is the default
+	// one (images.Default) and missing from the engine build it, once, with
+	// docker build's progress written here. When nil, a missing image is the
+	// error of the first bash call.
+	ImageProgress io.Writer
+}
+
+// Host is what the sessions of one configuration share: the policy engine,
+// the logger and the event sink. Its methods are safe for concurrent use.
+type Host struct {
+	cfg    Config // Workspace absolute and resolved
+	policy *policy.Engine
+	log    *slog.Logger
+	image  *imageBuilder
+
+	mu       sync.Mutex // guards sessions and closed
+	sessions map[*Session]struct{}
+	closed   bool
+}
+
+// ErrClosed is returned by Host.Open after Host.Close.
+var ErrClosed = errors.New("corral: host closed")
+
+// New checks cfg and builds what its sessions share. A mistake in cfg (a
+// workspace that is not a directory, a bad rules file, an invalid sandbox
+// setting) is reported here, before any session opens.
+func New(cfg Config) (*Host, error) {
+	if cfg.Workspace == "" {
+		return nil, errors.New("corral: no workspace given")
+	}
+	ws, err := workspaceDir(cfg.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Workspace = ws
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	popts := cfg.Policy
+	popts.Workspace = ws
+	if cfg.PolicyFile != "" {
+		rs, err := policy.LoadRules(cfg.PolicyFile)
+		if err != nil {
+			return nil, err
+		}
+		popts.Rules = append(append([]policy.Rule(nil), popts.Rules...), rs.List...)
+		if rs.Unknown != nil {
+			popts.Unknown = *rs.Unknown
+		}
+	}
+	engine, err := policy.New(popts)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{cfg: cfg, policy: engine, log: log, sessions: map[*Session]struct{}{}}
+	if cfg.ImageProgress != nil {
+		h.image = &imageBuilder{progress: cfg.ImageProgress}
+	}
+	// Check the sandbox settings now rather than at the first session.
+	if _, err := sandbox.New(h.sandboxConfig()); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// sandboxConfig is the sandbox configuration of a session, without its log
+// directory.
+func (h *Host) sandboxConfig() sandbox.Config {
+	c := h.cfg.Sandbox
+	c.Workspace = h.cfg.Workspace
+	c.ReadOnlyMounts = append([]string(nil), c.ReadOnlyMounts...)
+	if c.Logger == nil {
+		c.Logger = h.log
+	}
+	return c
+}
+
+// Workspace returns the workspace's absolute path, symlinks resolved.
+func (h *Host) Workspace() string { return h.cfg.Workspace }
+
+// Policy returns the policy engine the sessions share.
+func (h *Host) Policy() *policy.Engine { return h.policy }
+
+// Logger returns the logger the sessions share; never nil.
+func (h *Host) Logger() *slog.Logger { return h.log }
+
+// Confirmer returns the configuration's Tools.Confirmer (nil refuses).
+func (h *Host) Confirmer() tools.Confirmer { return h.cfg.Tools.Confirmer }
+
+// SessionOptions are what may differ between the sessions of one Host.
+type SessionOptions struct {
+	// Confirmer, when not nil, replaces the configuration's Tools.Confirmer for
+	// this session (an MCP client that can ask its user, say).
+	Confirmer tools.Confirmer
+	// Events, when not nil, receives this session's events, in addition to the
+	// configuration's Events.
+	Events tools.EventSink
+}
+
+// Session is one open tools session with its sandbox. Call, Read, Edit, Write
+// and Bash are the tools session's; Close releases everything.
+type Session struct {
+	*tools.Session
+	host *Host
+	box  *sandbox.Container
+
+	closeOnce sync.Once
+	closeErr  error
+	undo      cleanup // what Open did, undone by Close in reverse order
+}
+
+// Sandbox returns the session's sandbox container.
+func (s *Session) Sandbox() *sandbox.Container { return s.box }
+
+// Open opens a session: its log directory, its sandbox (the container starts
+// on first need) with the log directory mounted read-only at the same path, and
+// its tools session. When a step fails, what the earlier ones made is undone.
+func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err error) {
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	s := &Session{host: h}
+	defer func() {
+		if err != nil {
+			if uerr := s.undo.run(); uerr != nil {
+				h.log.Warn("undoing a session that failed to open", "err", uerr)
+			}
+		}
+	}()
+	opts := h.cfg.Tools
+	opts.Workspace = h.cfg.Workspace
+	opts.Policy = h.policy
+	if opts.Logger == nil {
+		opts.Logger = h.log
+	}
+	if so.Confirmer != nil {
+		opts.Confirmer = so.Confirmer
+	}
+	opts.Events = tee(h.cfg.Events, so.Events)
+	// The full logs of bash commands live outside the workspace, mounted
+	// read-only into the sandbox at the same path: the model reads or greps them
+	// with either tool, and they never show up in the user's repository.
+	if opts.LogDir == "" {
+		dir, err := os.MkdirTemp("", "corral-logs-")
+		if err != nil {
+			return nil, fmt.Errorf("corral: making the log directory: %w", err)
+		}
+		s.undo.add(func() error { return os.RemoveAll(dir) })
+		opts.LogDir = dir
+	} else {
+		if opts.LogDir, err = filepath.Abs(opts.LogDir); err != nil {
+			return nil, fmt.Errorf("corral: log directory: %w", err)
+		}
+		if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
+			return nil, fmt.Errorf("corral: log directory: %w", err)
+		}
+	}
+	if opts.LogDir, err = filepath.EvalSymlinks(opts.LogDir); err != nil {
+		return nil, fmt.Errorf("corral: log directory: %w", err)
+	}
+	scfg := h.sandboxConfig()
+	scfg.ReadOnlyMounts = append(scfg.ReadOnlyMounts, opts.LogDir)
+	if s.box, err = sandbox.New(scfg); err != nil {
+		return nil, err
+	}
+	box := s.box
+	s.undo.add(func() error {
+		// Remove the container even when the caller's context is cancelled.
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		return box.Close(ctx)
+	})
+	opts.Sandbox = box
+	if h.image != nil {
+		opts.Sandbox = &imageExecutor{box: box, b: h.image}
+	}
+	if s.Session, err = tools.NewSession(ctx, opts); err != nil {
+		return nil, err
+	}
+	s.undo.add(s.Session.Close)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	h.sessions[s] = struct{}{}
+	return s, nil
+}
+
+// closeTimeout bounds the removal of a session's container.
+const closeTimeout = 30 * time.Second
+
+// Close closes the tools session, removes the sandbox container (even when the
+// context of Open was cancelled) and the temporary log directory. It returns
+// the same result when called again.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.undo.run()
+		h := s.host
+		h.mu.Lock()
+		delete(h.sessions, s)
+		h.mu.Unlock()
+	})
+	return s.closeErr
+}
+
+// Close closes every session still open, concurrently, and makes later Opens
+// fail with ErrClosed.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	open := make([]*Session, 0, len(h.sessions))
+	for s := range h.sessions {
+		open = append(open, s)
+	}
+	h.mu.Unlock()
+	errs := make([]error, len(open))
+	var wg sync.WaitGroup
+	for i, s := range open {
+		wg.Go(func() { errs[i] = s.Close() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Open opens one session of cfg: New and Host.Open in one step. Closing the
+// session closes its Host.
+func Open(ctx context.Context, cfg Config) (*Session, error) {
+	h, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := h.Open(ctx, SessionOptions{})
+	if err != nil {
+		return nil, err
+	}
+	s.undo.add(func() error { h.markClosed(); return nil })
+	return s, nil
+}
+
+func (h *Host) markClosed() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+}
+
+// cleanup is a list of undo steps, run last first.
+type cleanup struct {
+	mu    sync.Mutex // guards steps
+	steps []func() error
+}
+
+func (c *cleanup) add(f func() error) {
+	c.mu.Lock()
+	c.steps = append(c.steps, f)
+	c.mu.Unlock()
+}
+
+// run runs the steps last first, once each, and joins their errors.
+func (c *cleanup) run() error {
+	c.mu.Lock()
+	steps := c.steps
+	c.steps = nil
+	c.mu.Unlock()
+	var errs []error
+	for i := len(steps) - 1; i >= 0; i-- {
+		errs = append(errs, steps[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// tee sends events to a and b; either may be nil.
+func tee(a, b tools.EventSink) tools.EventSink {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return tools.EventFunc(func(e tools.Event) {
+		a.Emit(e)
+		b.Emit(e)
+	})
+}
+
+// workspaceDir resolves dir to an absolute path without symlinks and checks that
+// it is a directory.
+func workspaceDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("workspace %q: %w", dir, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("workspace %q does not exist: create it or pass another directory", dir)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("workspace %q: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("workspace %q is not a directory", dir)
+	}
+	return real, nil
+}
+
+// StartSandbox starts box now. When its image is the default one and missing,
+// and progress is not nil, it builds the image (progress goes there) and starts
+// again. `corral shell` uses it.
+func StartSandbox(ctx context.Context, box *sandbox.Container, progress io.Writer) error {
+	err := box.Start(ctx)
+	if !missingDefault(err) || progress == nil {
+		return err
+	}
+	b := &imageBuilder{progress: progress}
+	if err := b.build(ctx); err != nil {
+		return err
+	}
+	return box.Start(ctx)
+}
+
+func missingDefault(err error) bool {
+	var missing *sandbox.ImageNotFoundError
+	return errors.As(err, &missing) && missing.Image == images.Default
+}
+
+// imageBuilder builds the default image once, for every session of a Host.
+type imageBuilder struct {
+	progress io.Writer
+
+	mu    sync.Mutex // serialises builds; guards built
+	built bool
+}
+
+func (b *imageBuilder) build(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.built {
+		return nil
+	}
+	fmt.Fprintf(b.progress, "corral: the sandbox image %s is missing: building it (once; `corral image build` does the same)\n", images.Default)
+	if err := images.Build(ctx, images.BuildOptions{Name: images.Default, Stdout: b.progress, Stderr: b.progress}); err != nil {
+		return fmt.Errorf("building the sandbox image %s: %w", images.Default, err)
+	}
+	b.built = true
+	return nil
+}
+
+// imageExecutor runs commands in the sandbox and, when the default image is
+// missing, builds it and runs the command again.
+type imageExecutor struct {
+	box *sandbox.Container
+	b   *imageBuilder
+}
+
+func (e *imageExecutor) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	res, err := e.box.Exec(ctx, req)
+	if !missingDefault(err) {
+		return res, err
+	}
+	if err := e.b.build(ctx); err != nil {
+		return res, err
+	}
+	return e.box.Exec(ctx, req)
+}

@@ -1,0 +1,407 @@
+// Package mcp serves corral's tools over the Model Context Protocol (the
+// official Go SDK): read, edit, write and bash, each MCP session with its own
+// corral session and sandbox, opened on its first call and closed when the client
+// goes away. `corral mcp` only starts it.
+package mcp
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/tools"
+)
+
+// ProtocolVersions are the MCP versions corral serves. corral's sessions are
+// stateful — a sandbox container and a read-state per client — so it speaks the
+// versions with a session handshake; newer clients fall back to it.
+var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// Server is the MCP adapter: one corral session per MCP session, opened on
+// its first tool call. Its sessions come from one corral.Host, so they share its
+// policy, logger and event sink.
+type Server struct {
+	host   *corral.Host
+	log    *slog.Logger
+	server *sdk.Server
+
+	mu       sync.Mutex // guards sessions and closed
+	sessions map[*sdk.ServerSession]*clientSession
+	closed   bool
+	// closing counts the sessions being closed since their client left;
+	// Close waits for them, so that none is cut short by the exit.
+	closing sync.WaitGroup
+
+	callSeq atomic.Int64
+}
+
+// clientSession is the corral session of one MCP session, opened on its first call.
+type clientSession struct {
+	ready  chan struct{} // closed when s or err is set
+	s      *corral.Session
+	err    error
+	router *outputRouter
+}
+
+// Options configure a Server.
+type Options struct {
+	// Version is the server's version told to clients.
+	Version string
+}
+
+// NewServer returns a server whose sessions host opens. A command the policy
+// wants confirmed is put to the user through the client (elicitation) when the
+// client supports it; otherwise host's Confirmer decides.
+func NewServer(host *corral.Host, opts Options) *Server {
+	m := &Server{host: host, log: host.Logger(), sessions: map[*sdk.ServerSession]*clientSession{}}
+	m.server = sdk.NewServer(&sdk.Implementation{Name: "corral", Title: "corral sandboxed tools", Version: opts.Version}, &sdk.ServerOptions{
+		Instructions: instructions,
+		Logger:       m.log,
+		// No logging capability: corral logs to its own stderr.
+		Capabilities:              &sdk.ServerCapabilities{},
+		SupportedProtocolVersions: ProtocolVersions,
+	})
+	addTool(m, tools.ToolRead, tools.ReadDescription, (*tools.Session).Read, &sdk.ToolAnnotations{ReadOnlyHint: true})
+	addTool(m, tools.ToolEdit, tools.EditDescription, (*tools.Session).Edit, &sdk.ToolAnnotations{DestructiveHint: ptr(false)})
+	addTool(m, tools.ToolWrite, tools.WriteDescription, (*tools.Session).Write, &sdk.ToolAnnotations{DestructiveHint: ptr(true)})
+	addTool(m, tools.ToolBash, tools.BashDescription, (*tools.Session).Bash, &sdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)})
+	return m
+}
+
+// Run serves one client over t (&sdk.StdioTransport{} for stdin and stdout)
+// until it goes away or ctx is done; a cancelled ctx is not an error.
+func (m *Server) Run(ctx context.Context, t sdk.Transport) error {
+	err := m.server.Run(ctx, t)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+const instructions = `corral's tools work on one workspace. Read a file before you edit or overwrite it; edit replaces exact text that occurs once. bash runs each command in a sandboxed Linux container that sees only the workspace, at the same path; the working directory persists between calls, the environment does not. Some commands need the user's approval and some are refused by policy, with the reason.`
+
+func ptr[T any](v T) *T { return &v }
+
+// addTool registers one tool. Its input schema comes from the same params
+// struct the library decodes; the result's text is the model's text and its
+// details travel as structured content.
+func addTool[P any](m *Server, name, description string, call func(*tools.Session, context.Context, P) (tools.Result, error), ann *sdk.ToolAnnotations) {
+	sdk.AddTool(m.server, &sdk.Tool{Name: name, Description: description, Annotations: ann},
+		func(ctx context.Context, req *sdk.CallToolRequest, p P) (*sdk.CallToolResult, any, error) {
+			ms, err := m.session(ctx, req.Session)
+			if err != nil {
+				return nil, nil, err
+			}
+			id := fmt.Sprintf("mcp-%d", m.callSeq.Add(1))
+			ctx = tools.WithCallID(ctx, id)
+			if tok := req.Params.GetProgressToken(); tok != nil && name == tools.ToolBash {
+				stop := ms.router.progress(ctx, id, req.Session, tok)
+				defer stop()
+			}
+			r, err := call(ms.s.Session, ctx, p)
+			if err != nil {
+				return nil, nil, err
+			}
+			res := &sdk.CallToolResult{
+				Content: []sdk.Content{&sdk.TextContent{Text: r.Content}},
+				IsError: r.IsError,
+			}
+			if r.Details != nil {
+				res.StructuredContent = r.Details
+			}
+			return res, nil, nil
+		})
+}
+
+// session returns the tools session of ss, opening it on first use.
+func (m *Server) session(ctx context.Context, ss *sdk.ServerSession) (*clientSession, error) {
+	if ss == nil {
+		return nil, errors.New("corral needs an MCP session (a connection with an initialize handshake)")
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, errors.New("the server is shutting down")
+	}
+	ms, ok := m.sessions[ss]
+	if !ok {
+		ms = &clientSession{ready: make(chan struct{}), router: newOutputRouter()}
+		m.sessions[ss] = ms
+	}
+	m.mu.Unlock()
+	if !ok {
+		m.open(ss, ms)
+	}
+	select {
+	case <-ms.ready:
+		return ms, ms.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// open opens the corral session of ss and closes it when the client goes away.
+func (m *Server) open(ss *sdk.ServerSession, ms *clientSession) {
+	// The session outlives the call that opened it.
+	ms.s, ms.err = m.host.Open(context.Background(), corral.SessionOptions{
+		Confirmer: &elicitConfirmer{ss: ss, fallback: m.host.Confirmer()},
+		Events:    ms.router,
+	})
+	close(ms.ready)
+	if ms.err != nil {
+		m.mu.Lock()
+		delete(m.sessions, ss)
+		m.mu.Unlock()
+		return
+	}
+	go func() {
+		ss.Wait()
+		m.mu.Lock()
+		if _, ok := m.sessions[ss]; !ok {
+			m.mu.Unlock()
+			return // Close has it
+		}
+		delete(m.sessions, ss)
+		m.closing.Add(1)
+		m.mu.Unlock()
+		defer m.closing.Done()
+		if err := ms.s.Close(); err != nil {
+			m.log.Warn("closing a session", "err", err)
+		}
+	}()
+}
+
+// Close closes every open session, concurrently: their sandboxes are removed.
+// Later tool calls fail.
+func (m *Server) Close() {
+	m.mu.Lock()
+	m.closed = true
+	all := m.sessions
+	m.sessions = map[*sdk.ServerSession]*clientSession{}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, ms := range all {
+		wg.Go(func() {
+			<-ms.ready
+			if ms.err == nil {
+				if err := ms.s.Close(); err != nil {
+					m.log.Warn("closing a session", "err", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	m.closing.Wait()
+}
+
+// elicitConfirmer asks the user through the MCP client when it supports
+// elicitation, and falls back to the --confirm policy otherwise.
+type elicitConfirmer struct {
+	ss       *sdk.ServerSession
+	fallback tools.Confirmer
+}
+
+func (c *elicitConfirmer) Confirm(ctx context.Context, req tools.ConfirmRequest) (bool, error) {
+	ip := c.ss.InitializeParams()
+	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+		if c.fallback == nil {
+			return false, tools.ErrNoApprover
+		}
+		return c.fallback.Confirm(ctx, req)
+	}
+	res, err := c.ss.Elicit(ctx, &sdk.ElicitParams{
+		Message: fmt.Sprintf("The agent wants to run this command in the sandbox:\n\n    %s\n\n%s (policy rule %s). Run it?",
+			req.Command, req.Verdict.Reason, req.Verdict.Rule),
+		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}},
+	})
+	if err != nil {
+		return false, fmt.Errorf("asking the user through the MCP client: %w", err)
+	}
+	return res.Action == "accept", nil
+}
+
+// outputRouter sends the output events of bash calls that asked for progress to
+// their MCP progress notifications.
+type outputRouter struct {
+	mu    sync.Mutex // guards calls
+	calls map[string]*progressStream
+}
+
+func newOutputRouter() *outputRouter {
+	return &outputRouter{calls: map[string]*progressStream{}}
+}
+
+func (r *outputRouter) Emit(e tools.Event) {
+	if e.Type != tools.EventOutput {
+		return
+	}
+	r.mu.Lock()
+	p := r.calls[e.CallID]
+	r.mu.Unlock()
+	if p != nil {
+		p.add(e.Data)
+	}
+}
+
+// progressStream batches a call's output into progress notifications: at most
+// one every progressInterval, carrying the output that arrived since the last.
+type progressStream struct {
+	mu      sync.Mutex // guards pending, total
+	pending []byte
+	total   int
+	wake    chan struct{}
+}
+
+const (
+	progressInterval = 250 * time.Millisecond
+	// maxProgressMessage caps the text of one notification; the rest of a flood
+	// is in the result and the log.
+	maxProgressMessage = 4096
+)
+
+func (p *progressStream) add(data string) {
+	p.mu.Lock()
+	p.total += len(data)
+	p.pending = append(p.pending, data...)
+	if over := len(p.pending) - maxProgressMessage; over > 0 {
+		p.pending = append(p.pending[:0], p.pending[over:]...)
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *progressStream) take() (string, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := string(p.pending)
+	p.pending = p.pending[:0]
+	return s, p.total
+}
+
+// progress starts sending progress notifications for call id; stop ends them
+// after a last notification with what remains.
+func (r *outputRouter) progress(ctx context.Context, id string, ss *sdk.ServerSession, token any) (stop func()) {
+	p := &progressStream{wake: make(chan struct{}, 1)}
+	r.mu.Lock()
+	r.calls[id] = p
+	r.mu.Unlock()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	send := func() {
+		msg, total := p.take()
+		if msg == "" {
+			return
+		}
+		// Progress must increase: bytes of output so far.
+		ss.NotifyProgress(context.WithoutCancel(ctx), &sdk.ProgressNotificationParams{
+			ProgressToken: token, Progress: float64(total), Message: tools.PlainText(msg),
+		})
+	}
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(progressInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				send()
+				return
+			case <-p.wake:
+				select {
+				case <-tick.C:
+					send()
+				case <-done:
+					send()
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		r.mu.Lock()
+		delete(r.calls, id)
+		r.mu.Unlock()
+		close(done)
+		<-finished
+	}
+}
+
+// HTTPOptions configure ServeHTTP.
+type HTTPOptions struct {
+	// Token, when set, is required as "Authorization: Bearer TOKEN" on every
+	// request.
+	Token string
+	// IdleTimeout ends an MCP session (and removes its sandbox) after this long
+	// without requests; never when zero.
+	IdleTimeout time.Duration
+}
+
+// Listen listens on addr for ServeHTTP. An address beyond loopback is refused
+// without a token: anyone who reaches it could run commands.
+func Listen(addr, token string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http %q: want HOST:PORT, e.g. 127.0.0.1:8765", addr)
+	}
+	if !isLoopback(host) && token == "" {
+		return nil, fmt.Errorf("--http %s listens beyond this machine: give --auth-token (or $CORRAL_AUTH_TOKEN) so that only your clients can run commands, or listen on 127.0.0.1", addr)
+	}
+	return net.Listen("tcp", addr)
+}
+
+// ServeHTTP serves streamable HTTP on ln until ctx is done, then shuts the
+// HTTP server down (its sessions stay open until Close).
+func (m *Server) ServeHTTP(ctx context.Context, ln net.Listener, opts HTTPOptions) error {
+	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return m.server },
+		&sdk.StreamableHTTPOptions{SessionTimeout: opts.IdleTimeout, Logger: m.log})
+	if opts.Token != "" {
+		h = bearerAuth(opts.Token, h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+		return nil
+	}
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// bearerAuth refuses requests without `Authorization: Bearer token`.
+func bearerAuth(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
+			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
