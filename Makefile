@@ -4,18 +4,34 @@ BIN     := bin/corral
 # The agent inside the sandbox is this binary: it must be static to run in any image.
 export CGO_ENABLED := 0
 
-.PHONY: all build test lint bench demo image test-image clean
+.PHONY: all build setup test unit lint bench demo image test-image clean
 
 all: build
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/corral
 
+# Installs what the build, the tests and the demo need and are missing (Debian's
+# packages, the Docker engine, staticcheck): scripts/setup.sh, which .ci/run runs
+# too. Quick, and silent, when everything is there.
+setup:
+	@bash scripts/setup.sh
+
+# staticcheck is installed by scripts/setup.sh where go install puts programs.
+STATICCHECK = $$($(GO) env GOBIN | grep . || echo "$$($(GO) env GOPATH | cut -d: -f1)/bin")/staticcheck
+
 lint:
+	@bash scripts/setup.sh --lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 
-test: lint build test-image
+# The tests that need no Docker engine, in seconds: the integration tests skip
+# under -short.
+unit:
+	$(GO) test -short ./...
+
+test: setup lint build test-image
 	CGO_ENABLED=1 $(GO) test -race -timeout 30m ./...
 
 # The default sandbox image, corral/dev:bookworm (images/build.sh, which
@@ -38,7 +54,7 @@ test-image:
 
 # A scripted agent session on a copy of cmd/demo/workspace, through the Go library:
 # what the model sees, what a UI gets, the tests run in the sandbox.
-demo: build test-image
+demo: setup build test-image
 	$(GO) run ./cmd/demo -agent $(BIN)
 
 # Every benchmark, then the headline figures as ratios against their baselines

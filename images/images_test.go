@@ -49,6 +49,9 @@ func inCI() bool {
 // requireDocker skips the test when no Docker engine can be reached, except in CI,
 // where it fails.
 func requireDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: skipped with -short")
+	}
 	t.Helper()
 	why := ""
 	if _, err := exec.LookPath("docker"); err != nil {
@@ -62,9 +65,6 @@ func requireDocker(t *testing.T) {
 		t.Fatalf("%s; CI runs the integration tests against a real engine", why)
 	default:
 		t.Skipf("%s; skipping (in CI this fails)", why)
-	}
-	if testing.Short() && !inCI() {
-		t.Skip("integration test: skipped with -short")
 	}
 }
 

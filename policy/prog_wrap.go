@@ -273,12 +273,13 @@ func (w *walker) splitString(f field) []field {
 	p := parsers.Get().(*syntax.Parser)
 	defer parsers.Put(p)
 	var out []field
-	err := p.Words(strings.NewReader(f.s), func(word *syntax.Word) bool {
-		out = append(out, w.expandWord(word)...)
-		return len(out) < maxFields
-	})
-	if err != nil {
-		return []field{{s: unknown, dyn: true, raw: f.raw}}
+	for word, err := range p.WordsSeq(strings.NewReader(f.s)) {
+		if err != nil {
+			return []field{{s: unknown, dyn: true, raw: f.raw}}
+		}
+		if out = append(out, w.expandWord(word)...); len(out) >= maxFields {
+			break
+		}
 	}
 	return out
 }

@@ -114,21 +114,15 @@ func compilePattern(pattern string) ([]patWord, error) {
 	p := parsers.Get().(*syntax.Parser)
 	defer parsers.Put(p)
 	var words []patWord
-	var perr error
-	err := p.Words(strings.NewReader(pattern), func(word *syntax.Word) bool {
+	for word, err := range p.WordsSeq(strings.NewReader(pattern)) {
+		if err != nil {
+			return nil, fmt.Errorf("pattern %q: %w (%v)", pattern, errPattern, err)
+		}
 		pw, err := compileWord(word)
 		if err != nil {
-			perr = err
-			return false
+			return nil, fmt.Errorf("pattern %q: %w", pattern, err)
 		}
 		words = append(words, pw)
-		return true
-	})
-	if perr != nil {
-		return nil, fmt.Errorf("pattern %q: %w", pattern, perr)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pattern %q: %w (%v)", pattern, errPattern, err)
 	}
 	if len(words) == 0 || words[0].any {
 		return nil, fmt.Errorf("pattern %q: the first word must name the program", pattern)

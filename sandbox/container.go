@@ -696,6 +696,7 @@ func (c *Container) Close(ctx context.Context) error {
 	c.mu.Unlock()
 	// A start in progress removes what it made; wait for it.
 	c.startMu.Lock()
+	//lint:ignore SA2001 the lock is taken only to wait for a start in progress
 	c.startMu.Unlock()
 	c.mu.Lock()
 	conn := c.conn

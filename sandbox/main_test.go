@@ -113,9 +113,13 @@ func firstLine(s string) string {
 	return s
 }
 
-// need skips (locally) or fails (in CI) a test when the engine is missing.
+// need skips (locally) or fails (in CI) a test when the engine is missing; with
+// -short (make unit) it skips.
 func need(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: skipped with -short")
+	}
 	if setupErr == nil {
 		return
 	}

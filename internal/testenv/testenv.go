@@ -80,9 +80,12 @@ func DockerErr() error {
 }
 
 // NeedsDocker skips the test when the Docker engine or the image is missing, and
-// fails it in CI, where they must be there.
+// fails it in CI, where they must be there. With -short (make unit) it skips.
 func NeedsDocker(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: skipped with -short")
+	}
 	if runtime.GOOS != "linux" {
 		t.Skip("the sandbox needs Linux")
 	}

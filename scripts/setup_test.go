@@ -1,0 +1,172 @@
+// Package scripts tests the shell scripts of the repository.
+package scripts
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakes are the programs setup.sh asks about the machine, faked: each records
+// its arguments in $STATE/calls and answers from the files in $STATE.
+var fakes = map[string]string{
+	// A package is installed when $STATE/installed/NAME exists.
+	"dpkg-query": `p=${@: -1}; [ -e "$STATE/installed/$p" ] && echo 'install ok installed'`,
+	// apt-get install marks its packages installed.
+	"apt-get": `if [ "$1" = install ]; then for a; do case $a in -*|install|*=*) ;; *) touch "$STATE/installed/$a";; esac; done; fi`,
+	"id":      `case $1 in -u) cat "$STATE/uid";; -un) echo tester;; esac`,
+	// sudo never lets this test be root.
+	"sudo": `exit 1`,
+	// An engine that runs, with the images named in $STATE/images.
+	"docker": `case $1 in version) echo 20.10.24;; image) grep -qxF "${@: -1}" "$STATE/images";; *) exit 1;; esac`,
+	"go": `case $1 in
+version) echo go version go1.26.8 linux/amd64;;
+env) [ "$2" = GOBIN ] && echo "$STATE/bin";;
+install) printf '#!/bin/sh\necho "staticcheck 2025.2 (v0.8.2)"\n' > "$STATE/bin/staticcheck"; chmod +x "$STATE/bin/staticcheck";;
+esac`,
+}
+
+type machine struct {
+	t     *testing.T
+	state string
+	path  string
+}
+
+// newMachine is a machine with every package installed but those in missing,
+// with a running engine that has none of the base images.
+func newMachine(t *testing.T, uid string, missing ...string) *machine {
+	t.Helper()
+	m := &machine{t: t, state: t.TempDir()}
+	fakebin := filepath.Join(m.state, "fakebin")
+	for _, d := range []string{"installed", "bin", "fakebin"} {
+		if err := os.Mkdir(filepath.Join(m.state, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, body := range fakes {
+		script := "#!/bin/bash\necho \"" + name + " $*\" >> \"$STATE/calls\"\n" + body + "\n"
+		if err := os.WriteFile(filepath.Join(fakebin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"make", "git", "gcc", "libc6-dev", "jq", "debootstrap", "debian-archive-keyring", "docker.io"} {
+		if !contains(missing, p) {
+			m.write("installed/"+p, "")
+		}
+	}
+	m.write("uid", uid)
+	m.write("images", "")
+	// No debootstrap on this PATH (it lives in /usr/sbin), and no real go or docker.
+	m.path = fakebin + ":/usr/bin:/bin"
+	return m
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *machine) write(name, content string) {
+	m.t.Helper()
+	if err := os.WriteFile(filepath.Join(m.state, name), []byte(content), 0o644); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// run runs setup.sh and returns its exit status, its stderr, and the calls of
+// apt-get and go it made.
+func (m *machine) run(args ...string) (code int, stderr string, calls []string) {
+	m.t.Helper()
+	os.Remove(filepath.Join(m.state, "calls"))
+	cmd := exec.Command("bash", append([]string{"setup.sh"}, args...)...)
+	cmd.Env = []string{"PATH=" + m.path, "STATE=" + m.state, "HOME=" + m.state}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		m.t.Fatal(err)
+	}
+	data, _ := os.ReadFile(filepath.Join(m.state, "calls"))
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if strings.HasPrefix(l, "apt-get ") || strings.HasPrefix(l, "go install") {
+			calls = append(calls, l)
+		}
+	}
+	return code, errb.String(), calls
+}
+
+// TestSetupInstallsDebootstrap: on a machine without debootstrap and
+// staticcheck, as root, setup.sh installs them; the second run does nothing.
+func TestSetupInstallsDebootstrap(t *testing.T) {
+	m := newMachine(t, "0", "debootstrap")
+	code, stderr, calls := m.run()
+	if code != 0 {
+		t.Fatalf("setup.sh failed (%d): %s", code, stderr)
+	}
+	want := []string{
+		"apt-get update -qq -o DPkg::Lock::Timeout=300",
+		"apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 debootstrap",
+		"go install honnef.co/go/tools/cmd/staticcheck@v0.8.2",
+	}
+	if strings.Join(calls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("first run called\n%s\nwant\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
+	}
+	code, stderr, calls = m.run()
+	if code != 0 || len(calls) > 0 || stderr != "" {
+		t.Errorf("second run: status %d, calls %q, stderr %q; want it to do and say nothing", code, calls, stderr)
+	}
+}
+
+// TestSetupBaseImage: debootstrap is not needed where the engine has a Debian
+// base to build the sandbox image from.
+func TestSetupBaseImage(t *testing.T) {
+	m := newMachine(t, "0", "debootstrap", "debian-archive-keyring")
+	m.write("images", "debian:bookworm-slim\n")
+	code, stderr, calls := m.run("-v")
+	if code != 0 {
+		t.Fatalf("setup.sh failed (%d): %s", code, stderr)
+	}
+	for _, c := range calls {
+		if strings.HasPrefix(c, "apt-get") {
+			t.Errorf("called %q with a base image on the engine", c)
+		}
+	}
+}
+
+// TestSetupWithoutRoot: without root or sudo, setup.sh installs nothing and says
+// the exact command to run as root.
+func TestSetupWithoutRoot(t *testing.T) {
+	m := newMachine(t, "1000", "debootstrap", "debian-archive-keyring")
+	code, stderr, calls := m.run()
+	if code == 0 {
+		t.Fatalf("setup.sh succeeded without root and without debootstrap: %s", stderr)
+	}
+	want := "run as root:  apt-get update && apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 debootstrap debian-archive-keyring\n"
+	if !strings.HasSuffix(stderr, want) {
+		t.Errorf("stderr = %q, want it to end in %q", stderr, want)
+	}
+	if len(calls) > 0 {
+		t.Errorf("called %q without root", calls)
+	}
+}
+
+// TestSetupLint: --lint installs only staticcheck, as any user.
+func TestSetupLint(t *testing.T) {
+	m := newMachine(t, "1000", "debootstrap", "gcc")
+	code, stderr, calls := m.run("--lint")
+	if code != 0 {
+		t.Fatalf("setup.sh --lint failed (%d): %s", code, stderr)
+	}
+	if len(calls) != 1 || !strings.HasPrefix(calls[0], "go install") {
+		t.Errorf("setup.sh --lint called %q, want only go install", calls)
+	}
+}
