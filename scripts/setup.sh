@@ -171,7 +171,7 @@ install_staticcheck() {
 	local bin version=${STATICCHECK##*@}
 	bin=$(go env GOBIN)
 	[[ -n $bin ]] || bin=$(go env GOPATH | cut -d: -f1)/bin
-	if [[ -x $bin/staticcheck ]] && "$bin/staticcheck" -version 2>/dev/null | grep -qF "($version)"; then
+	if [[ -x $bin/staticcheck ]] && "$bin/staticcheck" -version 2>/dev/null | grep -qF "(${version#v})"; then
 		info "staticcheck $version in $bin"
 		return
 	fi

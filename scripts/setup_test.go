@@ -25,7 +25,7 @@ var fakes = map[string]string{
 	"go": `case $1 in
 version) echo go version go1.26.8 linux/amd64;;
 env) [ "$2" = GOBIN ] && echo "$STATE/bin";;
-install) printf '#!/bin/sh\necho "staticcheck 2025.2 (v0.8.2)"\n' > "$STATE/bin/staticcheck"; chmod +x "$STATE/bin/staticcheck";;
+install) printf '#!/bin/sh\necho "staticcheck 2026.2.2 (0.8.2)"\n' > "$STATE/bin/staticcheck"; chmod +x "$STATE/bin/staticcheck";;
 esac`,
 }
 
