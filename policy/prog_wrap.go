@@ -222,46 +222,87 @@ var (
 // envCommand parses env's arguments: options, NAME=VALUE assignments, then the
 // command. -S splits a string into words.
 func (w *walker) envCommand(args []field) (inner []field, assigns []envAssign, split bool) {
-	i := 0
-	for i < len(args) {
-		s := args[i].s
+	inner, assigns, split, _ = w.envArgs(args)
+	return inner, assigns, split
+}
+
+// envValued are env's options that take a value (GNU coreutils and BSD).
+var envValued = map[string]bool{"-u": true, "--unset": true, "-C": true, "--chdir": true, "-S": true,
+	"--split-string": true, "-a": true, "--argv0": true, "-P": true}
+
+// envArgs parses env's arguments the way env does: short options cluster
+// (-iS'...'), a value follows its option in the same word or the next one,
+// the words of -S STRING take its place and are parsed in turn (so they may
+// hold options and assignments: env -S 'A=b -u X rm'), NAME=VALUE words come
+// next, and the first other word is the command. chdir is the directory of
+// -C, when given.
+func (w *walker) envArgs(args []field) (inner []field, assigns []envAssign, split bool, chdir *field) {
+	args = append([]field(nil), args...)
+	splits := 0
+	value := func(opt string, v field) {
+		switch opt {
+		case "-S", "--split-string":
+			split = true
+			splits++
+			words := w.splitString(v)
+			if splits > maxNest {
+				words = []field{{s: unknown, dyn: true, raw: v.raw}}
+			}
+			// The words take the place of the option and are parsed next.
+			args = append(words, args...)
+		case "-C", "--chdir":
+			d := v
+			chdir = &d
+		}
+	}
+	for len(args) > 0 {
+		a := args[0]
+		s := a.s
+		args = args[1:]
 		switch {
 		case s == "--":
-			i++
-			return append(inner, args[i:]...), assigns, split
-		case s == "-S" || s == "--split-string":
-			if i+1 < len(args) {
-				inner = append(inner, w.splitString(args[i+1])...)
-				split = true
+			return append(inner, args...), assigns, split, chdir
+		case s == "-":
+			// env - is env -i
+		case strings.HasPrefix(s, "--"):
+			name, val, has := strings.Cut(s, "=")
+			if has {
+				v := a
+				v.s, v.raw = val, ""
+				value(name, v)
+			} else if envValued[name] && len(args) > 0 {
+				v := args[0]
+				args = args[1:]
+				value(name, v)
 			}
-			i += 2
-			continue
-		case strings.HasPrefix(s, "-S") && len(s) > 2:
-			f := args[i]
-			f.s = s[2:]
-			inner = append(inner, w.splitString(f)...)
-			split = true
-		case strings.HasPrefix(s, "--split-string="):
-			f := args[i]
-			f.s = strings.TrimPrefix(s, "--split-string=")
-			inner = append(inner, w.splitString(f)...)
-			split = true
-		case s == "-u" || s == "--unset" || s == "-C" || s == "--chdir" || s == "-P":
-			i += 2
-			continue
 		case isOpt(s):
+			for j := 1; j < len(s); j++ {
+				opt := "-" + string(s[j])
+				if !envValued[opt] {
+					continue
+				}
+				if j+1 < len(s) {
+					v := a
+					v.s, v.raw = s[j+1:], ""
+					value(opt, v)
+				} else if len(args) > 0 {
+					v := args[0]
+					args = args[1:]
+					value(opt, v)
+				}
+				break
+			}
 		case strings.Contains(s, "=") && !strings.HasPrefix(s, "="):
 			name, val, _ := strings.Cut(s, "=")
-			f := args[i]
+			f := a
 			f.s = val
 			f.raw = ""
 			assigns = append(assigns, envAssign{name, f})
 		default:
-			return append(inner, args[i:]...), assigns, split
+			return append(append(inner, a), args...), assigns, split, chdir
 		}
-		i++
 	}
-	return inner, assigns, split
+	return inner, assigns, split, chdir
 }
 
 // splitString splits a word into words the way env -S does (close enough to
@@ -431,7 +472,7 @@ func joinFields(fs []field) string {
 }
 
 func checkEnv(w *walker, c *call) {
-	inner, assigns, split := w.envCommand(c.args())
+	inner, assigns, split, chdir := w.envArgs(c.args())
 	c.delegated = len(inner) > 0
 	for _, a := range assigns {
 		w.envVar(a.name, a.val, c.part, true)
@@ -447,7 +488,27 @@ func checkEnv(w *walker, c *call) {
 	}
 	sub := c.sub(inner)
 	sub.env = append(append([]envAssign(nil), c.env...), assigns...)
-	w.command(sub)
+	w.inDir(chdir, func() { w.command(sub) })
+}
+
+// inDir runs fn with the current directory changed to dir (env -C DIR, a
+// wrapper's --chdir), as far as the policy can tell; nil leaves it.
+func (w *walker) inDir(dir *field, fn func()) {
+	if dir == nil {
+		fn()
+		return
+	}
+	saved := w.cwd
+	if dir.known() {
+		w.cwd = w.canon(dir.s)
+		if w.cwd == "." {
+			w.cwd = ""
+		}
+	} else {
+		w.cwd = unknown
+	}
+	fn()
+	w.cwd = saved
 }
 
 // checkShell: sh -c STRING runs STRING; sh FILE runs a script file; sh alone
