@@ -22,6 +22,7 @@ const (
 	dShell                         // the output of a shell or interpreter
 	dUnknown                       // the output of some program
 	dProc                          // (a field flag) a process substitution's file
+	dEndless                       // an endless stream (yes, /dev/zero): written to a file, it fills the disk
 )
 
 func (k dataKind) String() string {
@@ -310,6 +311,9 @@ func (w *walker) fileData(f field) data {
 	if k := w.writtenKind(c); k != 0 {
 		return data{kind: k}
 	}
+	if endlessDevices[c] {
+		return data{kind: dFile | dEndless}
+	}
 	switch c {
 	case "/etc/hostname", "/etc/machine-id", "/proc/sys/kernel/hostname", "/etc/hosts", "/proc/version":
 		return data{kind: dEnv}
@@ -382,6 +386,8 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		return literalData(text + "\n")
 	case name == "printf":
 		return printfData(args, argData)
+	case name == "yes":
+		return data{kind: dLiteral | dEndless}
 	case name == "cat" || name == "tac" || name == "nl" || name == "head" || name == "tail" || name == "more" || name == "less":
 		var out data
 		files := 0
@@ -400,13 +406,28 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 			if name == "cat" {
 				return stdin
 			}
-			return data{kind: stdin.kind}
+			out = data{kind: stdin.kind}
 		}
 		if name != "cat" {
 			out.hasText = false
 		}
+		// head stops an endless stream (unless it lets more through than a
+		// file may hold); tail and tac never reach its end.
+		if name == "head" && w.headBound(args) || name == "tail" || name == "tac" {
+			out.kind &^= dEndless
+		}
 		return out
-	case name == "tee" || name == "pv" || name == "buffer":
+	case name == "pv":
+		p := parseArgs(args, spec("LBiNswHdDma", "--rate-limit", "--buffer-size", "--interval", "--name", "--size", "--width", "--height", "--pidfile", "--delay-start", "--watchfd", "--remote", "--average-rate-window"))
+		if len(p.ops) == 0 {
+			return stdin
+		}
+		var out data
+		for _, f := range p.ops {
+			out = out.union(w.fileData(f))
+		}
+		return out
+	case name == "tee" || name == "buffer":
 		return stdin
 	case name == "mktemp":
 		if p := w.mktempPath(args); p != "" {
@@ -443,6 +464,16 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		k := stdin.kind
 		if k == 0 {
 			k = dFile
+		}
+		switch name {
+		case "sort", "uniq", "wc":
+			k &^= dEndless // they print once the input ends, or little
+		case "dd":
+			for _, a := range args {
+				if strings.HasPrefix(a.s, "count=") {
+					k &^= dEndless
+				}
+			}
 		}
 		return data{kind: k | argData | w.operandData(args)}
 	case envDumps[name]:

@@ -16,6 +16,7 @@ const maxInput = 1 << 20
 // or use Default.
 type Engine struct {
 	unknown   Decision
+	maxFile   int64
 	rules     []Rule
 	workspace string
 }
@@ -40,11 +41,19 @@ type Options struct {
 	// Absolute paths inside it are treated as workspace paths (default: none,
 	// so only relative paths are).
 	Workspace string
+	// MaxFileSize is the size in bytes of the largest file a command may make
+	// without approval (fallocate -l, truncate -s, dd count=, head -c); 0
+	// means DefaultMaxFileSize. A command writing an endless stream into a
+	// file (yes > f, cat /dev/zero > f) needs approval whatever it is.
+	MaxFileSize int64
 }
 
 // New builds an engine. It fails when a rule's pattern is invalid.
 func New(opts Options) (*Engine, error) {
-	e := &Engine{unknown: opts.Unknown}
+	e := &Engine{unknown: opts.Unknown, maxFile: opts.MaxFileSize}
+	if opts.MaxFileSize < 0 {
+		return nil, fmt.Errorf("max file size %d: want a size in bytes, or 0 for the default", opts.MaxFileSize)
+	}
 	if opts.Strict && e.unknown < Confirm {
 		e.unknown = Confirm
 	}

@@ -48,6 +48,9 @@ func registerFS() {
 		for _, f := range p.ops {
 			w.pathOp(opWrite, f, actor(c), "", false)
 			w.wroteData(f, c.stdin, p.has("-a", "--append"))
+			if c.stdin.kind&dEndless != 0 && w.classifyPath(f).class != pcHarmless {
+				w.endlessWrite("tee "+f.show(), c.part)
+			}
 		}
 	})
 	check("truncate", pEdit, func(w *walker, c *call) {
@@ -56,8 +59,10 @@ func registerFS() {
 		for _, f := range p.ops {
 			w.pathOp(opWrite, f, actor(c), "", false)
 		}
+		w.truncateSize(c, p)
 	})
 	check("dd", pEdit, checkDd)
+	reg("fallocate", program{decision: Allow, rule: "workspace-change", reason: "fallocate makes a file of a given size", check: checkFallocate})
 	check("sed gsed", pEdit, checkSed)
 	check("awk gawk mawk nawk busybox-awk", pText, checkAwk)
 	check("find gfind", pRead, checkFind)
@@ -332,6 +337,7 @@ func checkChmod(w *walker, c *call) {
 
 func checkDd(w *walker, c *call) {
 	c.judgedPaths = true
+	w.ddSize(c)
 	for _, a := range c.args() {
 		k, v, ok := strings.Cut(a.s, "=")
 		if !ok {

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"regexp"
@@ -26,6 +27,10 @@ import (
 //	# since the sandbox contains them), confirm or deny.
 //	unknown = "confirm"
 //
+//	# The largest file a command may make without approval (fallocate -l,
+//	# truncate -s, dd, head -c; default 1G): the sandbox has no disk quota.
+//	max_file_size = "4G"
+//
 //	allow   = ["git push origin feature/*", "docker build *"]
 //	confirm = ["npm publish *"]
 //	deny    = ["terraform *", "git push * --force *"]
@@ -45,6 +50,9 @@ type Rules struct {
 	// Unknown is the decision for programs the policy does not know, when the
 	// file sets it.
 	Unknown *Decision
+	// MaxFileSize is the largest file in bytes a command may make without
+	// approval, when the file sets it (max_file_size = "4G"); else 0.
+	MaxFileSize int64
 	// List holds the rules of the deny, confirm and allow lists, in that
 	// order, then those of the [[rule]] tables.
 	List []Rule
@@ -258,7 +266,7 @@ func LoadRules(file string) (*Rules, error) {
 	return ParseRules(file, data)
 }
 
-const rulesUsage = `a rules file holds: unknown = "allow|confirm|deny"; allow, confirm and deny = ["pattern", ...]; and [[rule]] tables with decision, match and reason`
+const rulesUsage = `a rules file holds: unknown = "allow|confirm|deny"; max_file_size = "4G"; allow, confirm and deny = ["pattern", ...]; and [[rule]] tables with decision, match and reason`
 
 // ParseRules parses the contents of a rules file; name is the file's name for
 // messages.
@@ -281,12 +289,28 @@ func ParseRules(name string, data []byte) (*Rules, error) {
 	}
 	for k := range raw {
 		switch k {
-		case "unknown", "allow", "confirm", "deny", "rule":
+		case "unknown", "allow", "confirm", "deny", "rule", "max_file_size":
 		default:
 			return nil, fail(lines.anyKey(k), "unknown key %q; %s", k, rulesUsage)
 		}
 	}
 	rs := &Rules{}
+	if v, ok := raw["max_file_size"]; ok {
+		line := lines.keyAfter("max_file_size", 0)
+		var n float64
+		ok := false
+		switch v := v.(type) {
+		case int64:
+			n, ok = float64(v), v > 0
+		case string:
+			n, ok = parseSize(v, false)
+			ok = ok && n >= 1
+		}
+		if !ok || n > math.MaxInt64/2 {
+			return nil, fail(line, `max_file_size must be a size: a number of bytes, or a string such as "512M" or "4G"`)
+		}
+		rs.MaxFileSize = int64(n)
+	}
 	if v, ok := raw["unknown"]; ok {
 		line := lines.keyAfter("unknown", 0)
 		s, ok := v.(string)

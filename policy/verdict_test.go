@@ -175,3 +175,44 @@ func TestBuiltinContinue(t *testing.T) {
 		t.Errorf("got %s by %s: %s", v.Decision, v.Rule, v.Reason)
 	}
 }
+
+// TestDiskFill checks the size limit a rules file sets.
+func TestDiskFill(t *testing.T) {
+	rs, err := ParseRules("r.toml", []byte(`max_file_size = "100M"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.MaxFileSize != 100<<20 {
+		t.Fatalf("max_file_size: %d", rs.MaxFileSize)
+	}
+	e, err := New(Options{MaxFileSize: rs.MaxFileSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cmd        string
+		def, small Decision
+	}{
+		{"fallocate -l 500M f", Allow, Confirm},
+		{"fallocate -l 50M f", Allow, Allow},
+		{"fallocate -l 2G f", Confirm, Confirm},
+		{"truncate -s 200MB f", Allow, Confirm},
+		{"dd if=/dev/zero of=f bs=1M count=200", Allow, Confirm},
+		{"head -c 200M /dev/zero > f", Allow, Confirm},
+		{"head -c 20M /dev/zero > f", Allow, Allow},
+		{"yes > f", Confirm, Confirm},
+		{"yes | head -n 3 > f", Allow, Allow},
+	} {
+		if got := Classify(tc.cmd).Decision; got != tc.def {
+			t.Errorf("%q by default: %s, want %s", tc.cmd, got, tc.def)
+		}
+		if got := e.Classify(tc.cmd).Decision; got != tc.small {
+			t.Errorf("%q with 100M: %s, want %s", tc.cmd, got, tc.small)
+		}
+	}
+	for _, bad := range []string{`max_file_size = "lots"`, `max_file_size = -1`, `max_file_size = true`} {
+		if _, err := ParseRules("r.toml", []byte(bad)); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}

@@ -389,6 +389,9 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 			if background(c.Do) != nil {
 				w.addS(Deny, "process-flood", endlessFlood, part)
 			}
+			if !leaves(c.Do) && (w.writesFile(s.Redirs) || w.writesFileIn(c.Do)) {
+				w.endlessWrite("the endless loop", w.text(s))
+			}
 		}
 	case *syntax.ForClause:
 		switch l := c.Loop.(type) {
@@ -475,6 +478,9 @@ func (w *walker) trackWrites(s *syntax.Stmt, c *syntax.CallExpr, stdin data) {
 			}
 			d := w.produceCall(w.expandWords(c.Args), stdin)
 			fs := w.expandWord(r.Word)
+			if d.kind&dEndless != 0 && (len(fs) != 1 || w.classifyPath(fs[0]).class != pcHarmless) {
+				w.endlessWrite(w.text(s), w.text(s))
+			}
 			if len(fs) != 1 {
 				continue
 			}
@@ -1561,4 +1567,59 @@ func (w *walker) result() (ex Explanation) {
 		ex.Part = shorten(w.top)
 	}
 	return ex
+}
+
+// leaves reports whether a loop body may end the loop: break, exit, return,
+// or a command whose failure ends the script (set -e is not tracked: it
+// counts as no).
+func leaves(list []*syntax.Stmt) bool {
+	found := false
+	for _, s := range list {
+		syntax.Walk(s, func(n syntax.Node) bool {
+			if ce, ok := n.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
+				switch ce.Args[0].Lit() {
+				case "break", "exit", "return", "exec", "kill":
+					found = true
+				}
+			}
+			return !found
+		})
+	}
+	return found
+}
+
+// writesFile reports whether redirections write to a file (not /dev/null or
+// a descriptor).
+func (w *walker) writesFile(rs []*syntax.Redirect) bool {
+	for _, r := range rs {
+		switch r.Op {
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll, syntax.AppAll,
+			syntax.RdrAllClob, syntax.AppAllClob, syntax.DplOut:
+			fs := w.expandWord(r.Word)
+			if len(fs) != 1 || r.Op == syntax.DplOut && (isFD(fs[0].s) || fs[0].s == "-") {
+				if len(fs) != 1 {
+					return true
+				}
+				continue
+			}
+			if w.classifyPath(fs[0]).class != pcHarmless {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writesFileIn reports whether a statement in list writes a file by redirection.
+func (w *walker) writesFileIn(list []*syntax.Stmt) bool {
+	found := false
+	for _, s := range list {
+		syntax.Walk(s, func(n syntax.Node) bool {
+			if st, ok := n.(*syntax.Stmt); ok && w.writesFile(st.Redirs) {
+				found = true
+			}
+			return !found
+		})
+	}
+	return found
 }

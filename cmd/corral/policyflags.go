@@ -34,6 +34,7 @@ func (f *policyFlags) engineIn(workspace string) (*policy.Engine, error) {
 			return nil, err
 		}
 		opts.Rules = rs.List
+		opts.MaxFileSize = rs.MaxFileSize
 		if rs.Unknown != nil {
 			opts.Unknown = *rs.Unknown
 		}
