@@ -383,6 +383,9 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		if escapes && hasEncodedEscape(text) {
 			return data{kind: dLiteral | dDecoded, text: ansiC(text) + "\n", hasText: true}
 		}
+		if escapes && strings.Contains(text, "\\") {
+			return literalData(ansiC(text) + "\n")
+		}
 		return literalData(text + "\n")
 	case name == "printf":
 		return printfData(args, argData)

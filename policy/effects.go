@@ -111,7 +111,7 @@ func pathDecision(o op, c pathClass) Decision {
 			return Deny
 		}
 		return Confirm
-	case pcHomeFile, pcGitConfig, pcOutside:
+	case pcHomeFile, pcGitConfig, pcOutside, pcAgentConfig:
 		switch o {
 		case opRead, opCopy, opLink:
 			return Allow
@@ -171,6 +171,8 @@ func advice(o op, c pathClass) string {
 		return "approval is needed; write the path literally if you can"
 	case pcGitConfig:
 		return "git on the host would run what it names, so approval is needed"
+	case pcAgentConfig:
+		return "changing it reconfigures the agent or the user's tools (what they may do, what they run), so approval is needed"
 	}
 	return "it is outside the workspace, so approval is needed"
 }
@@ -181,6 +183,12 @@ func (w *walker) pathOp(o op, a field, actor, rule string, structural bool) Deci
 	info := w.classifyPath(a)
 	if o != opRead && o != opCopy && info.class != pcHarmless {
 		w.changes = true
+		if buildFileOf(info.canon) != "" {
+			if w.tampered == nil {
+				w.tampered = map[string]bool{}
+			}
+			w.tampered[info.canon] = true
+		}
 	}
 	d := pathDecision(o, info.class)
 	if info.class == pcSecret && o == opMeta && strings.HasPrefix(info.canon, "/") {
@@ -248,6 +256,8 @@ func pathRule(o op, c pathClass) string {
 		what = "workspace"
 	case pcTmp:
 		what = "tmp-file"
+	case pcAgentConfig:
+		what = "agent-config"
 	default:
 		what = "outside-workspace"
 	}

@@ -20,6 +20,7 @@ const (
 	pcHomeFile                       // a path in the home directory with no special meaning
 	pcHomeDir                        // a directory directly in home (~/Documents): the user's data
 	pcGitConfig                      // ~/.gitconfig: can define aliases and hooks
+	pcAgentConfig                    // an AI agent's or editor's configuration (.claude/, .mcp.json, .vscode/tasks.json, .envrc)
 	pcHarmless                       // /dev/null, /dev/stdout, /dev/fd/N
 	pcAncestor                       // "..", "../..": a directory that contains the workspace
 	pcTmpRoot                        // /tmp itself, or everything in it
@@ -342,6 +343,9 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 		if matchAny(path.Base(c), secretNames) && !strings.HasSuffix(c, ".pub") {
 			return pathInfo{pcSecret, c, "the credentials in " + c}
 		}
+		if what := agentConfig(c); what != "" {
+			return pathInfo{pcAgentConfig, c, c + ", " + what}
+		}
 		if c == "." {
 			return pathInfo{pcWorkspaceRoot, c, "the whole workspace (.)"}
 		}
@@ -363,6 +367,11 @@ func (w *walker) classifyCanon(c string, glob bool) pathInfo {
 	}
 	if c == "~/.ssh" || strings.HasPrefix(c, "~/.ssh/") {
 		return pathInfo{pcSSH, c, "the SSH configuration (" + c + ")"}
+	}
+	if strings.HasPrefix(c, "~/") {
+		if what := agentConfig(c[2:]); what != "" {
+			return pathInfo{pcAgentConfig, c, c + ", " + what}
+		}
 	}
 	if c == "~/.gitconfig" || c == "~/.config/git/config" {
 		return pathInfo{pcGitConfig, c, "the user's git configuration (" + c + ")"}
@@ -498,4 +507,42 @@ func isUnder(c string, dirs []string) bool {
 		}
 	}
 	return false
+}
+
+// Where AI agents and editors keep configuration that makes them run
+// programs, grant permissions or start servers: a command that writes there
+// reconfigures the agent or the user's tools.
+var (
+	agentConfigDirs = set(".claude", ".codex", ".gemini", ".cursor", ".windsurf", ".continue", ".roo", ".kiro",
+		".amazonq", ".aider", ".opencode", ".goose", ".qwen", ".crush", ".zed")
+	agentConfigFiles = set(".mcp.json", ".envrc", ".claude.json", ".aider.conf.yml", ".cursorrules", ".windsurfrules",
+		".clinerules", ".roomodes", "opencode.json", ".crush.json")
+	editorConfigFiles = set(".vscode/tasks.json", ".vscode/mcp.json", ".vscode/settings.json", ".vscode/launch.json",
+		".idea/workspace.xml", ".devcontainer/devcontainer.json", ".devcontainer.json")
+)
+
+// agentConfig says what c, a path relative to the workspace or home, is when
+// it is an agent's or an editor's configuration (or a directory holding
+// some), and "" otherwise. Every directory level is looked at:
+// sub/.claude/settings.json configures an agent started in sub.
+func agentConfig(c string) string {
+	parts := strings.Split(c, "/")
+	for i, p := range parts {
+		if agentConfigDirs[p] {
+			return "an AI agent's configuration (its permissions, hooks and MCP servers)"
+		}
+		if i == len(parts)-1 && agentConfigFiles[p] {
+			if p == ".envrc" {
+				return "which direnv runs on entering the directory"
+			}
+			return "an AI agent's configuration (its permissions, hooks and MCP servers)"
+		}
+		if i+1 < len(parts) && editorConfigFiles[p+"/"+parts[i+1]] {
+			return "an editor's configuration, whose tasks and servers it runs"
+		}
+		if (p == ".vscode" || p == ".devcontainer" || p == ".idea") && i == len(parts)-1 {
+			return "a directory of an editor's configuration, whose tasks and servers it runs"
+		}
+	}
+	return ""
 }

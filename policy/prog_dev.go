@@ -319,13 +319,21 @@ func checkNpm(w *walker, c *call) {
 	switch sub {
 	case "exec", "x":
 		w.command(c.sub(append([]field{lit("npx")}, rest...)))
+	case "pkg":
+		if len(rest) > 0 && rest[0].s == "set" {
+			w.npmPkgSet(c, rest[1:])
+		}
+	case "set-script":
+		if ops := parseArgs(rest, spec("w", "--workspace")).ops; len(ops) >= 2 {
+			w.packageScript(c, ops[0].s, ops[1])
+		}
 	case "init", "create", "innit":
 		if len(parseArgs(rest, spec("w", "--workspace", "--scope")).ops) > 0 {
 			w.add(Confirm, "npx-download", "npm "+sub+" <initializer> downloads and runs a create-* package; approval is needed", c.part)
 		}
 	case "run", "run-script", "rum", "urn", "test", "tst", "t", "start", "stop", "restart", "ls", "list", "ll", "la",
 		"outdated", "view", "info", "show", "v", "help", "prefix", "root", "bin", "explain", "why", "fund", "doctor",
-		"pack", "version", "query", "pkg", "completion", "help-search", "search", "find", "s", "se", "ping", "whoami", "sbom", "diff", "repo", "docs", "home", "bugs":
+		"pack", "version", "query", "completion", "help-search", "search", "find", "s", "se", "ping", "whoami", "sbom", "diff", "repo", "docs", "home", "bugs":
 	case "audit":
 		if len(rest) > 0 && rest[0].s == "fix" {
 			w.add(Confirm, "package-install", "npm audit fix installs package updates; approval is needed", c.part)

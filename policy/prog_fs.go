@@ -172,6 +172,20 @@ func checkCopy(w *walker, c *call, move bool) {
 	}
 	for _, d := range dests {
 		w.pathOp(opWrite, d, actor(c), "", false)
+		// Into a directory, each source lands under its own name: cp -r
+		// /tmp/x/.claude . writes ./.claude.
+		if !d.known() {
+			continue
+		}
+		for _, f := range ops {
+			if !f.known() || f.glob {
+				continue
+			}
+			into := lit(path.Join(d.s, path.Base(f.s)))
+			if w.classifyPath(into).class == pcAgentConfig {
+				w.pathOp(opWrite, into, actor(c), "", false)
+			}
+		}
 	}
 }
 
@@ -383,16 +397,33 @@ func checkSed(w *walker, c *call) {
 			w.pathOp(opRead, f, actor(c), "", false)
 		}
 	}
+	followed := len(p.values("-f", "--file")) == 0
+	var inserted []string
 	for _, s := range scripts {
 		if !s.known() {
 			w.add(Confirm, "sed-dynamic", "the sed script is computed at run time, and sed scripts can write files and run commands; write the script literally", c.part)
+			followed = false
 			continue
 		}
-		w.sedScript(c, s.s)
+		inserted = append(inserted, w.sedScript(c, s.s)...)
+	}
+	if inPlace {
+		// Editing a build file in place plants what a build tool will run:
+		// the text sed puts in is checked as the commands it may become.
+		for _, f := range ops {
+			if f.known() && buildFileOf(w.canon(f.s)) != "" {
+				for _, t := range inserted {
+					w.plantedText(c, t)
+				}
+				if followed {
+					delete(w.tampered, w.canon(f.s))
+				}
+			}
+		}
 	}
 }
 
-func (w *walker) sedScript(c *call, script string) {
+func (w *walker) sedScript(c *call, script string) (inserted []string) {
 	i := 0
 	n := len(script)
 	restOfLine := func() string {
@@ -441,7 +472,7 @@ func (w *walker) sedScript(c *call, script string) {
 		case ch == 's' || ch == 'y':
 			i++
 			if i >= n {
-				return
+				return inserted
 			}
 			d := script[i]
 			i++
@@ -450,6 +481,7 @@ func (w *walker) sedScript(c *call, script string) {
 			if ch == 'y' {
 				continue
 			}
+			inserted = append(inserted, repl)
 			exec := false
 			for i < n && strings.IndexByte("gpeiImM0123456789w", script[i]) >= 0 {
 				switch script[i] {
@@ -480,18 +512,22 @@ func (w *walker) sedScript(c *call, script string) {
 		case ch == 'r' || ch == 'R':
 			i++
 			w.pathOp(opRead, lit(restOfLine()), actor(c), "", false)
-		case ch == 'a' || ch == 'i' || ch == 'c' || ch == ':' || ch == 'b' || ch == 't' || ch == 'T' || ch == '#':
+		case ch == 'a' || ch == 'i' || ch == 'c':
+			i++
+			inserted = append(inserted, strings.TrimPrefix(restOfLine(), "\\"))
+		case ch == ':' || ch == 'b' || ch == 't' || ch == 'T' || ch == '#':
 			i++
 			restOfLine()
 		default:
 			i++
 		}
 	}
+	return inserted
 }
 
 var (
 	awkExec  = regexp.MustCompile(`\bsystem\s*\(|\|\s*getline|\|&|\bprint[f]?\b[^;{}\n]*[^|]\|[^|]`)
-	awkWrite = regexp.MustCompile(`\bprint[f]?\b[^;{}\n]*?>>?\s*"([^"]*)"`)
+	awkWrite = regexp.MustCompile(`\bprintf?\b(?:[^;{}\n"]|"[^"\n]*")*?>>?\s*"([^"]*)"`)
 )
 
 // checkAwk: awk programs can run commands (system, pipes to and from

@@ -71,6 +71,22 @@ func (w *walker) gitConfig(c *call, key string, val field, how string) {
 	if !gitProgramKey.MatchString(k) {
 		return
 	}
+	if strings.HasPrefix(k, "alias.") && val.known() {
+		if w.gitAliases == nil {
+			w.gitAliases = map[string]string{}
+		}
+		w.gitAliases[key[len("alias."):]] = val.s
+	}
+	if strings.HasPrefix(k, "alias.") && val.known() && !strings.HasPrefix(strings.TrimSpace(val.s), "!") {
+		// An alias that is not a shell command runs git with its words
+		// (alias.lg = log --graph): that git command is checked now.
+		words := w.splitString(val)
+		if len(words) > 0 && words[0].known() && !isOpt(words[0].s) {
+			w.add(Allow, "git-alias", fmt.Sprintf("%s sets %s, which runs git %s; that command is checked", how, key, val.s), c.part)
+			w.command(c.sub(append([]field{lit("git")}, words...)))
+			return
+		}
+	}
 	w.add(Confirm, "git-config-program", fmt.Sprintf("%s sets %s, which makes git run a program or load settings of the command's choosing; approval is needed", how, key), c.part)
 	switch {
 	case strings.HasPrefix(k, "alias."):
@@ -256,6 +272,10 @@ func checkGit(w *walker, c *call) {
 		w.add(Confirm, "git-history-rewrite", fmt.Sprintf("git %s rewrites history; approval is needed", sub), c.part)
 	case sub == "config":
 		checkGitConfig(w, c, args)
+	case sub == "worktree":
+		if len(p.ops) > 0 && p.ops[0].s == "remove" && p.has("-f", "--force") {
+			w.add(Confirm, "git-discard", "git worktree remove --force deletes a working tree with its uncommitted and untracked changes; commit or stash them there first, or ask for approval", c.part)
+		}
 	case sub == "remote":
 		if len(p.ops) > 0 {
 			switch p.ops[0].s {
@@ -304,6 +324,17 @@ func checkGit(w *walker, c *call) {
 			w.pathOp(opWrite, f, "git archive -o", "", false)
 		}
 	case gitReadOnly[sub], gitLocal[sub], sub == "rebase":
+	case w.gitAliases[sub] != "":
+		// An alias set earlier in the command: what it runs was checked
+		// where it was set; with this call's arguments it is checked again.
+		v := strings.TrimSpace(w.gitAliases[sub])
+		w.add(Allow, "git-alias", "git "+sub+" is an alias set earlier in this command, for "+v+"; what it runs is checked", c.part)
+		if strings.HasPrefix(v, "!") {
+			w.script(strings.TrimPrefix(v, "!")+" "+quoteArgs(rest[1:]), c.part)
+		} else {
+			words := w.splitString(lit(v))
+			w.command(c.sub(append(append([]field{lit("git")}, words...), rest[1:]...)))
+		}
 	default:
 		if !rest[0].known() {
 			w.add(Confirm, "dynamic-command", "the git subcommand is computed at run time; write it literally", c.part)

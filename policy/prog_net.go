@@ -230,6 +230,9 @@ func (w *walker) wroteData(f field, d data, appended bool) {
 	if w.scripts == nil {
 		w.scripts = map[string]string{}
 	}
+	if d.hasText && buildFileOf(c) != "" {
+		w.plantBuildFile(c, d.text)
+	}
 	switch {
 	case d.hasText && len(d.text) <= maxScript && len(w.scripts) < 64:
 		if appended {

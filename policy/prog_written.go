@@ -36,6 +36,16 @@ func registerWritten() {
 	also("jest vitest mocha ava tap node", func(w *walker, c *call) { w.writtenCode(c, ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts") })
 	also("rspec rake", func(w *walker, c *call) { w.writtenCode(c, ".rb", "Rakefile") })
 	also("gradle gradlew mvn mvnw", func(w *walker, c *call) { w.writtenCode(c, ".gradle", ".kts", "pom.xml") })
+	for name := range buildTools {
+		if _, known := programs[name]; !known {
+			continue // not made known here: strict mode still asks about it
+		}
+		addCheck(name, pDev, func(w *walker, c *call) {
+			if len(w.tampered) > 0 {
+				checkTampered(w, c)
+			}
+		})
+	}
 }
 
 // addCheck makes fn run after the checks of the programs named; a program the
@@ -244,6 +254,181 @@ func checkDeployTarget(w *walker, c *call) {
 		if deployTarget.MatchString(t) {
 			w.add(Confirm, "deploy", fmt.Sprintf("%s %s runs the project's %s step, which by convention changes remote systems; approval is needed", c.name, t, t), c.part)
 			return
+		}
+	}
+}
+
+// Build files: what a build tool runs is written in them, so a command that
+// changes one plants commands that a later, innocent-looking build runs.
+// buildFiles maps a file's name to the family of tools that run it.
+var buildFiles = map[string]string{
+	"Makefile": "make", "makefile": "make", "GNUmakefile": "make",
+	"package.json": "npm", ".npmrc": "npm", ".yarnrc": "npm", ".yarnrc.yml": "npm", "bunfig.toml": "npm",
+	"justfile": "just", "Justfile": "just", ".justfile": "just",
+	"Taskfile.yml": "task", "Taskfile.yaml": "task",
+	"pyproject.toml": "python", "setup.py": "python", "setup.cfg": "python", "tox.ini": "python",
+	"noxfile.py": "python", "conftest.py": "python", "pytest.ini": "python",
+	"Cargo.toml": "cargo", "build.rs": "cargo", ".cargo/config.toml": "cargo",
+	"build.gradle": "gradle", "build.gradle.kts": "gradle", "settings.gradle": "gradle", "settings.gradle.kts": "gradle",
+	"pom.xml": "mvn", "Rakefile": "rake", "CMakeLists.txt": "cmake", ".pre-commit-config.yaml": "pre-commit",
+	"deno.json": "deno", "deno.jsonc": "deno", "magefile.go": "mage",
+}
+
+// buildTools maps a build tool to its family.
+var buildTools = map[string]string{
+	"make": "make", "gmake": "make", "npm": "npm", "pnpm": "npm", "yarn": "npm", "bun": "npm", "npx": "npm",
+	"just": "just", "task": "task", "pytest": "python", "py.test": "python", "tox": "python", "nox": "python",
+	"pip": "python", "pip3": "python", "uv": "python", "poetry": "python", "hatch": "python", "pdm": "python",
+	"cargo": "cargo", "gradle": "gradle", "gradlew": "gradle", "mvn": "mvn", "mvnw": "mvn", "rake": "rake",
+	"cmake": "cmake", "pre-commit": "pre-commit", "deno": "deno", "mage": "mage",
+}
+
+// buildFileOf returns the family of tools that run the file at canonical
+// path c, or "" when it is not a build file.
+func buildFileOf(c string) string {
+	if strings.Contains(c, unknown) {
+		return ""
+	}
+	if f, ok := buildFiles[path.Base(c)]; ok {
+		return f
+	}
+	if strings.HasSuffix(c, ".mk") {
+		return "make"
+	}
+	if strings.HasSuffix(c, "/.cargo/config.toml") || c == ".cargo/config.toml" {
+		return "cargo"
+	}
+	return ""
+}
+
+// plantBuildFile checks, when a command writes known text into a build file,
+// the commands that text makes a later build run — the pair is as dangerous
+// as the payload, whether the build runs in this command or in a later one.
+func (w *walker) plantBuildFile(c string, text string) {
+	part := "the text written to " + c
+	switch buildFileOf(c) {
+	case "make":
+		for _, line := range recipeLines(text, true) {
+			w.plantedText(nil, strings.ReplaceAll(line, "$$", "$"))
+		}
+		// A recipe may follow its target on the same line (all: ; cmd).
+		for _, line := range strings.Split(text, "\n") {
+			if _, recipe, ok := strings.Cut(line, ";"); ok && strings.Contains(line, ":") && !strings.HasPrefix(line, "\t") {
+				w.plantedText(nil, strings.ReplaceAll(recipe, "$$", "$"))
+			}
+		}
+	case "just":
+		for _, line := range recipeLines(text, false) {
+			w.plantedText(nil, line)
+		}
+	case "npm":
+		var pkg struct {
+			Scripts map[string]string `json:"scripts"`
+		}
+		if json.Unmarshal([]byte(text), &pkg) == nil {
+			for _, s := range pkg.Scripts {
+				w.script(s, part)
+			}
+			return
+		}
+		w.plantedText(nil, text)
+	default:
+		w.plantedText(nil, text)
+	}
+}
+
+// plantedText checks text put into a build file as the commands it may
+// become: the whole of it as a script, and every double-quoted string in it
+// (a package.json script, a TOML or YAML value).
+func (w *walker) plantedText(c *call, text string) {
+	part := text
+	if c != nil {
+		part = c.part
+	}
+	w.scriptQuiet(text, part)
+	for n, rest := 0, text; n < 16; n++ {
+		i := strings.IndexByte(rest, '"')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(rest[i+1:], '"')
+		if j < 0 {
+			break
+		}
+		w.scriptQuiet(rest[i+1:i+1+j], part)
+		rest = rest[i+j+2:]
+	}
+}
+
+// checkTampered makes a build tool need approval when the command changed,
+// in a way the policy could not follow, a file the tool runs.
+func checkTampered(w *walker, c *call) {
+	fam := buildTools[c.name]
+	for f := range w.tampered {
+		if buildFileOf(f) != fam {
+			continue
+		}
+		if _, known := w.scripts[f]; known {
+			continue // its text is known and was checked
+		}
+		w.add(Confirm, "build-file-changed", fmt.Sprintf("%s runs what %s says, and this command changed %s in a way the policy cannot follow; change the build file in one command, read it, then run %s", c.name, f, f, c.name), c.part)
+		return
+	}
+}
+
+// packageScript checks a script a command sets in package.json (npm pkg set
+// scripts.test=..., npm set-script): it runs at the next npm test, in this
+// command or a later one, so it is checked now.
+func (w *walker) packageScript(c *call, name string, val field) {
+	if !val.known() {
+		w.add(Confirm, "package-script", fmt.Sprintf("%s sets the script %s of package.json to a value computed at run time; a later npm run would run it — write it literally", c.name, name), c.part)
+		return
+	}
+	w.add(Allow, "package-script", fmt.Sprintf("%s sets the script %s of package.json; what it runs is checked", c.name, name), c.part)
+	w.script(val.s, c.part)
+}
+
+// npmPkgSet checks npm pkg set KEY=VALUE ... for keys that are scripts.
+func (w *walker) npmPkgSet(c *call, args []field) {
+	p := parseArgs(args, spec("w", "--workspace"))
+	asJSON := p.has("--json")
+	for _, a := range p.ops {
+		key, val, ok := strings.Cut(a.s, "=")
+		if !ok {
+			continue
+		}
+		v := a
+		v.s, v.raw = val, ""
+		k := strings.ToLower(key)
+		switch {
+		case k == "scripts" || k == "":
+			if !asJSON {
+				continue
+			}
+			var m map[string]any
+			if !v.known() || json.Unmarshal([]byte(v.s), &m) != nil {
+				w.packageScript(c, key, field{s: unknown, raw: a.raw})
+				continue
+			}
+			if k == "" {
+				m, _ = m["scripts"].(map[string]any)
+			}
+			for n, s := range m {
+				if str, ok := s.(string); ok {
+					w.packageScript(c, n, lit(str))
+				}
+			}
+		case strings.HasPrefix(k, "scripts.") || strings.HasPrefix(k, "scripts["):
+			name := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(key, "scripts."), "scripts["), "]")
+			if asJSON && v.known() {
+				var str string
+				if json.Unmarshal([]byte(v.s), &str) == nil {
+					v.s = str
+				}
+			}
+			w.packageScript(c, name, v)
+		case k == "config.script-shell" || k == "bin" || strings.HasPrefix(k, "bin.") || strings.HasPrefix(k, "bin["):
+			w.add(Confirm, "package-script", fmt.Sprintf("%s sets %s of package.json, which names a program npm runs; approval is needed", c.name, key), c.part)
 		}
 	}
 }

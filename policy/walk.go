@@ -133,6 +133,12 @@ type walker struct {
 	// changes is set when the command is seen to change a file (a
 	// redirection or a program writing to a path other than /dev/null).
 	changes bool
+	// gitAliases are git aliases set earlier in the command (git config
+	// alias.NAME VALUE), by name.
+	gitAliases map[string]string
+	// tampered are build files (Makefile, package.json ...) the command
+	// changed; a build tool run after that runs what they now say.
+	tampered map[string]bool
 }
 
 // invocation is an Invocation being built, with what the program's own
