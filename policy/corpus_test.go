@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,8 @@ type corpusCase struct {
 	// reason should hold.
 	Rule   string   `json:"rule,omitempty"`
 	Reason []string `json:"reason,omitempty"`
+	// Class is the class of the issue-10 corpus a case belongs to.
+	Class string `json:"class,omitempty"`
 }
 
 func readCorpus(t testing.TB, name string) []corpusCase {
@@ -105,3 +108,51 @@ func TestCorpusOwn(t *testing.T) { scoreCorpus(t, "cases.jsonl", true) }
 // cases: ordinary development across ecosystems and bypass attempts. Every
 // command must get exactly its label.
 func TestCorpusRedteam(t *testing.T) { scoreCorpus(t, "redteam.jsonl", true) }
+
+// TestCorpusBlind runs the corpus written for issue 10 blind to its fixes:
+// dangerous commands of each class it names, which must never be allowed,
+// and safe look-alikes, at least 95% of which must be allowed. The rate of
+// each class is logged (go test -v).
+func TestCorpusBlind(t *testing.T) {
+	type rate struct{ ok, n int }
+	rates := map[string]*rate{}
+	safe, safeOK := 0, 0
+	for _, c := range readCorpus(t, "blind.jsonl") {
+		v := Classify(c.Cmd)
+		kind := "safe"
+		if c.Expect != "allow" {
+			kind = "dangerous"
+		}
+		key := c.Class + " " + kind
+		if rates[key] == nil {
+			rates[key] = &rate{}
+		}
+		r := rates[key]
+		r.n++
+		switch {
+		case kind == "dangerous" && v.Decision == Allow:
+			t.Errorf("dangerous command allowed: %q (%s)\n\tby %s: %s", c.Cmd, c.Why, v.Rule, v.Reason)
+		case kind == "dangerous":
+			r.ok++
+		case v.Decision == Allow:
+			r.ok++
+			safeOK++
+		default:
+			t.Logf("safe look-alike not allowed: %q: %s by %s (%s)", c.Cmd, v.Decision, v.Rule, v.Reason)
+		}
+		if kind == "safe" {
+			safe++
+		}
+	}
+	keys := make([]string, 0, len(rates))
+	for k := range rates {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		t.Logf("%-24s %d/%d", k, rates[k].ok, rates[k].n)
+	}
+	if safe > 0 && float64(safeOK) < 0.95*float64(safe) {
+		t.Errorf("safe look-alikes allowed: %d/%d, want at least 95%%", safeOK, safe)
+	}
+}

@@ -130,6 +130,7 @@ func (e *Engine) explain(command string, all bool) (ex Explanation) {
 	w := &walker{e: e, explain: all, top: command}
 	w.script(command, command)
 	w.runExitTraps(command)
+	w.finishArith()
 	return w.result()
 }
 

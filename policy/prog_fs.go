@@ -664,6 +664,13 @@ func argvGroups(code string) []string {
 
 // checkFind: find only reads, unless an action runs a command (-exec, -ok) or
 // deletes (-delete), or writes a file (-fprint).
+// findValued are find's tests and options that take the next word as their
+// argument (the actions that write or run are handled on their own).
+var findValued = set("-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex",
+	"-lname", "-ilname", "-type", "-xtype", "-user", "-group", "-uid", "-gid", "-perm", "-size", "-mtime", "-atime",
+	"-ctime", "-mmin", "-amin", "-cmin", "-newer", "-anewer", "-cnewer", "-samefile", "-inum", "-links", "-maxdepth",
+	"-mindepth", "-fstype", "-context", "-used", "-printf", "-regextype", "-files0-from")
+
 func checkFind(w *walker, c *call) {
 	args := c.args()
 	var roots []field
@@ -707,6 +714,10 @@ func checkFind(w *walker, c *call) {
 	c.judgedPaths = true
 	for ; i < len(args); i++ {
 		s := args[i].s
+		if findValued[s] || strings.HasPrefix(s, "-newer") && len(s) == 8 {
+			i++ // the predicate's argument: find -name -delete looks for files named -delete
+			continue
+		}
 		switch s {
 		case "-delete":
 			for _, r := range roots {

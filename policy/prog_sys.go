@@ -26,7 +26,16 @@ func registerSys() {
 	deny("mkfs mke2fs mkswap mkdosfs mkntfs mkexfatfs fdisk sfdisk cfdisk gdisk sgdisk parted gparted wipefs blkdiscard "+
 		"hdparm badblocks tune2fs resize2fs e2fsck fsck debugfs lvremove vgremove pvremove lvcreate mdadm cryptsetup "+
 		"zpool zfs btrfs losetup dmsetup nvme sg_format", "disk", "%s would change disks, partitions or file systems, which can destroy all their data; do not touch disks")
-	deny("mount umount swapon swapoff", "mount", "%s changes what is mounted on the machine; work with the files already in the workspace")
+	reg("mount", program{decision: Deny, rule: "mount", reason: "mount changes what is mounted on the machine; work with the files already in the workspace", check: func(w *walker, c *call) {
+		// mount alone, or with only -l and -t TYPE, lists what is mounted.
+		p := parseArgs(c.args(), spec("tOoLU", "--types", "--test-opts", "--options", "--label", "--uuid"))
+		if len(p.ops) == 0 && !p.has("-a", "--all", "-o", "--options", "-L", "--label", "-U", "--uuid", "--bind", "--rbind", "--move", "-B", "-R", "-M", "--make-shared", "--make-private") {
+			w.add(Allow, "info", "mount without a device or directory lists what is mounted", c.part)
+			return
+		}
+		w.add(Deny, "mount", "mount changes what is mounted on the machine; work with the files already in the workspace", c.part)
+	}})
+	deny("umount swapon swapoff", "mount", "%s changes what is mounted on the machine; work with the files already in the workspace")
 	deny("useradd userdel usermod adduser deluser groupadd groupdel groupmod passwd chpasswd chage chsh chfn gpasswd "+
 		"visudo vipw vigr pwconv", "user-admin", "%s changes users, groups or passwords; account changes are not allowed")
 	deny("insmod rmmod modprobe depmod setenforce auditctl aa-disable aa-complain grub-install update-grub efibootmgr "+
@@ -351,6 +360,10 @@ func checkKill(w *walker, c *call) {
 func checkPkill(w *walker, c *call) {
 	if c.name == "killall5" {
 		w.add(Deny, "kill-all", "killall5 kills every process on the machine; kill only the process you started, by its id", c.part)
+		return
+	}
+	if a := c.args(); len(a) > 0 && (a[0].s == "-l" || a[0].s == "--list" || a[0].s == "-L" || a[0].s == "--table") {
+		w.add(Allow, "info", c.name+" "+a[0].s+" lists the signal names", c.part)
 		return
 	}
 	p := parseArgs(c.args(), spec("uUgGPsteFcnoO", "--euid", "--uid", "--group", "--pgroup", "--parent", "--session", "--terminal", "--signal", "--pidfile", "--ns", "--nslist", "--older", "--younger", "--user"))

@@ -123,6 +123,7 @@ func TestReadOnly(t *testing.T) {
 		{"trap 'rm x' EXIT", false},
 		{"echo $(touch x)", false},
 		{"ls | (", false},
+		{"x='a[$(rm -rf ~)]'; echo $((x))", false},
 		{"tree -o out.txt", false},
 		{"./build.sh", false},
 	} {

@@ -139,6 +139,15 @@ type walker struct {
 	// tampered are build files (Makefile, package.json ...) the command
 	// changed; a build tool run after that runs what they now say.
 	tampered map[string]bool
+
+	// Arithmetic: bash evaluates a variable's value as an expression,
+	// recursively, and runs the command substitutions in an array subscript
+	// inside it. codeStrings are the values seen in the command that would
+	// run code so (a[$(cmd)]); hiddenData says a value came from decoded or
+	// downloaded data; arith says the command has an arithmetic context.
+	codeStrings []string
+	hiddenData  bool
+	arith       bool
 }
 
 // invocation is an Invocation being built, with what the program's own
@@ -425,6 +434,7 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 				w.cands[name] = items
 			}
 		case *syntax.CStyleLoop:
+			w.arith = true
 			w.substs(l)
 			if l.Cond == nil && background(c.Do) != nil {
 				w.addS(Deny, "process-flood", endlessFlood, part)
@@ -442,17 +452,21 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 	case *syntax.FuncDecl:
 		w.funcDecl(c, part)
 	case *syntax.ArithmCmd:
+		w.arith = true
 		w.substs(c.X)
 		w.arithStrings(c.X, part)
 	case *syntax.LetClause:
+		w.arith = true
 		for _, x := range c.Exprs {
 			w.substs(x)
 			w.arithStrings(x, part)
 		}
 	case *syntax.TestClause:
+		w.arith = true // -eq, -v ... evaluate arithmetic
 		w.substs(c.X)
 		w.testStrings(c.X, part)
 	case *syntax.DeclClause:
+		w.arith = true // declare -i, names with subscripts
 		w.declClause(c, part)
 	case *syntax.TimeClause:
 		w.stmt(c.Stmt, stdin)
@@ -694,6 +708,8 @@ func (w *walker) substs(node syntax.Node) {
 		case *syntax.CmdSubst:
 			w.stmts(n.Stmts, data{})
 			return false
+		case *syntax.ArithmExp:
+			w.arith = true
 		case *syntax.ProcSubst:
 			saved := w.cwd
 			in := data{}
@@ -707,6 +723,9 @@ func (w *walker) substs(node syntax.Node) {
 			w.cwd = saved
 			return false
 		case *syntax.ParamExp:
+			if n.Index != nil || n.Slice != nil {
+				w.arith = true // ${a[x]}, ${s:x}: arithmetic
+			}
 			if n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && n.Exp.Word != nil && strings.Contains(n.Exp.Word.Lit(), "P") {
 				w.addS(Confirm, "prompt-expansion", "${var@P} expands the variable as a prompt string, which can run commands hidden in its value; print the variable plainly instead", w.text(n))
 				if v, ok := w.varValue(paramName(n)); ok {
@@ -952,6 +971,7 @@ func (w *walker) call(ce *syntax.CallExpr, stdin data, part string) {
 			w.substs(a.Array)
 		}
 		if a.Index != nil {
+			w.arith = true
 			w.substs(a.Index)
 			w.arithStrings(a.Index, part)
 		}
@@ -1137,6 +1157,9 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		}
 	}
 	c.name = name
+	if arithBuiltins[name] {
+		w.arith = true
+	}
 	inv := w.invOf(c)
 	inv.Program = prog
 
@@ -1628,4 +1651,43 @@ func (w *walker) writesFileIn(list []*syntax.Stmt) bool {
 		})
 	}
 	return found
+}
+
+// arithBuiltins evaluate arithmetic in their arguments or in the names they
+// are given (let x, read 'a[x]', printf -v 'a[x]', test -v 'a[x]', unset 'a[x]').
+var arithBuiltins = set("let", "read", "printf", "test", "[", "unset", "declare", "typeset", "local", "export",
+	"readonly", "mapfile", "readarray", "wait", "getopts", "shift", "return", "exit", "ulimit", "printf", "eval")
+
+// noteCode records a value that would run code if bash evaluated it as
+// arithmetic, or one whose text is hidden (decoded or downloaded).
+func (w *walker) noteCode(s string, k dataKind) {
+	if k&(dDecoded|dDownload) != 0 {
+		w.hiddenData = true
+	}
+	if strings.IndexByte(s, '[') < 0 || !strings.Contains(s, "$(") && strings.IndexByte(s, '`') < 0 {
+		return
+	}
+	if len(w.codeStrings) < 16 && !contains(w.codeStrings, s) {
+		w.codeStrings = append(w.codeStrings, s)
+	}
+}
+
+// finishArith judges arithmetic that may run code hidden in values: when the
+// command evaluates arithmetic anywhere and holds a value with a command
+// substitution inside a subscript, the substitution's commands are checked
+// as if run, and the command needs approval at least. A value the policy
+// cannot read (decoded, downloaded) meeting arithmetic needs approval too.
+func (w *walker) finishArith() {
+	if !w.arith {
+		return
+	}
+	saved := w.arith
+	for _, s := range w.codeStrings {
+		w.arith = false
+		w.embedded(s, s)
+	}
+	if w.hiddenData {
+		w.addS(Confirm, "arithmetic-subst", "the command evaluates arithmetic and holds a value decoded or downloaded at run time; bash evaluates variables' values as arithmetic, which runs command substitutions hidden in them — write the values literally", "")
+	}
+	w.arith = saved
 }

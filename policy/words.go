@@ -225,6 +225,9 @@ func (w *walker) resolveParts(parts []syntax.WordPart) []field {
 		}
 	}
 	b.split()
+	for _, f := range b.out {
+		w.noteCode(f.s, f.data)
+	}
 	return b.out
 }
 
