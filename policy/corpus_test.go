@@ -113,11 +113,17 @@ func TestCorpusRedteam(t *testing.T) { scoreCorpus(t, "redteam.jsonl", true) }
 // dangerous commands of each class it names, which must never be allowed,
 // and safe look-alikes, at least 95% of which must be allowed. The rate of
 // each class is logged (go test -v).
-func TestCorpusBlind(t *testing.T) {
+func TestCorpusBlind(t *testing.T) { scoreClasses(t, "blind.jsonl") }
+
+// TestCorpusVariations runs the variations of the same classes written after
+// the fixes, with the same bar.
+func TestCorpusVariations(t *testing.T) { scoreClasses(t, "variations.jsonl") }
+
+func scoreClasses(t *testing.T, name string) {
 	type rate struct{ ok, n int }
 	rates := map[string]*rate{}
 	safe, safeOK := 0, 0
-	for _, c := range readCorpus(t, "blind.jsonl") {
+	for _, c := range readCorpus(t, name) {
 		v := Classify(c.Cmd)
 		kind := "safe"
 		if c.Expect != "allow" {

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"math"
+	"strconv"
 	"path"
 	"strings"
 
@@ -391,6 +393,13 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		return printfData(args, argData)
 	case name == "yes":
 		return data{kind: dLiteral | dEndless}
+	case name == "seq":
+		for _, a := range args {
+			if n, err := strconv.ParseFloat(a.s, 64); err == nil && (math.IsInf(n, 0) || math.Abs(n) > 1e8) {
+				return data{kind: dLiteral | dEndless} // seq inf, or as good as
+			}
+		}
+		return data{kind: dLiteral}
 	case name == "cat" || name == "tac" || name == "nl" || name == "head" || name == "tail" || name == "more" || name == "less":
 		var out data
 		files := 0

@@ -331,6 +331,11 @@ func (w *walker) redirect(s *syntax.Stmt, r *syntax.Redirect) (data, bool) {
 		w.pathOp(opWrite, f, "the redirection "+part, "", true)
 		return w.inputData(&syntax.Redirect{Op: syntax.RdrIn, Word: r.Word}), fd == "" || fd == "0"
 	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+		if r.Hdoc != nil {
+			w.noteCode(w.text(r.Hdoc), 0) // read x <<EOF: a value arithmetic may meet
+		} else {
+			w.expandWord(r.Word)
+		}
 		return w.inputData(r), fd == "" || fd == "0"
 	}
 	return data{}, false

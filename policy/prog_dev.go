@@ -358,6 +358,10 @@ func checkPnpm(w *walker, c *call) {
 		w.command(c.sub(append([]field{lit("pnpx")}, rest...)))
 	case "exec":
 		checkRunInner(w, c, rest, nil)
+	case "pkg":
+		if len(rest) > 0 && rest[0].s == "set" {
+			w.npmPkgSet(c, rest[1:])
+		}
 	case "create":
 		w.add(Confirm, "npx-download", "pnpm create downloads and runs a create-* package; approval is needed", c.part)
 	default:

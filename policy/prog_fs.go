@@ -712,6 +712,23 @@ func checkFind(w *walker, c *call) {
 		}
 	}
 	c.judgedPaths = true
+	// find ... -path '*.claude*' -exec sed -i ...: the files it changes are an
+	// agent's configuration.
+	for j := i; j+1 < len(args); j++ {
+		switch args[j].s {
+		case "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename":
+			if p := strings.Trim(args[j+1].s, "*"); p != "" && agentConfig(strings.TrimPrefix(p, "./")) != "" || agentConfig(strings.ReplaceAll(args[j+1].s, "*", "x/")) != "" {
+				for _, a := range args[j:] {
+					switch a.s {
+					case "-exec", "-execdir", "-ok", "-okdir", "-delete":
+						w.add(Confirm, "write-agent-config", fmt.Sprintf("%s %s %s acts on an AI agent's or editor's configuration (%s); changing it reconfigures the agent or the user's tools, so approval is needed", c.name, args[j].s, args[j+1].show(), args[j+1].show()), c.part)
+						goto done
+					}
+				}
+			}
+		}
+	}
+done:
 	for ; i < len(args); i++ {
 		s := args[i].s
 		if findValued[s] || strings.HasPrefix(s, "-newer") && len(s) == 8 {

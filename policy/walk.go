@@ -880,6 +880,11 @@ func (w *walker) declClause(c *syntax.DeclClause, part string) {
 		w.substs(a.Value)
 		if a.Array != nil {
 			w.substs(a.Array)
+			for _, e := range a.Array.Elems {
+				if e.Value != nil {
+					w.expandWord(e.Value) // notes values that hold code
+				}
+			}
 		}
 		if a.Name == nil {
 			if a.Value != nil {
