@@ -2,8 +2,8 @@ package policy
 
 import (
 	"math"
-	"strconv"
 	"path"
+	"strconv"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
