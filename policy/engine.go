@@ -104,6 +104,21 @@ func (e *Engine) Classify(command string) Verdict {
 type Explanation struct {
 	Verdict
 	Steps []Verdict `json:"steps"`
+	// Resolution says, for each of Verdict.Programs (same index), how the
+	// policy came to it: through which program it runs and the word as
+	// written.
+	Resolution []Resolution `json:"resolution,omitempty"`
+}
+
+// Resolution is how one program of a command was resolved.
+type Resolution struct {
+	// Via is the index in Programs of the program that runs this one (a
+	// wrapper such as sudo, env, xargs, sh -c, or a function), or -1 when
+	// the shell runs it directly.
+	Via int `json:"via"`
+	// Written is the command's name as written, when it differs from the
+	// program it resolved to ('r'm, $'\x72m', an alias, a variable).
+	Written string `json:"written,omitempty"`
 }
 
 // Explain classifies a command like Classify and also returns every finding.

@@ -314,6 +314,9 @@ func (w *walker) splitString(f field) []field {
 	p := parsers.Get().(*syntax.Parser)
 	defer parsers.Put(p)
 	var out []field
+	saved := w.src
+	w.src = f.s // the words' positions refer to the string
+	defer func() { w.src = saved }()
 	for word, err := range p.WordsSeq(strings.NewReader(f.s)) {
 		if err != nil {
 			return []field{{s: unknown, dyn: true, raw: f.raw}}

@@ -217,3 +217,33 @@ func TestDiskFill(t *testing.T) {
 		}
 	}
 }
+
+// TestResolution checks that names resolve as bash resolves them: a function
+// before a builtin or a program, quoted or not; never for a path or for a
+// program another one runs (command, builtin, exec, env, sudo ...).
+func TestResolution(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		want Decision
+	}{
+		{`rm() { echo; }; \rm -rf ~`, Allow},
+		{`rm() { echo; }; 'rm' -rf ~`, Allow},
+		{"rm() { echo; }; command rm -rf ~", Deny},
+		{"rm() { echo; }; builtin rm -rf ~", Deny},
+		{"rm() { echo; }; exec rm -rf ~", Deny},
+		{"rm() { echo; }; env rm -rf ~", Deny},
+		{"rm() { echo; }; /bin/rm -rf ~", Deny},
+		{"rm() { echo; }; timeout 5 rm -rf ~", Deny},
+		{"cd() { echo; }; builtin cd /; rm -rf *", Deny},
+		{"for f in *.go; do [ -s \"$f\" ] || continue; wc -l \"$f\"; done", Allow},
+	} {
+		if v := Classify(tc.cmd); v.Decision != tc.want {
+			t.Errorf("%q: %s by %s (%s), want %s", tc.cmd, v.Decision, v.Rule, v.Reason, tc.want)
+		}
+	}
+	ex := Default().Explain(`sudo r'm' -f x`)
+	want := []Resolution{{Via: -1}, {Via: 0, Written: "r'm'"}}
+	if !reflect.DeepEqual(ex.Resolution, want) {
+		t.Errorf("resolution of sudo r'm': %+v, want %+v", ex.Resolution, want)
+	}
+}

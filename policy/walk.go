@@ -155,7 +155,9 @@ type walker struct {
 type invocation struct {
 	Invocation
 	rule, reason string
-	readOnly     bool // the program changes nothing beyond its output
+	readOnly     bool   // the program changes nothing beyond its output
+	via          int    // the id of the call that runs this one; 0 for the shell
+	written      string // the name as written
 }
 
 func (w *walker) add(d Decision, rule, reason, part string) { w.addOwned(w.cur, d, rule, reason, part) }
@@ -1057,13 +1059,17 @@ type call struct {
 	judgedPaths bool // the check looked at the path arguments itself
 	delegated   bool // the program runs another with its arguments; that one is checked
 	network     bool // the program talks to the network
+	// external says another program runs this one (env, sudo, xargs,
+	// command, exec ...): it is found on PATH (or is a builtin, for command
+	// and builtin), never a function or alias of the shell.
+	external bool
 }
 
 func (c *call) args() []field { return c.argv[1:] }
 
 // sub makes a call for a program another one runs (a wrapper's command).
 func (c *call) sub(argv []field) *call {
-	return &call{argv: argv, part: c.part, stdin: c.stdin, env: c.env}
+	return &call{argv: argv, part: c.part, stdin: c.stdin, env: c.env, external: true}
 }
 
 // command classifies one program run with its argv.
@@ -1073,7 +1079,9 @@ func (w *walker) command(c *call) {
 	}
 	w.ids++
 	c.id = w.ids
-	w.invs = append(w.invs, newInvocation(c.argv))
+	inv := newInvocation(c.argv)
+	inv.via, inv.written = w.cur, c.argv[0].show()
+	w.invs = append(w.invs, inv)
 	saved := w.cur
 	w.cur = c.id
 	w.nest++
@@ -1188,11 +1196,14 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 			p.check(w, c)
 			w.dropAllows(mark)
 		}
-	case w.funcs[name] && !quoted:
+	case w.funcs[name] && !c.external && !strings.Contains(prog, "/"):
+		// bash finds a function before a builtin or a program, whether the
+		// name is quoted or not (\rm calls a function rm); a path, or a
+		// program another one runs, is never a function.
 		inv.rule, inv.reason, inv.readOnly = "default:shell-function", "a function defined in this command", true
 		w.add(Allow, "shell-function", name+" is a function defined in this command; its body was checked where it was defined", c.part)
 		w.callFunc(c, name)
-	case w.aliases[name] != "" && !quoted && !w.expanding[name]:
+	case w.aliases[name] != "" && !quoted && !c.external && !strings.Contains(prog, "/") && !w.expanding[name]:
 		// bash does not expand an alias inside its own expansion.
 		v := w.aliases[name]
 		inv.rule, inv.reason, inv.readOnly = "default:alias", "an alias defined in this command", true
@@ -1578,7 +1589,19 @@ func (w *walker) programs() ([]Invocation, bool) {
 // result folds the findings into one verdict: the strictest wins, the first of
 // equals.
 func (w *walker) result() (ex Explanation) {
-	defer func() { ex.Programs, ex.ReadOnly = w.programs() }()
+	defer func() {
+		ex.Programs, ex.ReadOnly = w.programs()
+		if w.explain {
+			ex.Resolution = make([]Resolution, len(w.invs))
+			for i, inv := range w.invs {
+				r := Resolution{Via: inv.via - 1}
+				if inv.written != inv.Program {
+					r.Written = inv.written
+				}
+				ex.Resolution[i] = r
+			}
+		}
+	}()
 	best := -1
 	for i, s := range w.steps {
 		if best < 0 || s.Decision > w.steps[best].Decision {

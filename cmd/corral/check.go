@@ -118,7 +118,7 @@ never what they deny.`,
 	fs := cmd.Flags()
 	pf.register(fs)
 	fs.BoolVar(&asJSON, "json", false, `print the verdict as one JSON object: {"cmd", "decision", "reason", "rule", "part"}`)
-	fs.BoolVar(&explain, "explain", false, "also show every finding the verdict was taken from: each part of the command, its decision and the rule that decided")
+	fs.BoolVar(&explain, "explain", false, "also show how the command resolves — which words became which program, through which wrappers, and the rule that decided each — and every finding the verdict was taken from")
 	fs.BoolVar(&batch, "batch", false, `read {"cmd": "..."} JSON lines on standard input and write one verdict line for each`)
 	return cmd
 }
@@ -131,7 +131,15 @@ type checkResult struct {
 	Reason   string          `json:"reason"`
 	Rule     string          `json:"rule,omitempty"`
 	Part     string          `json:"part,omitempty"`
+	ReadOnly bool            `json:"read_only"`
+	Programs []checkProgram  `json:"programs,omitempty"`
 	Steps    []checkStep     `json:"steps,omitempty"`
+}
+
+// checkProgram is one program the command runs, as resolved (with --explain).
+type checkProgram struct {
+	policy.Invocation
+	policy.Resolution
 }
 
 type checkStep struct {
@@ -142,8 +150,15 @@ type checkStep struct {
 }
 
 func result(command string, ex policy.Explanation, explain bool) checkResult {
-	r := checkResult{Cmd: command, Decision: ex.Decision.String(), Reason: ex.Reason, Rule: ex.Rule, Part: ex.Part}
+	r := checkResult{Cmd: command, Decision: ex.Decision.String(), Reason: ex.Reason, Rule: ex.Rule, Part: ex.Part, ReadOnly: ex.ReadOnly}
 	if explain {
+		for i, p := range ex.Programs {
+			cp := checkProgram{Invocation: p, Resolution: policy.Resolution{Via: -1}}
+			if i < len(ex.Resolution) {
+				cp.Resolution = ex.Resolution[i]
+			}
+			r.Programs = append(r.Programs, cp)
+		}
 		for _, s := range ex.Steps {
 			r.Steps = append(r.Steps, checkStep{Decision: s.Decision.String(), Rule: s.Rule, Reason: s.Reason, Part: s.Part})
 		}
@@ -163,7 +178,40 @@ func writeCheckText(w io.Writer, ex policy.Explanation, explain bool) {
 	if ex.Part != "" {
 		fmt.Fprintf(w, "  part: %s\n", oneLine(ex.Part))
 	}
-	if !explain || len(ex.Steps) == 0 {
+	if !explain {
+		return
+	}
+	if ex.ReadOnly {
+		fmt.Fprintln(w, "  read-only: nothing it runs changes files")
+	}
+	if len(ex.Programs) > 0 {
+		fmt.Fprintln(w, "\nprograms it runs, as resolved (indented under what runs them):")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for i, p := range ex.Programs {
+			depth := 0
+			if i < len(ex.Resolution) {
+				for via := ex.Resolution[i].Via; via >= 0 && via < len(ex.Resolution) && depth < 16; via = ex.Resolution[via].Via {
+					depth++
+				}
+			}
+			words := append([]string{p.Program}, p.Args...)
+			line := strings.Repeat("  ", depth) + oneLine(strings.Join(words, " "))
+			var notes []string
+			if i < len(ex.Resolution) && ex.Resolution[i].Written != "" {
+				notes = append(notes, "written "+oneLine(ex.Resolution[i].Written))
+			}
+			if !p.Literal {
+				notes = append(notes, "not all words known before it runs")
+			}
+			note := ""
+			if len(notes) > 0 {
+				note = " (" + strings.Join(notes, "; ") + ")"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", p.Decision, p.Rule, line, note)
+		}
+		tw.Flush()
+	}
+	if len(ex.Steps) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\nfindings, in the order bash would meet them:")
