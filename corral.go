@@ -57,7 +57,8 @@ type Config struct {
 	// Its Workspace is set to the workspace.
 	Policy policy.Options
 	// PolicyFile is a TOML file of the user's rules (policy.LoadRules), added to
-	// Policy.Rules; an "unknown" setting in it replaces Policy.Unknown.
+	// Policy.Rules; an "unknown" or "max_file_size" setting in it replaces
+	// Policy.Unknown or Policy.MaxFileSize.
 	PolicyFile string
 
 	// Events receives the events of every session (for a UI); nil discards them.
@@ -113,6 +114,9 @@ func New(cfg Config) (*Host, error) {
 			return nil, err
 		}
 		popts.Rules = append(append([]policy.Rule(nil), popts.Rules...), rs.List...)
+		if rs.MaxFileSize > 0 {
+			popts.MaxFileSize = rs.MaxFileSize
+		}
 		if rs.Unknown != nil {
 			popts.Unknown = *rs.Unknown
 		}
