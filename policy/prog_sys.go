@@ -16,6 +16,7 @@ func registerChecks() {
 	registerDev()
 	registerSys()
 	registerRunners()
+	registerBuiltins()
 }
 
 func registerSys() {
