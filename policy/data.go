@@ -403,10 +403,8 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 	case name == "cat" || name == "tac" || name == "nl" || name == "head" || name == "tail" || name == "more" || name == "less":
 		var out data
 		files := 0
-		for _, a := range args {
-			if strings.HasPrefix(a.s, "-") && a.s != "-" {
-				continue
-			}
+		// Options with a value are not files: head -c 10G reads its input.
+		for _, a := range parseArgs(args, readerSpecs[name]).ops {
 			files++
 			if a.s == "-" || a.s == "/dev/stdin" {
 				out = out.union(stdin)
@@ -751,4 +749,15 @@ func writesToFile(name string, args []field) bool {
 		}
 	}
 	return name == "wget"
+}
+
+// readerSpecs are the options that take a value of the programs that print
+// files or their input (cat tac nl head tail more less).
+var readerSpecs = map[string]optSpec{
+	"head": spec("cn", "--bytes", "--lines"),
+	"tail": spec("cns", "--bytes", "--lines", "--sleep-interval", "--pid", "--max-unchanged-stats"),
+	"tac":  spec("s", "--separator"),
+	"nl":   spec("bdfhilnsvw", "--body-numbering", "--section-delimiter", "--footer-numbering", "--header-numbering", "--line-increment", "--join-blank-lines", "--number-format", "--number-separator", "--starting-line-number", "--number-width"),
+	"less": spec("bhjkoOpPtTxyz", "--buffers", "--max-back-scroll", "--jump-target", "--lesskey-file", "--log-file", "--LOG-FILE", "--pattern", "--prompt", "--tag", "--tag-file", "--tabs", "--max-forw-scroll", "--window"),
+	"more": spec("n", "--lines"),
 }
