@@ -109,13 +109,9 @@ func (w *walker) unwrap(name string, argv []field) []field {
 	args := argv[1:]
 	switch name {
 	case "command":
-		for _, a := range args {
-			if a.s == "-v" || a.s == "-V" {
-				return nil
-			}
-			if !isOpt(a.s) {
-				break
-			}
+		// command -v, -V, -pv: it prints what a name is and runs nothing.
+		if parseArgs(args, ws.sp.firstOperand()).has("-v", "-V") {
+			return nil
 		}
 	case "chrt", "taskset":
 		// chrt [opts] PRIO CMD; taskset [opts] MASK CMD; with -p they act on a pid.
@@ -182,31 +178,13 @@ func (w *walker) unwrap(name string, argv []field) []field {
 		}
 		return args[i:]
 	}
-	// Stop at the first operand: the wrapper's options come before it.
-	i := 0
-	for i < len(args) {
-		s := args[i].s
-		if s == "--" {
-			i++
-			break
-		}
-		if !isOpt(s) {
-			break
-		}
-		if strings.HasPrefix(s, "--") {
-			if _, _, has := strings.Cut(s, "="); !has && ws.sp.long[s] {
-				i++
-			}
-		} else if j := strings.IndexAny(s[1:], ws.sp.short); j >= 0 && j == len(s)-2 {
-			i++ // a short option that takes the next word as its value
-		}
-		i++
-	}
-	i += ws.skip
-	if i >= len(args) {
+	// The wrapper's options come before the first operand, parsed by the
+	// one argument parser (a short option's value in its word or the next).
+	ops := parseArgs(args, ws.sp.firstOperand()).ops
+	if ws.skip >= len(ops) {
 		return nil
 	}
-	return args[i:]
+	return ops[ws.skip:]
 }
 
 // bwrap's options that take two values, and those that take one.

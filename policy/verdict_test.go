@@ -236,6 +236,10 @@ func TestResolution(t *testing.T) {
 		{"rm() { echo; }; timeout 5 rm -rf ~", Deny},
 		{"cd() { echo; }; builtin cd /; rm -rf *", Deny},
 		{"for f in *.go; do [ -s \"$f\" ] || continue; wc -l \"$f\"; done", Allow},
+		{"command -pv rm -rf ~", Allow}, // -v in a cluster: prints what rm is
+		{"command -p rm -rf ~", Deny},
+		{"timeout -sKILL 10 rm -rf ~", Deny},
+		{"timeout -k5 10 rm -rf ~", Deny},
 	} {
 		if v := Classify(tc.cmd); v.Decision != tc.want {
 			t.Errorf("%q: %s by %s (%s), want %s", tc.cmd, v.Decision, v.Rule, v.Reason, tc.want)
