@@ -524,9 +524,11 @@ var (
 // agentConfig says what c, a path relative to the workspace or home, is when
 // it is an agent's or an editor's configuration (or a directory holding
 // some), and "" otherwise. Every directory level is looked at:
-// sub/.claude/settings.json configures an agent started in sub.
+// sub/.claude/settings.json configures an agent started in sub. Names are
+// compared without case: on a host with a case-insensitive file system
+// (macOS, Windows) .Claude is .claude.
 func agentConfig(c string) string {
-	parts := strings.Split(c, "/")
+	parts := strings.Split(strings.ToLower(c), "/")
 	for i, p := range parts {
 		if agentConfigDirs[p] {
 			return "an AI agent's configuration (its permissions, hooks and MCP servers)"
