@@ -1,0 +1,548 @@
+// Package egress is the host side of a sandbox's network: an HTTP proxy and a
+// SOCKS5 proxy that let a command reach the hosts a user allowed by name, and
+// nothing else.
+//
+// Names are decided here, never in the sandbox: a request names its host
+// (CONNECT host:port, an absolute-form http:// request, SOCKS5 with a domain
+// name), the proxy checks it against the deny and allow lists (or asks an
+// Approver), resolves it once, refuses addresses a sandbox must never reach
+// (loopback, link-local, cloud metadata, multicast, this host's own, private
+// ranges) and dials the address it vetted, with no second lookup. TLS is
+// tunnelled without decryption, but the ClientHello's server name must be the
+// host the tunnel was opened for. A raw address is judged as an address: only
+// an allowed range admits it.
+//
+// The proxy serves connections handed to it as net.Conn, so any relay can feed
+// it (corral's agent relays a sandbox's loopback listeners over its own
+// channel); it never listens on a network itself unless Serve is given a
+// listener. Every decision is reported as a Record.
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures a Proxy. The zero value allows nothing.
+type Config struct {
+	// Allow and Deny are patterns (see Pattern); deny beats allow.
+	Allow, Deny []string
+	// Presets names presets whose patterns join Allow (see Presets).
+	Presets []string
+	// Hosts maps names to addresses, as "NAME:IP" (docker's --add-host). Such a
+	// name resolves to that address only, and the address is trusted as given:
+	// it may be loopback or private. The name must still be allowed.
+	Hosts []string
+	// Approver is asked about hosts no list decides; nil denies them.
+	Approver Approver
+	// Record receives the record of every connection when it ends (at once
+	// for a refusal). It must not block for long.
+	Record func(Record)
+	// CallID names the tool call a new connection belongs to, for records.
+	CallID func() string
+	// Resolver resolves names; net.DefaultResolver when nil.
+	Resolver Resolver
+	// Dial dials a vetted address ("ip:port"); a net.Dialer with a 10 s
+	// timeout when nil.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Logger receives diagnostics; discarded when nil.
+	Logger *slog.Logger
+}
+
+// Resolver looks names up. *net.Resolver implements it.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Approver decides about a host that no list names, asked at most once per
+// host and port for a session unless it answers AllowOnce.
+type Approver interface {
+	Approve(ctx context.Context, req Request) (Answer, error)
+}
+
+// ApproverFunc adapts a function to Approver.
+type ApproverFunc func(ctx context.Context, req Request) (Answer, error)
+
+// Approve calls f.
+func (f ApproverFunc) Approve(ctx context.Context, req Request) (Answer, error) { return f(ctx, req) }
+
+// Request is what an Approver is asked about.
+type Request struct {
+	CallID string `json:"call_id,omitempty"`
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+}
+
+// Answer is an Approver's decision.
+type Answer int
+
+const (
+	// Deny refuses the host for the rest of the session.
+	Deny Answer = iota
+	// AllowOnce allows this one connection; the next one asks again.
+	AllowOnce
+	// AllowSession allows the host and port for the rest of the session.
+	AllowSession
+)
+
+// Verdicts of a Record.
+const (
+	Allowed = "allow"
+	Denied  = "deny"
+)
+
+// Record is the account of one connection (or one plain HTTP request).
+type Record struct {
+	Time   time.Time `json:"time"`
+	CallID string    `json:"call_id,omitempty"`
+	// Proto is "connect" (an HTTP CONNECT tunnel), "http" (a plain HTTP
+	// request) or "socks".
+	Proto string `json:"proto"`
+	Host  string `json:"host"`
+	Port  int    `json:"port"`
+	// Addr is the address dialed, empty when none was.
+	Addr    string `json:"addr,omitempty"`
+	Verdict string `json:"verdict"`
+	// Reason says why a connection was denied (one line, for the model).
+	Reason string `json:"reason,omitempty"`
+	// Rule is the pattern or the answer that decided.
+	Rule string `json:"rule,omitempty"`
+	// BytesOut went from the sandbox to the host dialed, BytesIn back.
+	BytesOut int64         `json:"bytes_out"`
+	BytesIn  int64         `json:"bytes_in"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Target is "host:port" as a person writes it.
+func (r Record) Target() string { return net.JoinHostPort(r.Host, strconv.Itoa(r.Port)) }
+
+// Proxy is the egress proxy of one session. Its methods are safe for
+// concurrent use.
+type Proxy struct {
+	cfg     Config
+	allow   []Pattern
+	deny    []Pattern
+	hosts   map[string]netip.Addr
+	own     hostAddrs
+	log     *slog.Logger
+	srv     *http.Server
+	ln      *connListener
+	forward http.Handler
+
+	mu      sync.Mutex // guards answers, pending, conns and closed
+	answers map[string]Answer
+	pending map[string]chan struct{}
+	conns   map[net.Conn]struct{}
+	closed  bool
+}
+
+// ErrClosed is returned for connections handed to a closed Proxy.
+var ErrClosed = errors.New("egress proxy is closed")
+
+// New checks the configuration and returns a Proxy.
+func New(cfg Config) (*Proxy, error) {
+	p := &Proxy{
+		cfg:     cfg,
+		hosts:   map[string]netip.Addr{},
+		log:     cfg.Logger,
+		answers: map[string]Answer{},
+		pending: map[string]chan struct{}{},
+		conns:   map[net.Conn]struct{}{},
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	allow := append([]string(nil), cfg.Allow...)
+	for _, name := range cfg.Presets {
+		pats, ok := Preset(name)
+		if !ok {
+			return nil, fmt.Errorf("%w: no preset %q (there are %s)", ErrPattern, name, strings.Join(Presets(), ", "))
+		}
+		allow = append(allow, pats...)
+	}
+	for _, s := range allow {
+		pat, err := ParsePattern(s)
+		if err != nil {
+			return nil, err
+		}
+		p.allow = append(p.allow, pat)
+	}
+	for _, s := range cfg.Deny {
+		pat, err := ParsePattern(s)
+		if err != nil {
+			return nil, err
+		}
+		p.deny = append(p.deny, pat)
+	}
+	for _, h := range cfg.Hosts {
+		name, addr, err := ParseHost(h)
+		if err != nil {
+			return nil, err
+		}
+		p.hosts[name] = addr
+	}
+	p.ln = newConnListener()
+	p.forward = p.newForwarder()
+	p.srv = &http.Server{
+		Handler:           http.HandlerFunc(p.serveHTTP),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
+	go func() { _ = p.srv.Serve(p.ln) }()
+	return p, nil
+}
+
+// ParseHost reads "NAME:IP" (the address may be in brackets).
+func ParseHost(s string) (string, netip.Addr, error) {
+	i := strings.IndexByte(s, ':')
+	if i < 0 {
+		return "", netip.Addr{}, fmt.Errorf("%w: --add-host %q is not NAME:IP", ErrPattern, s)
+	}
+	name, err := canonName(s[:i])
+	if err != nil {
+		return "", netip.Addr{}, fmt.Errorf("%w: --add-host %q: %v", ErrPattern, s, err)
+	}
+	addr, err := netip.ParseAddr(strings.Trim(s[i+1:], "[]"))
+	if err != nil {
+		return "", netip.Addr{}, fmt.Errorf("%w: --add-host %q: %q is not an IP address", ErrPattern, s, s[i+1:])
+	}
+	return name, addr.Unmap(), nil
+}
+
+// Close ends every connection and refuses new ones.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	conns := p.conns
+	p.conns = map[net.Conn]struct{}{}
+	p.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+	return p.srv.Close()
+}
+
+// track registers a connection so Close ends it; false when closed.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+// Protocol names what a connection speaks to the proxy.
+type Protocol int
+
+const (
+	HTTP Protocol = iota
+	SOCKS
+)
+
+// Serve accepts connections from l and serves each with proto until l fails.
+func (p *Proxy) Serve(l net.Listener, proto Protocol) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		if proto == SOCKS {
+			go p.ServeSOCKS(c)
+		} else {
+			go p.ServeHTTP(c)
+		}
+	}
+}
+
+// ServeHTTP serves one connection speaking HTTP to a proxy (CONNECT, or plain
+// requests in absolute form) until it ends, and closes it.
+func (p *Proxy) ServeHTTP(c net.Conn) {
+	done := make(chan struct{})
+	wc := &closeNotifyConn{Conn: c, done: done}
+	if !p.track(wc) {
+		c.Close()
+		return
+	}
+	defer p.untrack(wc)
+	if !p.ln.push(wc) {
+		c.Close()
+		return
+	}
+	<-done
+}
+
+// decision is the outcome of judging a host and port.
+type decision struct {
+	addrs  []netip.Addr // vetted, in the order to try
+	reason string       // non-empty: denied
+	rule   string
+}
+
+// judge decides about host:port and, when allowed, resolves and vets the
+// addresses to dial.
+func (p *Proxy) judge(ctx context.Context, callID, host string, port int) decision {
+	if port < 1 || port > 65535 {
+		return decision{reason: "no such port"}
+	}
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return p.judgeAddr(ctx, callID, a.Unmap(), port)
+	}
+	name, err := canonName(host)
+	if err != nil {
+		return decision{reason: "not a host name"}
+	}
+	for _, d := range p.deny {
+		if d.matchName(name, port, true) {
+			return decision{reason: "denied by " + d.Text, rule: d.Text}
+		}
+	}
+	var d decision
+	for _, a := range p.allow {
+		if a.matchName(name, port, false) {
+			d.rule = a.Text
+			break
+		}
+	}
+	if d.rule == "" {
+		rule, ok := p.ask(ctx, callID, name, port)
+		if !ok {
+			return decision{reason: rule, rule: ruleOf(rule)}
+		}
+		d.rule = rule
+	}
+	if a, ok := p.hosts[name]; ok {
+		d.addrs = []netip.Addr{a}
+		return d
+	}
+	r := p.cfg.Resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	addrs, err := r.LookupNetIP(lctx, "ip", name)
+	if err != nil || len(addrs) == 0 {
+		return decision{reason: "no such host", rule: d.rule}
+	}
+	var refused string
+	for _, a := range addrs {
+		a = a.Unmap()
+		if why := p.vet(a, port); why != "" {
+			if refused == "" {
+				refused = fmt.Sprintf("resolves to a %s, %s", why, a)
+			}
+			continue
+		}
+		d.addrs = append(d.addrs, a)
+	}
+	if len(d.addrs) == 0 {
+		return decision{reason: refused, rule: d.rule}
+	}
+	return d
+}
+
+// ruleOf is the rule a refusal by the approver names.
+func ruleOf(reason string) string {
+	if reason == reasonUser {
+		return "user"
+	}
+	return ""
+}
+
+// judgeAddr decides about a raw address: only a range admits it.
+func (p *Proxy) judgeAddr(ctx context.Context, callID string, a netip.Addr, port int) decision {
+	for _, d := range p.deny {
+		if d.matchAddr(a, port, true) {
+			return decision{reason: "denied by " + d.Text, rule: d.Text}
+		}
+	}
+	var d decision
+	for _, al := range p.allow {
+		if al.matchAddr(a, port, false) {
+			d.rule = al.Text
+			break
+		}
+	}
+	if d.rule == "" {
+		rule, ok := p.ask(ctx, callID, a.String(), port)
+		if !ok {
+			if rule == reasonUnlisted {
+				rule = "a raw address not in an allowed range"
+			}
+			return decision{reason: rule, rule: ruleOf(rule)}
+		}
+		d.rule = rule
+	}
+	if why := p.vet(a, port); why != "" {
+		return decision{reason: "a " + why, rule: d.rule}
+	}
+	d.addrs = []netip.Addr{a}
+	return d
+}
+
+// vet says why an address must not be dialed, or "". An allowed range lifts
+// the refusal of private and reserved addresses it holds; nothing but Hosts
+// reaches loopback, link-local, metadata, multicast or this host's addresses.
+func (p *Proxy) vet(a netip.Addr, port int) string {
+	for _, d := range p.deny {
+		if d.matchAddr(a, port, true) {
+			return "denied address (" + d.Text + ")"
+		}
+	}
+	why := addrClass(a, p.own.has)
+	if why == "private address" || why == "reserved address" {
+		for _, al := range p.allow {
+			if al.matchAddr(a, port, false) {
+				return ""
+			}
+		}
+	}
+	return why
+}
+
+const (
+	reasonUnlisted = "not in the allowlist"
+	reasonUser     = "denied by the user"
+)
+
+// ask consults the approver about a host no list names, once per host and
+// port for the session unless it allows once. It returns the rule that
+// allowed, or the reason of a refusal and false.
+func (p *Proxy) ask(ctx context.Context, callID, host string, port int) (string, bool) {
+	if p.cfg.Approver == nil {
+		return reasonUnlisted, false
+	}
+	key := net.JoinHostPort(host, strconv.Itoa(port))
+	for {
+		p.mu.Lock()
+		if a, ok := p.answers[key]; ok {
+			p.mu.Unlock()
+			if a == AllowSession {
+				return "user (for the session)", true
+			}
+			return reasonUser, false
+		}
+		wait, busy := p.pending[key]
+		if !busy {
+			wait = make(chan struct{})
+			p.pending[key] = wait
+		}
+		p.mu.Unlock()
+		if busy {
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return reasonUnlisted, false
+			}
+		}
+		a, err := p.cfg.Approver.Approve(ctx, Request{CallID: callID, Host: host, Port: port})
+		p.mu.Lock()
+		delete(p.pending, key)
+		if err == nil && a != AllowOnce {
+			p.answers[key] = a
+		}
+		p.mu.Unlock()
+		close(wait)
+		switch {
+		case err != nil:
+			p.log.Debug("egress approver failed", "host", key, "err", err)
+			return reasonUnlisted, false
+		case a == AllowOnce:
+			return "user (once)", true
+		case a == AllowSession:
+			return "user (for the session)", true
+		}
+		return reasonUser, false
+	}
+}
+
+// dial dials the vetted addresses in turn.
+func (p *Proxy) dial(ctx context.Context, addrs []netip.Addr, port int) (net.Conn, netip.AddrPort, error) {
+	dial := p.cfg.Dial
+	if dial == nil {
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		dial = d.DialContext
+	}
+	var first error
+	for _, a := range addrs {
+		ap := netip.AddrPortFrom(a, uint16(port))
+		c, err := dial(ctx, "tcp", ap.String())
+		if err == nil {
+			return c, ap, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return nil, netip.AddrPort{}, first
+}
+
+// dialFailure is the one-line reason of a failed dial.
+func dialFailure(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Timeout() {
+		return "the host did not answer"
+	}
+	if errors.Is(err, context.Canceled) {
+		return "cancelled"
+	}
+	return "the host refused the connection"
+}
+
+// entry is a record being written; in and out count while the connection lives.
+type entry struct {
+	Record
+	in, out atomic.Int64
+}
+
+// start begins a record.
+func (p *Proxy) start(proto, host string, port int) *entry {
+	r := &entry{Record: Record{Time: time.Now(), Proto: proto, Host: host, Port: port}}
+	if p.cfg.CallID != nil {
+		r.CallID = p.cfg.CallID()
+	}
+	return r
+}
+
+// finish completes a record and reports it.
+func (p *Proxy) finish(e *entry) {
+	r := &e.Record
+	r.Duration = time.Since(r.Time)
+	r.BytesIn = e.in.Load()
+	r.BytesOut = e.out.Load()
+	if r.Verdict == "" {
+		r.Verdict = Allowed
+	}
+	if r.Verdict == Denied {
+		p.log.Info("egress denied", "host", r.Target(), "reason", r.Reason)
+	}
+	if p.cfg.Record != nil {
+		p.cfg.Record(*r)
+	}
+}
+
+// deny marks a record refused.
+func (r *entry) deny(reason string) {
+	r.Verdict = Denied
+	r.Reason = reason
+}
