@@ -135,6 +135,9 @@ type BashDetails struct {
 	TotalBytes  int64  `json:"total_bytes,omitempty"`
 	RawBytes    int64  `json:"raw_bytes,omitempty"`
 	TimeoutNote string `json:"timeout_note,omitempty"`
+	// NetworkBlocked lists the connections the egress proxy refused while the
+	// command ran, as "host:port (reason)".
+	NetworkBlocked []string `json:"network_blocked,omitempty"`
 }
 
 func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {
@@ -251,7 +254,13 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	term := newTerminal(maxTermLine, tr.addLine)
 	out := &rawSink{term: term, s: s, callID: callID(ctx)}
 
+	if s.opts.Network != nil {
+		s.opts.Network.Begin(out.callID)
+	}
 	res, err := s.opts.Sandbox.Exec(ctx, sandbox.ExecRequest{Command: command, Timeout: timeout, Output: out})
+	if s.opts.Network != nil {
+		det.NetworkBlocked = s.opts.Network.End(out.callID)
+	}
 	out.finish()
 	term.Close()
 	if ferr := tr.log.Flush(); ferr != nil {
@@ -342,6 +351,12 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 			fmt.Fprintf(&h, "\n  pid %d: %s", p.PID, p.Command)
 		}
 		h.WriteString("\n")
+	}
+	for _, b := range det.NetworkBlocked {
+		fmt.Fprintf(&h, "Network: blocked %s\n", b)
+	}
+	if len(det.NetworkBlocked) > 0 {
+		h.WriteString("Only the hosts the user allowed can be reached (through the proxy in HTTPS_PROXY and ALL_PROXY); ask the user to allow another one if the task needs it.\n")
 	}
 	if len(res.NotCopied) > 0 {
 		fmt.Fprintf(&h, "Not copied to the host's repository: %s. Commands work on a copy of the repository's state; a change git itself would not write, or a new submodule, stays out and was undone.\n", strings.Join(res.NotCopied, ", "))

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/corralhq/corral/egress"
 )
 
 // EventType names an event.
@@ -21,6 +23,10 @@ const (
 	// EventFileChanged: a file the session read was changed by someone else (the
 	// user, a formatter, a command).
 	EventFileChanged EventType = "file_changed"
+	// EventNetwork: the sandbox's egress proxy decided about a connection;
+	// Network holds the decision (host, port, address dialed, verdict,
+	// bytes each way) and CallID the call it is attributed to.
+	EventNetwork EventType = "network"
 )
 
 // Event is something a UI may want to show. Events are JSON-serialisable.
@@ -39,6 +45,8 @@ type Event struct {
 	Op string `json:"op,omitempty"`
 	// Data is an output chunk.
 	Data string `json:"data,omitempty"`
+	// Network is the decision of a network event.
+	Network *egress.Record `json:"network,omitempty"`
 }
 
 // EventSink receives events. Emit is called from many goroutines and must not

@@ -54,6 +54,16 @@ type ConfirmRequest struct {
 	Verdict policy.Verdict `json:"verdict"`
 }
 
+// Network follows the connections of bash commands through the sandbox's
+// egress proxy.
+type Network interface {
+	// Begin marks the start of a command's call.
+	Begin(callID string)
+	// End marks its end and returns what was blocked while it ran, as
+	// "host:port (reason)".
+	End(callID string) []string
+}
+
 // ConfirmFunc adapts a function to Confirmer.
 type ConfirmFunc func(ctx context.Context, req ConfirmRequest) (bool, error)
 
@@ -86,6 +96,10 @@ type Options struct {
 	Confirmer Confirmer
 	// Events receives the session's events; discarded when nil.
 	Events EventSink
+	// Network tells bash what the sandbox's egress proxy blocked while a
+	// command ran, for its result; nil when the sandbox has no proxy.
+	// *egress.Calls implements it.
+	Network Network
 	// Logger receives diagnostics; discarded when nil.
 	Logger *slog.Logger
 	// WritePolicy is RequireRead when empty.

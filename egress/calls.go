@@ -1,0 +1,74 @@
+package egress
+
+import "sync"
+
+// Calls attributes connections to the tool calls that run while they open, and
+// collects what was blocked for each call's result. A connection opened while
+// several commands run goes to the one that started last; one opened by a
+// background process after its command ended goes to the call running then,
+// or to none. Its methods are safe for concurrent use.
+type Calls struct {
+	mu      sync.Mutex // guards running and blocked
+	running []string
+	blocked map[string][]string
+}
+
+// maxBlocked bounds the refusals kept for one call.
+const maxBlocked = 20
+
+// Begin marks the start of a call.
+func (c *Calls) Begin(callID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running = append(c.running, callID)
+	if c.blocked == nil {
+		c.blocked = map[string][]string{}
+	}
+	c.blocked[callID] = nil
+}
+
+// End marks the end of a call and returns what was blocked while it ran, once
+// each, as "host:port (reason)".
+func (c *Calls) End(callID string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, id := range c.running {
+		if id == callID {
+			c.running = append(c.running[:i:i], c.running[i+1:]...)
+			break
+		}
+	}
+	b := c.blocked[callID]
+	delete(c.blocked, callID)
+	return b
+}
+
+// Current names the call a new connection belongs to; empty when none runs.
+func (c *Calls) Current() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.running) == 0 {
+		return ""
+	}
+	return c.running[len(c.running)-1]
+}
+
+// Observe notes a record; a refusal is kept for its call.
+func (c *Calls) Observe(r Record) {
+	if r.Verdict != Denied || r.CallID == "" {
+		return
+	}
+	line := r.Target() + " (" + r.Reason + ")"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.blocked[r.CallID]
+	if !ok || len(b) >= maxBlocked {
+		return
+	}
+	for _, l := range b {
+		if l == line {
+			return
+		}
+	}
+	c.blocked[r.CallID] = append(b, line)
+}
