@@ -35,6 +35,10 @@ type Config struct {
 	Runtime string
 	// Network is "none" (default) or "bridge".
 	Network string
+	// Egress, when set, is the sandbox's only way out: the network stays
+	// none, and connections to the loopback listeners EgressHTTPAddr and
+	// EgressSOCKSAddr inside are relayed to it; commands get EgressEnv.
+	Egress Egress
 	// PidsLimit caps the number of processes (DefaultPidsLimit when zero).
 	PidsLimit int64
 	// Memory caps memory in bytes, swap disabled (DefaultMemory when zero).

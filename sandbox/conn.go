@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/sandbox/internal/netrelay"
 	"github.com/corralhq/corral/sandbox/internal/ring"
 	"github.com/corralhq/corral/sandbox/proto"
 )
@@ -45,6 +46,9 @@ type agentConn struct {
 	done      chan struct{}       // closed when the connection ended; err says why
 	died      chan struct{}       // closed once death is set
 	closing   atomic.Bool         // Close ended the connection on purpose
+	egress    Egress              // serves relayed connections; nil refuses them
+	nets      *netrelay.Table     // relayed connections
+	netCh     chan proto.NetListenMsg
 
 	wmu sync.Mutex // guards writes to conn
 
@@ -69,7 +73,7 @@ type hostStream struct {
 	spokeOnce sync.Once
 }
 
-func newAgentConn(container string, conn net.Conn, r io.Reader, log *slog.Logger) *agentConn {
+func newAgentConn(container string, conn net.Conn, r io.Reader, egress Egress, log *slog.Logger) *agentConn {
 	c := &agentConn{
 		container: container,
 		conn:      conn,
@@ -79,7 +83,10 @@ func newAgentConn(container string, conn net.Conn, r io.Reader, log *slog.Logger
 		done:      make(chan struct{}),
 		died:      make(chan struct{}),
 		streams:   map[uint32]*hostStream{},
+		egress:    egress,
+		netCh:     make(chan proto.NetListenMsg, 1),
 	}
+	c.nets = netrelay.NewTable(c.send, maxRelayed)
 	go c.readLoop(r)
 	return c
 }
@@ -95,6 +102,7 @@ func (c *agentConn) fail(err error) {
 	c.mu.Unlock()
 	if first {
 		c.conn.Close()
+		c.nets.Fail()
 	}
 }
 
@@ -253,6 +261,9 @@ func (c *agentConn) dispatch(f proto.Frame) error {
 			ring.Notify(s.inReady)
 		}
 	default:
+		if ok, err := c.dispatchNet(f); ok {
+			return err
+		}
 		return fmt.Errorf("%w: unknown frame type %d", proto.ErrProtocol, f.Type)
 	}
 	return nil

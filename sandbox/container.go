@@ -102,6 +102,9 @@ func New(cfg Config) (*Container, error) {
 	default:
 		return nil, fmt.Errorf("sandbox: network %q: want none or bridge", cfg.Network)
 	}
+	if cfg.Egress != nil && cfg.Network != "none" {
+		return nil, fmt.Errorf("sandbox: network %q with an egress proxy: the proxy must be the only way out, so the network is none", cfg.Network)
+	}
 	if cfg.PidsLimit == 0 {
 		cfg.PidsLimit = DefaultPidsLimit
 	}
@@ -327,7 +330,11 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 	if img.Config != nil {
 		imageEnv = img.Config.Env
 	}
-	env := commandEnv(imageEnv, c.cfg.Env)
+	extra := c.cfg.Env
+	if c.cfg.Egress != nil {
+		extra = append(EgressEnv(), extra...)
+	}
+	env := commandEnv(imageEnv, extra)
 	c.mu.Lock()
 	g, made := c.git, c.gitMade
 	c.mu.Unlock()
@@ -384,7 +391,7 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: attach to container: %w", err)
 	}
-	conn := newAgentConn(id, hj.Conn, hj.Reader, c.log)
+	conn := newAgentConn(id, hj.Conn, hj.Reader, c.cfg.Egress, c.log)
 	defer func() {
 		if err != nil {
 			conn.close()
@@ -395,6 +402,11 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 	}
 	if err := conn.handshake(ctx, proto.HelloMsg{Version: proto.Version, Workspace: c.cfg.Workspace, Env: env}, handshakeTimeout); err != nil {
 		return nil, err
+	}
+	if c.cfg.Egress != nil {
+		if err := conn.listen(ctx); err != nil {
+			return nil, err
+		}
 	}
 	c.log.Debug("sandbox started", "container", id, "name", name, "shell", conn.hello.Shell, "inputWait", conn.hello.InputWait)
 	go c.watch(conn)

@@ -87,3 +87,9 @@ func (s *Session) emit(e Event) {
 	}
 	s.events.Emit(e)
 }
+
+// EmitNetwork sends a network event for a decision of the sandbox's egress
+// proxy (wire it to egress.Config.Record).
+func (s *Session) EmitNetwork(r egress.Record) {
+	s.emit(Event{Type: EventNetwork, Time: r.Time, CallID: r.CallID, Network: &r})
+}

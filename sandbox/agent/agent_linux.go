@@ -20,6 +20,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/sandbox/internal/netrelay"
 	"github.com/corralhq/corral/sandbox/internal/ring"
 	"github.com/corralhq/corral/sandbox/proto"
 )
@@ -64,6 +65,8 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) err
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a := &agent{log: log, out: out, cmds: map[uint32]*agentCmd{}, done: ctx.Done(), cancel: cancel}
+	a.nets = netrelay.NewTable(a.send, maxRelayed)
+	defer a.nets.Fail()
 	warmThreads(16)
 	readErr := make(chan error, 1)
 	go func() { readErr <- a.serve(proto.NewReader(in)) }()
@@ -102,6 +105,9 @@ type agent struct {
 
 	mu   sync.Mutex // guards cmds
 	cmds map[uint32]*agentCmd
+
+	nets   *netrelay.Table // connections relayed to the host's egress proxy
+	netSeq atomic.Uint32
 
 	spareMu  sync.Mutex    // guards spare, refilled and stopped
 	spare    *shellProc    // a bash started ahead of the next command
@@ -250,7 +256,12 @@ func (a *agent) dispatch(f proto.Frame) error {
 		if c := a.cmd(f.Stream); c != nil {
 			c.stop(time.Duration(m.GraceMS) * time.Millisecond)
 		}
+	case proto.NetListen:
+		return a.netListen(f.Payload)
 	default:
+		if ok, err := a.nets.Dispatch(f); ok {
+			return err
+		}
 		return fmt.Errorf("%w: unknown frame type %d", proto.ErrProtocol, f.Type)
 	}
 	return nil

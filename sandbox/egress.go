@@ -1,0 +1,129 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/corralhq/corral/sandbox/internal/netrelay"
+	"github.com/corralhq/corral/sandbox/proto"
+)
+
+// Egress is where a sandbox's connections go when it has no network of its
+// own: the agent listens on loopback inside the container (an HTTP proxy port
+// and a SOCKS5 port) and relays each connection over its channel to the host,
+// where Egress serves it. Each method serves one connection until it ends and
+// closes it. *egress.Proxy implements it.
+type Egress interface {
+	ServeHTTP(net.Conn)
+	ServeSOCKS(net.Conn)
+}
+
+// The loopback listeners inside a sandbox with Egress.
+const (
+	EgressHTTPAddr  = "127.0.0.1:3128"
+	EgressSOCKSAddr = "127.0.0.1:1080"
+)
+
+// maxRelayed bounds the relayed connections of one sandbox at once.
+const maxRelayed = 512
+
+// netListenTimeout bounds the agent's answer to NetListen.
+const netListenTimeout = 10 * time.Second
+
+// EgressEnv is the environment that sends commands' traffic to the proxy:
+// the proxy variables in both cases (curl, wget, pip, npm, go, cargo, apt,
+// git), NO_PROXY empty (nothing bypasses it; there is no route anyway),
+// Node's fetch told to honour them, and the JVM's proxy properties.
+func EgressEnv() []string {
+	httpURL := "http://" + EgressHTTPAddr
+	socksURL := "socks5h://" + EgressSOCKSAddr
+	host, port, _ := net.SplitHostPort(EgressHTTPAddr)
+	java := fmt.Sprintf("-Dhttp.proxyHost=%[1]s -Dhttp.proxyPort=%[2]s -Dhttps.proxyHost=%[1]s -Dhttps.proxyPort=%[2]s -Dhttp.nonProxyHosts=", host, port)
+	return []string{
+		"HTTP_PROXY=" + httpURL, "http_proxy=" + httpURL,
+		"HTTPS_PROXY=" + httpURL, "https_proxy=" + httpURL,
+		"ALL_PROXY=" + socksURL, "all_proxy=" + socksURL,
+		"NO_PROXY=", "no_proxy=",
+		"NODE_USE_ENV_PROXY=1",
+		"JAVA_TOOL_OPTIONS=" + java,
+	}
+}
+
+// listen asks the agent to open the egress listeners and waits for its answer.
+func (c *agentConn) listen(ctx context.Context) error {
+	if err := c.send(proto.JSONFrame(proto.NetListen, 0, proto.NetListenMsg{HTTP: EgressHTTPAddr, SOCKS: EgressSOCKSAddr})); err != nil {
+		return fmt.Errorf("sandbox agent: %w", err)
+	}
+	t := time.NewTimer(netListenTimeout)
+	defer t.Stop()
+	select {
+	case m := <-c.netCh:
+		if m.Error != "" {
+			return fmt.Errorf("sandbox agent: egress listeners: %s", m.Error)
+		}
+		return nil
+	case <-c.done:
+		return fmt.Errorf("the sandbox agent ended before it opened the egress listeners")
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("the sandbox agent did not open the egress listeners within %v", netListenTimeout)
+	}
+}
+
+// dispatchNet handles the frames of relayed connections; it reports whether f
+// was one. It never blocks.
+func (c *agentConn) dispatchNet(f proto.Frame) (bool, error) {
+	switch f.Type {
+	case proto.NetListen:
+		var m proto.NetListenMsg
+		if err := json.Unmarshal(f.Payload, &m); err != nil {
+			return true, fmt.Errorf("%w: net listen: %v", proto.ErrProtocol, err)
+		}
+		select {
+		case c.netCh <- m:
+		default:
+		}
+		return true, nil
+	case proto.NetOpen:
+		var m proto.NetOpenMsg
+		if err := json.Unmarshal(f.Payload, &m); err != nil {
+			return true, fmt.Errorf("%w: net open: %v", proto.ErrProtocol, err)
+		}
+		c.netOpen(f.Stream, m.Listener)
+		return true, nil
+	}
+	return c.nets.Dispatch(f)
+}
+
+// sandboxAddr is the address of a relayed connection's ends.
+type sandboxAddr string
+
+func (a sandboxAddr) Network() string { return "sandbox" }
+func (a sandboxAddr) String() string  { return string(a) }
+
+// netOpen hands a connection the agent accepted to the egress proxy, or
+// refuses it: the sandbox chooses nothing of what the host does with it.
+func (c *agentConn) netOpen(id uint32, listener string) {
+	var conn *netrelay.Conn
+	ok := c.egress != nil && id&proto.NetStreamBit != 0 && (listener == "http" || listener == "socks")
+	if ok {
+		conn, ok = c.nets.Open(id, sandboxAddr(c.container), sandboxAddr("sandbox "+listener))
+	}
+	if !ok {
+		go func() { _ = c.send(proto.NetEndFrame(id, true)) }()
+		return
+	}
+	go func() {
+		defer c.nets.Forget(conn)
+		if listener == "socks" {
+			c.egress.ServeSOCKS(conn)
+		} else {
+			c.egress.ServeHTTP(conn)
+		}
+		conn.Close()
+	}()
+}
