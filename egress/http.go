@@ -102,7 +102,8 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		p.finish(rec)
 		return
 	}
-	if _, err := brw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n"); err == nil {
+	_, err = brw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
+	if err == nil {
 		err = brw.Flush()
 	}
 	if err != nil {
