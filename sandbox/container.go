@@ -22,6 +22,8 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/system"
 
+	"github.com/corralhq/corral/internal/sanitize"
+
 	"github.com/corralhq/corral/sandbox/proto"
 )
 
@@ -451,7 +453,7 @@ func (c *Container) watch(conn *agentConn) {
 	default:
 		d.Reason = fmt.Sprintf("it exited with status %d", in.State.ExitCode)
 		if tail := conn.stderr.tail(); tail != "" {
-			d.Reason += "; the agent said: " + tail
+			d.Reason += "; the agent said: " + sanitize.Text(tail)
 		}
 	}
 	c.log.Warn("sandbox container died", "container", conn.container, "reason", d.Reason)
@@ -617,16 +619,18 @@ func (c *Container) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 	}
 	ex := rr.exit
 	if ex.Error != "" {
-		return res, fmt.Errorf("sandbox: %s", ex.Error)
+		return res, fmt.Errorf("sandbox: %s", sanitize.Text(ex.Error))
 	}
-	res.ExitCode, res.Signal = ex.ExitCode, ex.Signal
+	// What the agent says is shown to the model and a UI: no text of its
+	// (a process's name above all) may carry an escape or a new line.
+	res.ExitCode, res.Signal = ex.ExitCode, sanitize.Text(ex.Signal)
 	if !rr.got {
 		return res, nil
 	}
 	res.Dir, res.DirReset = ex.Dir, reset || ex.DirReset
 	res.InputWait, res.OOMKilled, res.ProcessLimit = ex.InputWait, ex.OOMKilled, ex.ProcessLimit
 	for _, p := range ex.Background {
-		res.Background = append(res.Background, Process{PID: p.PID, Command: p.Command})
+		res.Background = append(res.Background, Process{PID: p.PID, Command: sanitize.Text(p.Command)})
 	}
 	if res.InputWait {
 		res.TimedOut = false
@@ -685,7 +689,7 @@ func (c *Container) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer
 		return -1, err
 	}
 	if rr.exit.Error != "" {
-		return -1, fmt.Errorf("sandbox: %s", rr.exit.Error)
+		return -1, fmt.Errorf("sandbox: %s", sanitize.Text(rr.exit.Error))
 	}
 	if rr.canceled {
 		return rr.exit.ExitCode, ctx.Err()

@@ -19,6 +19,8 @@ import (
 	"syscall"
 
 	"github.com/docker/docker/api/types/mount"
+
+	"github.com/corralhq/corral/internal/sanitize"
 )
 
 // Git on the host trusts the repository in the workspace: it runs the programs
@@ -570,7 +572,7 @@ func (s *gitShadow) syncOut() (refused []string) {
 				if err != nil {
 					rel = filepath.Join(r.Host, name)
 				}
-				refused = append(refused, fmt.Sprintf("%s (%s)", filepath.ToSlash(rel), why))
+				refused = append(refused, sanitize.Text(fmt.Sprintf("%s (%s)", filepath.ToSlash(rel), why)))
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/corralhq/corral/internal/sanitize"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -348,7 +349,7 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	if len(res.Background) > 0 {
 		h.WriteString("Still running in the background:")
 		for _, p := range res.Background {
-			fmt.Fprintf(&h, "\n  pid %d: %s", p.PID, p.Command)
+			fmt.Fprintf(&h, "\n  pid %d: %s", p.PID, sanitize.Text(p.Command))
 		}
 		h.WriteString("\n")
 	}

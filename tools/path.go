@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+
+	"github.com/corralhq/corral/internal/sanitize"
 )
 
 // A userError is a mistake the model can correct: the tools turn it into an
@@ -43,7 +45,8 @@ const maxSymlinks = 40
 // A target is a workspace path resolved for one call.
 type target struct {
 	// display is the path as the model should see it: workspace-relative,
-	// cleaned, slash-separated ("." for the root).
+	// cleaned, slash-separated ("." for the root), control characters made
+	// visible (sanitize.Text).
 	display string
 	// canon is the real path relative to the workspace: every symbolic link
 	// resolved, no "." or ".." ("." for the root). Components past the first
@@ -188,7 +191,7 @@ func (ws *workspace) resolve(p string) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	return target{display: rel, canon: canon, key: ws.keyOf(canon), exists: exists}, nil
+	return target{display: sanitize.Text(rel), canon: canon, key: ws.keyOf(canon), exists: exists}, nil
 }
 
 // checkExpansion refuses a path whose first component a shell would have

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/corralhq/corral/internal/sanitize"
 )
 
 // ReadParams are the arguments of read.
@@ -107,7 +109,7 @@ func (s *Session) resolveRead(p string) (*os.Root, target, bool, error) {
 		if _, in := s.ws.relative(p); !in {
 			if rel, ok := within(p, s.logsReal, s.logsAbs); ok {
 				rel = filepath.ToSlash(rel)
-				return s.logs, target{display: p, canon: rel, key: rel}, false, nil
+				return s.logs, target{display: sanitize.Text(p), canon: rel, key: rel}, false, nil
 			}
 		}
 	}
@@ -458,13 +460,15 @@ func (s *Session) readDir(ctx context.Context, root *os.Root, d *os.File, t targ
 		ents, err := d.ReadDir(512)
 		for _, e := range ents {
 			total++
-			name := e.Name()
+			// A name is anyone's text: no escape or new line of its own
+			// reaches the model or a terminal.
+			name := sanitize.Text(e.Name())
 			switch {
 			case e.IsDir():
 				name += "/"
 			case e.Type()&fs.ModeSymlink != 0:
 				if dest, err := root.Readlink(path.Join(t.canon, e.Name())); err == nil {
-					name += " -> " + dest
+					name += " -> " + sanitize.Text(dest)
 				}
 			}
 			names = append(names, name)
