@@ -65,6 +65,29 @@ type Config struct {
 	// never get (a prompt, an editor) before it is ended; DefaultInputWait when
 	// zero, never when negative.
 	InputWait time.Duration
+	// Protect lists workspace paths commands may not change, present or
+	// absent — they cannot create them either: each is mounted read-only (a
+	// missing one, or its topmost missing directory, as an empty read-only
+	// directory, removed at the end when still empty), and no directory on
+	// its way can be moved aside. Entries are relative
+	// to the workspace (or absolute inside it); patterns ("*", "**") and
+	// paths in a .git are skipped (the file tools match patterns; the
+	// repository has its shadow). DefaultProtect when nil; an empty,
+	// non-nil slice protects nothing.
+	Protect []string
 	// Logger receives diagnostics; discarded when nil.
 	Logger *slog.Logger
+}
+
+// DefaultProtect are the files that the user's own tools on the host run or
+// trust without review: Claude Code's project settings (hooks run shell
+// commands), MCP server lists (each names a program to start), VS Code's
+// tasks and settings (tasks run on folder open; settings name programs),
+// direnv's .envrc (run by the user's shell on cd) and dev container
+// definitions (lifecycle commands).
+var DefaultProtect = []string{
+	".claude/settings.json", ".claude/settings.local.json",
+	".mcp.json", ".cursor/mcp.json",
+	".vscode/tasks.json", ".vscode/settings.json",
+	".envrc", ".devcontainer", ".devcontainer.json",
 }

@@ -343,7 +343,11 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 	if !made {
 		var uid, gid int
 		fmt.Sscanf(c.user, "%d:%d", &uid, &gid)
-		if g, err = newGitShadow(c.cfg.Workspace, c.cfg.Session, uid, gid, c.log); err != nil {
+		protect := c.cfg.Protect
+		if protect == nil {
+			protect = DefaultProtect
+		}
+		if g, err = newGitShadow(c.cfg.Workspace, c.cfg.Session, uid, gid, protect, c.log); err != nil {
 			return nil, err
 		}
 		c.mu.Lock()

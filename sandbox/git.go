@@ -127,6 +127,7 @@ type gitShadow struct {
 	st shadowState
 
 	mounts []mount.Mount
+	pinned map[string]bool // mount targets so far, while building
 }
 
 // shadowPrefix starts the name of every session's shadow directory, in the
@@ -138,15 +139,7 @@ const shadowPrefix = "corral-git-"
 // when the workspace is no repository. A workspace whose .git is a file (a
 // linked worktree, a submodule) gets that file read-only: its repository is
 // outside, not visible in the container.
-func newGitShadow(ws, session string, uid, gid int, log *slog.Logger) (*gitShadow, error) {
-	gitDir := filepath.Join(ws, ".git")
-	fi, err := os.Lstat(gitDir)
-	switch {
-	case err == nil && fi.Mode().IsRegular():
-		return &gitShadow{log: log, mounts: []mount.Mount{{Type: mount.TypeBind, Source: gitDir, Target: gitDir, ReadOnly: true}}}, nil
-	case err != nil || !fi.IsDir():
-		return nil, nil
-	}
+func newGitShadow(ws, session string, uid, gid int, protect []string, log *slog.Logger) (*gitShadow, error) {
 	dir, err := os.MkdirTemp("", shadowPrefix+session+"-")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: shadow of the repository: %w", err)
@@ -156,7 +149,7 @@ func newGitShadow(ws, session string, uid, gid int, log *slog.Logger) (*gitShado
 		return nil, fmt.Errorf("sandbox: the temporary directory %s is inside the workspace: the repository's shadow must be outside", filepath.Dir(dir))
 	}
 	s := &gitShadow{dir: dir, log: log, st: shadowState{Workspace: ws, Owner: ownerLabels(session, ws), UID: uid, GID: gid}}
-	if err := s.build(ws); err != nil {
+	if err := s.build(ws, protect); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -167,10 +160,27 @@ func newGitShadow(ws, session string, uid, gid int, log *slog.Logger) (*gitShado
 	return s, nil
 }
 
-// build finds the repositories, makes their shadows and lists the mounts.
-func (s *gitShadow) build(ws string) error {
+// build finds the repositories, makes their shadows and lists the mounts,
+// then those of the protected paths.
+func (s *gitShadow) build(ws string, protect []string) error {
 	type repo struct{ dir, worktree string }
-	repos := []repo{{filepath.Join(ws, ".git"), ws}}
+	var repos []repo
+	s.pinned = map[string]bool{ws: true}
+	defer s.protect(ws, protect)
+	gitDir := filepath.Join(ws, ".git")
+	fi, err := os.Lstat(gitDir)
+	switch {
+	case err == nil && fi.Mode().IsRegular():
+		// A linked worktree or a submodule: the repository is outside, not
+		// visible in the container; the file naming it is read-only.
+		s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: gitDir, Target: gitDir, ReadOnly: true})
+		s.pinned[gitDir] = true
+		return nil
+	case err != nil || !fi.IsDir():
+		return nil
+	}
+	repos = append(repos, repo{gitDir, ws})
+	s.pinned[gitDir] = true
 	// The submodules' repositories in .git/modules (nested ones included).
 	visited := 0
 	filepath.WalkDir(filepath.Join(ws, ".git", "modules"), func(p string, d fs.DirEntry, err error) error {
@@ -193,7 +203,6 @@ func (s *gitShadow) build(ws string) error {
 		return nil
 	})
 	budget := int64(maxShadowCopy)
-	selfMounted := map[string]bool{ws: true}
 	links := 0
 	for i := 0; i < len(repos); i++ {
 		r := repos[i]
@@ -245,28 +254,8 @@ func (s *gitShadow) build(ws string) error {
 			if !within(ws, sub) || sub == ws {
 				continue
 			}
-			// Every directory on the way is a mount point: none can be
-			// renamed and replaced.
-			rel, _ := filepath.Rel(ws, sub)
-			cur := ws
-			for _, part := range strings.Split(rel, string(filepath.Separator)) {
-				cur = filepath.Join(cur, part)
-				if selfMounted[cur] {
-					continue
-				}
-				selfMounted[cur] = true
-				fi, err := os.Lstat(cur)
-				if errors.Is(err, fs.ErrNotExist) {
-					if os.Mkdir(cur, 0o755) == nil {
-						s.chown(cur)
-						s.st.Made = append(s.st.Made, cur)
-						fi, err = os.Lstat(cur)
-					}
-				}
-				if err != nil || !fi.IsDir() {
-					break // a symbolic link or a file: a mount would follow it
-				}
-				s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: cur, Target: cur})
+			if !s.pin(ws, sub) {
+				continue
 			}
 			g := filepath.Join(sub, ".git")
 			fi, err := os.Lstat(g)
@@ -280,11 +269,7 @@ func (s *gitShadow) build(ws string) error {
 					s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: g, Target: g, ReadOnly: true})
 				}
 			case errors.Is(err, fs.ErrNotExist):
-				if os.Mkdir(g, 0o555) == nil {
-					s.chown(g)
-					s.st.Made = append(s.st.Made, g)
-					s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: g, Target: g, ReadOnly: true})
-				}
+				s.placeholder(g)
 			default:
 				s.log.Warn("cannot protect a submodule's .git: it is neither a file nor a directory", "path", g)
 			}
@@ -292,6 +277,103 @@ func (s *gitShadow) build(ws string) error {
 		s.st.Repos = append(s.st.Repos, sr)
 	}
 	return nil
+}
+
+// pin makes every directory from the workspace (exclusive) down to dir
+// (inclusive) a mount point of its own, so that none can be renamed and
+// replaced by one of a command's; missing ones are made. It reports whether
+// dir is a directory now (not a symbolic link or a file: a mount would
+// follow or hide it).
+func (s *gitShadow) pin(ws, dir string) bool {
+	rel, err := filepath.Rel(ws, dir)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return false
+	}
+	cur := ws
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) && os.Mkdir(cur, 0o755) == nil {
+			s.chown(cur)
+			s.st.Made = append(s.st.Made, cur)
+			fi, err = os.Lstat(cur)
+		}
+		if err != nil || !fi.IsDir() {
+			return false
+		}
+		if !s.pinned[cur] {
+			s.pinned[cur] = true
+			s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: cur, Target: cur})
+		}
+	}
+	return true
+}
+
+// placeholder puts an empty read-only directory at the missing path p, so
+// that no command can create a file there; it goes at the end when still
+// empty.
+func (s *gitShadow) placeholder(p string) {
+	if os.Mkdir(p, 0o755) != nil {
+		return
+	}
+	s.chown(p)
+	s.st.Made = append(s.st.Made, p)
+	s.pinned[p] = true
+	s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
+}
+
+// protect makes the workspace-relative paths read-only to commands, present
+// or absent. A file or directory there is mounted read-only; a missing one
+// gets an empty read-only directory as a placeholder (git shows no empty
+// directory, so it never appears as a change), at its topmost missing
+// directory when there is one (.vscode/ for .vscode/tasks.json).
+// The directories leading to each are pinned. Patterns and paths into a
+// repository are left to the file tools and the shadow.
+func (s *gitShadow) protect(ws string, paths []string) {
+	paths = slices.Clone(paths)
+	slices.SortFunc(paths, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	var covered []string
+	for _, raw := range paths {
+		rel := filepath.Clean(filepath.FromSlash(raw))
+		if filepath.IsAbs(rel) {
+			r, err := filepath.Rel(ws, rel)
+			if err != nil {
+				continue
+			}
+			rel = r
+		}
+		p := filepath.Join(ws, rel)
+		if rel == "." || strings.HasPrefix(rel, "..") || strings.ContainsAny(rel, "*?[\\") ||
+			slices.Contains(strings.Split(rel, string(filepath.Separator)), ".git") ||
+			slices.ContainsFunc(covered, func(c string) bool { return within(c, p) }) || s.pinned[p] {
+			continue
+		}
+		top := p
+		for d := filepath.Dir(top); d != ws; d = filepath.Dir(d) {
+			if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			top = d
+		}
+		if d := filepath.Dir(top); d != ws && !s.pin(ws, d) {
+			s.log.Warn("cannot protect a path: a directory on its way is not one", "path", p)
+			continue
+		}
+		fi, err := os.Lstat(top)
+		switch {
+		case top != p || errors.Is(err, fs.ErrNotExist):
+			s.placeholder(top)
+		case err != nil:
+			continue
+		case fi.Mode()&fs.ModeSymlink != 0:
+			s.log.Warn("cannot protect a symbolic link in the sandbox: a command could replace it", "path", p)
+			continue
+		default:
+			s.pinned[p] = true
+			s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
+		}
+		covered = append(covered, top)
+	}
 }
 
 // copyRepo copies a repository directory into its shadow, but for what is
@@ -721,7 +803,8 @@ func (s *gitShadow) close() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range slices.Backward(s.st.Made) {
-		os.Remove(p) // only when empty
+		os.Remove(p) // only when still empty: the user may have used it meanwhile
+
 	}
 	if err := os.RemoveAll(s.dir); err != nil {
 		s.log.Warn("cannot remove the repository's shadow", "dir", s.dir, "err", err)

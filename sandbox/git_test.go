@@ -25,7 +25,7 @@ func TestShadowDoesNotBlock(t *testing.T) {
 	}
 	done := make(chan *gitShadow, 1)
 	go func() {
-		s, err := newGitShadow(ws, "t", os.Getuid(), os.Getgid(), slog.New(slog.DiscardHandler))
+		s, err := newGitShadow(ws, "t", os.Getuid(), os.Getgid(), nil, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Error(err)
 		}

@@ -133,8 +133,12 @@ const (
 // user's own tools: every .git, at any depth — a repository's directory, whose
 // hooks git runs, whose config names programs (core.fsmonitor, core.pager) and
 // whose commondir, config.worktree and worktrees send git elsewhere for them; or
-// a .git file, which names the repository of a submodule or a worktree.
-var DefaultProtected = []string{"**/.git"}
+// a .git file, which names the repository of a submodule or a worktree — and
+// the agent tooling files the user's tools run without review
+// (sandbox.DefaultProtect: .claude/settings.json, .mcp.json, .vscode/tasks.json,
+// .envrc, .devcontainer, ...), which the sandbox also keeps commands from
+// changing.
+var DefaultProtected = append([]string{"**/.git"}, sandbox.DefaultProtect...)
 
 // ErrClosed is returned by calls on a closed Session.
 var ErrClosed = errors.New("session is closed")

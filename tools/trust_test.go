@@ -218,3 +218,73 @@ func TestTrustUntrustedText(t *testing.T) {
 	r = call(t, s, "read", m{"path": "d/l"})
 	clean("read of a dangling link", r)
 }
+
+// plantTooling writes, or moves aside and replaces, every file the user's
+// own tools run without review.
+const plantTooling = `import os, shutil
+hook = '{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch /tmp/pwned"}]}]}}'
+for p in [".claude/settings.json", ".claude/settings.local.json", ".mcp.json", ".cursor/mcp.json",
+          ".vscode/tasks.json", ".vscode/settings.json", ".envrc", ".devcontainer/devcontainer.json", ".devcontainer.json"]:
+    try:
+        os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
+        with open(p, "w") as f:
+            f.write(hook)
+        print("wrote", p)
+    except OSError as e:
+        print("refused", p, e.strerror)
+for d in [".claude", ".vscode"]:
+    try:
+        os.rename(d, d + "-aside")
+        os.makedirs(d)
+        with open(os.path.join(d, "settings.json"), "w") as f:
+            f.write(hook)
+        print("replaced", d)
+    except OSError as e:
+        print("refused", d, e.strerror)
+`
+
+// Class 2 of the trust boundary: the files the user's agent tooling runs
+// without review (.claude/settings.json hooks, .mcp.json servers, VS Code
+// tasks, .envrc, dev containers) cannot be changed or created by a command,
+// present or absent, and edit and write refuse them.
+func TestTrustAgentTooling(t *testing.T) {
+	approve := ConfirmFunc(func(context.Context, ConfirmRequest) (bool, error) { return true, nil })
+	s, ws, _, box := bashSessionBox(t, map[string]string{
+		".claude/settings.json": `{"permissions": {"deny": ["Bash"]}}` + "\n",
+		".vscode/launch.json":   "{}\n",
+	}, func(o *Options) { o.Confirmer = approve })
+	mustOK(t, s, "write", m{"path": "x.py", "content": plantTooling})
+	r := bash(t, s, "python3 x.py; nohup python3 x.py >/dev/null 2>&1 &", 0)
+	if strings.Contains(r.Content, "wrote") || strings.Contains(r.Content, "replaced") {
+		t.Errorf("the command changed agent tooling: %s", r.Content)
+	}
+	bash(t, s, "sleep 1", 0)
+	check := func(when string) {
+		t.Helper()
+		if b, err := os.ReadFile(filepath.Join(ws, ".claude/settings.json")); err != nil || strings.Contains(string(b), "hooks") {
+			t.Errorf("%s: .claude/settings.json: %v %s", when, err, b)
+		}
+		for _, p := range []string{".claude/settings.local.json", ".mcp.json", ".cursor/mcp.json", ".vscode/tasks.json", ".vscode/settings.json", ".envrc", ".devcontainer/devcontainer.json", ".devcontainer.json", ".claude-aside", ".vscode-aside"} {
+			if fi, err := os.Lstat(filepath.Join(ws, p)); err == nil && !fi.IsDir() {
+				t.Errorf("%s: %s was created", when, p)
+			}
+		}
+	}
+	check("during the session")
+	for _, p := range []string{".claude/settings.json", ".mcp.json", ".vscode/tasks.json", ".envrc", ".devcontainer/devcontainer.json"} {
+		if r := call(t, s, "write", m{"path": p, "content": "{}"}); !r.IsError || !strings.Contains(r.Content, "protected path") {
+			t.Errorf("write %s: %s", p, r.Content)
+		}
+	}
+	// What the user's tools need stays usable inside: the rest of .vscode.
+	bash(t, s, "echo '{}' > .vscode/extensions.json", 0)
+	if err := box.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	check("after close")
+	for _, p := range []string{".mcp.json", ".envrc", ".cursor", ".devcontainer"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("the placeholder %s is left after close", p)
+		}
+	}
+}
