@@ -25,8 +25,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/images"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
@@ -72,6 +74,15 @@ type Config struct {
 	// docker build's progress written here. When nil, a missing image is the
 	// error of the first bash call.
 	ImageProgress io.Writer
+
+	// Egress, when not nil, is --network allow: each session's sandbox keeps
+	// no network of its own and reaches only what these settings allow,
+	// through an egress proxy of its own on the host (Sandbox.Network must be
+	// "none" or empty). The [network] table of PolicyFile adds its allow,
+	// deny and presets. Open sets CallID and Record (each decision is a
+	// network event and is named in its bash result) and Logger when nil; an
+	// Approver left nil refuses hosts no list names.
+	Egress *egress.Config
 }
 
 // Host is what the sessions of one configuration share: the policy engine,
@@ -124,6 +135,24 @@ func New(cfg Config) (*Host, error) {
 	engine, err := policy.New(popts)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Egress != nil {
+		e := *cfg.Egress
+		if cfg.PolicyFile != "" {
+			n, err := egress.LoadNetwork(cfg.PolicyFile)
+			if err != nil {
+				return nil, err
+			}
+			e.Allow = append(append([]string(nil), e.Allow...), n.Allow...)
+			e.Deny = append(append([]string(nil), e.Deny...), n.Deny...)
+			e.Presets = append(append([]string(nil), e.Presets...), n.Presets...)
+		}
+		p, err := egress.New(e) // check the settings now
+		if err != nil {
+			return nil, err
+		}
+		p.Close()
+		cfg.Egress = &e
 	}
 	h := &Host{cfg: cfg, policy: engine, log: log, sessions: map[*Session]struct{}{}}
 	if cfg.ImageProgress != nil {
@@ -236,6 +265,32 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 	}
 	scfg := h.sandboxConfig()
 	scfg.ReadOnlyMounts = append(scfg.ReadOnlyMounts, opts.LogDir)
+	var session atomic.Pointer[tools.Session] // set once open, for network events
+	if h.cfg.Egress != nil {
+		e := *h.cfg.Egress
+		calls := &egress.Calls{}
+		record := e.Record
+		e.CallID = calls.Current
+		e.Record = func(r egress.Record) {
+			calls.Observe(r)
+			if ts := session.Load(); ts != nil {
+				ts.EmitNetwork(r)
+			}
+			if record != nil {
+				record(r)
+			}
+		}
+		if e.Logger == nil {
+			e.Logger = h.log
+		}
+		proxy, err := egress.New(e)
+		if err != nil {
+			return nil, err
+		}
+		s.undo.add(proxy.Close)
+		scfg.Egress = proxy
+		opts.Network = calls
+	}
 	if s.box, err = sandbox.New(scfg); err != nil {
 		return nil, err
 	}
@@ -253,6 +308,7 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 	if s.Session, err = tools.NewSession(ctx, opts); err != nil {
 		return nil, err
 	}
+	session.Store(s.Session)
 	s.undo.add(s.Session.Close)
 	h.mu.Lock()
 	defer h.mu.Unlock()

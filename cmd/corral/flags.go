@@ -9,6 +9,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/pflag"
 
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -23,13 +24,20 @@ type sandboxFlags struct {
 	cpus      float64
 	env       []string
 	readOnly  bool
+	// --network allow's allowlist
+	allowHosts   []string
+	allowPresets []string
+	addHosts     []string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.workspace, "workspace", "w", ".", "the directory the tools work on; mounted read-write at the same path in the sandbox")
 	fs.StringVar(&f.image, "image", sandbox.DefaultImage, "the sandbox's image: any Linux image on the engine (build the default with: corral image build)")
 	fs.StringVar(&f.runtime, "runtime", "", "OCI runtime of the sandbox, e.g. runsc for gVisor (default: the engine's)")
-	fs.StringVar(&f.network, "network", sandbox.DefaultNetwork, "sandbox network: none, or bridge to let commands reach the network")
+	fs.StringVar(&f.network, "network", sandbox.DefaultNetwork, "sandbox network: none; bridge to let commands reach the whole network; allow to let them reach only the hosts of --allow-host, --allow-preset and the policy file's [network] table, through corral's proxy")
+	fs.StringArrayVar(&f.allowHosts, "allow-host", nil, "with --network allow, a host commands may reach: example.com, *.example.com (its subdomains), host:port (host:* any port; 443 and 80 when no port is given) or an address range such as 10.0.0.0/8; repeatable")
+	fs.StringArrayVar(&f.allowPresets, "allow-preset", nil, "with --network allow, the hosts a tool needs: "+strings.Join(egress.Presets(), ", ")+"; repeatable")
+	fs.StringArrayVar(&f.addHosts, "add-host", nil, "with --network allow, NAME:IP: the proxy resolves NAME to IP, trusted as given (NAME must still be allowed); repeatable")
 	fs.Int64Var(&f.pids, "pids-limit", sandbox.DefaultPidsLimit, "most processes the sandbox may run at once (holds fork bombs)")
 	fs.StringVar(&f.memory, "memory", "2g", "memory limit of the sandbox, without swap (e.g. 512m, 4g)")
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the sandbox in cores (default: all of the host's)")
@@ -47,8 +55,16 @@ func (f *sandboxFlags) config() (sandbox.Config, error) {
 	if err != nil || mem <= 0 {
 		return sandbox.Config{}, fmt.Errorf("--memory %q: want a size such as 512m or 2g", f.memory)
 	}
-	if f.network != "none" && f.network != "bridge" {
-		return sandbox.Config{}, fmt.Errorf("--network %q: want none or bridge", f.network)
+	network := f.network
+	switch network {
+	case "none", "bridge":
+		if len(f.allowHosts)+len(f.allowPresets)+len(f.addHosts) > 0 {
+			return sandbox.Config{}, fmt.Errorf("--allow-host, --allow-preset and --add-host need --network allow")
+		}
+	case "allow":
+		network = "none" // the proxy is the only way out
+	default:
+		return sandbox.Config{}, fmt.Errorf("--network %q: want none, bridge or allow", f.network)
 	}
 	if f.pids <= 0 {
 		return sandbox.Config{}, fmt.Errorf("--pids-limit %d: want a positive number", f.pids)
@@ -75,7 +91,7 @@ func (f *sandboxFlags) config() (sandbox.Config, error) {
 		Workspace:    ws,
 		Image:        f.image,
 		Runtime:      f.runtime,
-		Network:      f.network,
+		Network:      network,
 		PidsLimit:    f.pids,
 		Memory:       mem,
 		CPUs:         f.cpus,
@@ -85,6 +101,21 @@ func (f *sandboxFlags) config() (sandbox.Config, error) {
 		// one is not (a test binary, a cgo build).
 		Agent: os.Getenv("CORRAL_AGENT"),
 	}, nil
+}
+
+// egress is the proxy configuration of --network allow, nil without it. The
+// policy file's [network] table is added by the session's assembly.
+func (f *sandboxFlags) egress() (*egress.Config, error) {
+	if f.network != "allow" {
+		return nil, nil
+	}
+	cfg := &egress.Config{Allow: f.allowHosts, Presets: f.allowPresets, Hosts: f.addHosts}
+	p, err := egress.New(*cfg) // check the patterns now
+	if err != nil {
+		return nil, fmt.Errorf("--network allow: %w", err)
+	}
+	p.Close()
+	return cfg, nil
 }
 
 // workspaceDir resolves dir to an absolute path without symlinks and checks that it

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/tools"
 )
@@ -103,7 +106,16 @@ func (f *sessionFlags) config(progress io.Writer) (corral.Config, error) {
 	}
 	// What edit and write refuse, commands in the sandbox cannot change.
 	box.Protect = opts.Protected
+	eg, err := f.sandbox.egress()
+	if err != nil {
+		return corral.Config{}, err
+	}
+	if eg != nil && f.confirm == "ask" {
+		// Only a person approves a host: --confirm allow approves commands.
+		eg.Approver = &ttyApprover{}
+	}
 	return corral.Config{
+		Egress:        eg,
 		Workspace:     box.Workspace,
 		Sandbox:       box,
 		Tools:         opts,
@@ -163,6 +175,47 @@ func (t *ttyConfirmer) Confirm(ctx context.Context, req tools.ConfirmRequest) (b
 	}
 	defer tty.Close()
 	return askYesNo(ctx, tty, tty, req)
+}
+
+// ttyApprover asks on the controlling terminal about a host the network
+// allowlist does not name.
+type ttyApprover struct {
+	mu sync.Mutex // serialises prompts
+}
+
+func (t *ttyApprover) Approve(ctx context.Context, req egress.Request) (egress.Answer, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return egress.Deny, errors.New("no terminal to ask about a host on")
+	}
+	defer tty.Close()
+	return askHost(ctx, tty, tty, req)
+}
+
+// askHost asks whether a command may reach a host: yes for the session,
+// once for this connection, anything else no.
+func askHost(ctx context.Context, r io.Reader, w io.Writer, req egress.Request) (egress.Answer, error) {
+	fmt.Fprintf(w, "\ncorral: a command wants to reach %s, which is not in the network allowlist.\nAllow it for this session? [y/once/N] ", net.JoinHostPort(req.Host, strconv.Itoa(req.Port)))
+	answer := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		answer <- strings.ToLower(strings.TrimSpace(line))
+	}()
+	select {
+	case a := <-answer:
+		switch a {
+		case "y", "yes":
+			return egress.AllowSession, nil
+		case "once", "o":
+			return egress.AllowOnce, nil
+		}
+		return egress.Deny, nil
+	case <-ctx.Done():
+		fmt.Fprintln(w)
+		return egress.Deny, ctx.Err()
+	}
 }
 
 // askYesNo prints the question to w and reads the answer from r. Anything but yes

@@ -38,6 +38,9 @@ Ctrl-D go to the shell. The container is removed when the shell exits.`,
 }
 
 func runShell(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+	if f.network == "allow" {
+		return errors.New("--network allow needs a session's proxy: use it with corral run or corral mcp")
+	}
 	cfg, err := f.config()
 	if err != nil {
 		return err
