@@ -1,8 +1,8 @@
 # corral — see README.md. `make test` is what CI runs.
 GO      ?= go
 BIN     := bin/corral
-# The agent inside the sandbox is this binary: it must be static to run in any image.
-export CGO_ENABLED := 0
+# The agent inside the sandbox is this binary, cgo on or off: a dynamically linked
+# one brings the host's loader and libraries into the sandbox (sandbox/dynamic.go).
 
 .PHONY: all build setup test unit lint bench demo image test-image clean
 

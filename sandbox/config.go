@@ -54,9 +54,11 @@ type Config struct {
 	// ReadOnlyMounts are host directories mounted read-only at the same path, such
 	// as the session's log directory.
 	ReadOnlyMounts []string
-	// Agent is the path of a static Linux corral binary, bind-mounted read-only
-	// into the container and run there as `corral agent`, its main process. The
-	// running executable when empty (corral is built with CGO_ENABLED=0).
+	// Agent is the path of a Linux corral binary, bind-mounted read-only into
+	// the container and run there as `corral agent`, its main process; the
+	// running executable when empty. A dynamically linked one (built with cgo)
+	// brings the host's loader and libraries, mounted read-only beside it, so it
+	// runs in any image.
 	Agent string
 	// Session names the sandbox: its container is corral-<Session> and carries
 	// the label corral.session=<Session>. A random id when empty.

@@ -49,6 +49,7 @@ type Container struct {
 	log     *slog.Logger
 	user    string // uid:gid of the workspace owner
 	machine elf.Machine
+	agentRT *agentRuntime // the loader and libraries of a dynamic agent; nil when static
 
 	// startMu is held while a container starts, so that concurrent first calls
 	// share one.
@@ -143,7 +144,7 @@ func New(cfg Config) (*Container, error) {
 			return nil, fmt.Errorf("sandbox: find the agent binary: %w", err)
 		}
 	}
-	machine, err := checkAgent(cfg.Agent)
+	machine, rt, err := checkAgent(cfg.Agent)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +166,7 @@ func New(cfg Config) (*Container, error) {
 		log:     log,
 		user:    fmt.Sprintf("%d:%d", uid, gid),
 		machine: machine,
+		agentRT: rt,
 		dir:     ws,
 	}, nil
 }
@@ -470,7 +472,7 @@ func (c *Container) spec(info *system.Info, g *gitShadow) (*container.Config, *c
 	cc := &container.Config{
 		Image:        cfg.Image,
 		User:         c.user,
-		Entrypoint:   []string{agentPath},
+		Entrypoint:   c.agentRT.entrypoint(),
 		Cmd:          []string{"agent"},
 		WorkingDir:   cfg.Workspace,
 		AttachStdin:  true,
@@ -517,6 +519,7 @@ func (c *Container) mounts(g *gitShadow) []mount.Mount {
 		{Type: mount.TypeBind, Source: ws, Target: ws},
 		{Type: mount.TypeBind, Source: c.cfg.Agent, Target: agentPath, ReadOnly: true},
 	}
+	ms = append(ms, c.agentRT.mounts()...)
 	if g != nil {
 		ms = append(ms, g.mounts...)
 	}

@@ -102,7 +102,7 @@ func buildAgent(dir string) (string, error) {
 			return "", err
 		}
 	}
-	if _, err := checkAgent(out); err != nil {
+	if _, _, err := checkAgent(out); err != nil {
 		return "", fmt.Errorf("the test agent is not usable: %w", err)
 	}
 	return out, nil

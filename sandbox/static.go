@@ -6,31 +6,31 @@ import (
 	"os"
 )
 
-// checkAgent verifies that path is a static Linux executable, so that it runs
-// in any image. It returns the ELF machine for a later check against the
-// engine's architecture.
-func checkAgent(path string) (elf.Machine, error) {
+// checkAgent verifies that path is a Linux executable that can run in any
+// image: static, or dynamically linked with a loader and libraries found on
+// this host (then rt says what to mount and how to start it). It returns the
+// ELF machine for a later check against the engine's architecture.
+func checkAgent(path string) (elf.Machine, *agentRuntime, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return 0, &AgentError{Path: path, Reason: err.Error()}
+		return 0, nil, &AgentError{Path: path, Reason: err.Error()}
 	}
 	if !executable(fi) {
-		return 0, &AgentError{Path: path, Reason: "not an executable file"}
+		return 0, nil, &AgentError{Path: path, Reason: "not an executable file"}
 	}
 	f, err := elf.Open(path)
 	if err != nil {
-		return 0, &AgentError{Path: path, Reason: "not a Linux executable (the agent runs inside the container): " + err.Error()}
+		return 0, nil, &AgentError{Path: path, Reason: "not a Linux executable (the agent runs inside the container): " + err.Error()}
 	}
 	defer f.Close()
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
-		return 0, &AgentError{Path: path, Reason: "not an executable"}
+		return 0, nil, &AgentError{Path: path, Reason: "not an executable"}
 	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return 0, &AgentError{Path: path, Reason: "dynamically linked; build corral with CGO_ENABLED=0 so that it runs in any image"}
-		}
+	rt, err := dynamicRuntime(path, f)
+	if err != nil {
+		return 0, nil, &AgentError{Path: path, Reason: "dynamically linked, and " + err.Error() + "; build corral with CGO_ENABLED=0 to make it static"}
 	}
-	return f.Machine, nil
+	return f.Machine, rt, nil
 }
 
 // executable reports whether fi is a regular file someone may execute.

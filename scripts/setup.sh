@@ -39,6 +39,7 @@ packages() {
 	pkg jq always "edits the engine's daemon.json"
 	pkg debootstrap no_base "bootstraps the sandbox image's Debian base where none can be pulled"
 	pkg debian-archive-keyring no_base "Debian's keys, for debootstrap"
+	pkg busybox-static always "a busybox image for the tests: the agent runs in any image"
 }
 
 always() { return 0; }
