@@ -1,0 +1,93 @@
+package checkpoint
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Worktree names the working tree as it is now, where Diff and Changes take a
+// checkpoint id.
+const Worktree = 0
+
+// treeOf returns the tree of checkpoint id, or of the working tree as it is
+// now (Worktree): its objects are written, nothing is recorded.
+func (s *Store) treeOf(ctx context.Context, id int) (string, error) {
+	if id != Worktree {
+		c, err := s.Get(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		return c.Tree, nil
+	}
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	sn, err := s.snapshot(ctx)
+	return sn.tree, err
+}
+
+// Changes lists the files that differ between checkpoints from and to (to
+// may be Worktree), limited to paths when given.
+func (s *Store) Changes(ctx context.Context, from, to int, paths ...string) ([]Change, error) {
+	a, err := s.treeOf(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.treeOf(ctx, to)
+	if err != nil {
+		return nil, err
+	}
+	return s.diffTrees(ctx, a, b, paths...)
+}
+
+// Diff writes to w a unified diff, with a summary of the files first, from
+// checkpoint from to checkpoint to (or the working tree as it is now), limited
+// to paths when given.
+func (s *Store) Diff(ctx context.Context, w io.Writer, from, to int, paths ...string) error {
+	a, err := s.treeOf(ctx, from)
+	if err != nil {
+		return err
+	}
+	b, err := s.treeOf(ctx, to)
+	if err != nil {
+		return err
+	}
+	args := []string{"diff-tree", "-r", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "--patch-with-stat",
+		"--src-prefix=" + label(from) + "/", "--dst-prefix=" + label(to) + "/", a, b}
+	if len(paths) > 0 {
+		args = append(append(args, "--"), paths...)
+	}
+	cmd := s.git.command(ctx, s.git.worktreeEnv(), args...)
+	cmd.Stdout = w
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		return &GitError{Args: args[:1], Err: err, Stderr: errb.String()}
+	}
+	return nil
+}
+
+func label(id int) string {
+	if id == Worktree {
+		return "worktree"
+	}
+	return strconv.Itoa(id)
+}
+
+// DiskUsage is the space the workspace's checkpoints take beyond what its
+// repository's branches and tags hold, in bytes.
+func (s *Store) DiskUsage(ctx context.Context) (int64, error) {
+	args := []string{"rev-list", "--objects", "--disk-usage", "--glob=refs/corral/*"}
+	if s.inGit {
+		args = append(args, "--not", "--branches", "--tags", "--remotes")
+	}
+	out, err := s.git.run(ctx, s.git.repoEnv(), nil, args...)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+}

@@ -1,0 +1,277 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// The workspace's repository is untrusted input: a command in the sandbox can
+// write its files (the index, objects, refs, a .gitattributes, an included
+// config file), and the user's own git config may name programs. corral's git
+// therefore runs with no system or global config and with every setting that
+// could run a program, redirect git or change what is recorded fixed on the
+// command line, which beats any config file. The commands that look at the
+// working tree (ls-files, update-index, write-tree) go further: they run in a
+// repository of corral's own, in the state directory, whose config is
+// corral's, and only borrow the workspace's object directory. No repository
+// config is read by them at all, so a filter driver, a core.fsmonitor or a
+// hook named anywhere in the workspace's repository never runs.
+
+// safeConfig is given to every git corral runs.
+var safeConfig = []string{
+	"core.hooksPath=/dev/null",
+	"core.fsmonitor=false",
+	"core.untrackedCache=false",
+	"core.splitIndex=false",
+	"core.sparseCheckout=false",
+	"index.sparse=false",
+	"core.attributesFile=/dev/null",
+	"core.autocrlf=false",
+	"core.safecrlf=false",
+	"core.symlinks=true",
+	"core.fileMode=true",
+	"core.ignoreCase=false",
+	"core.precomposeUnicode=false",
+	"core.trustctime=true",
+	"core.checkStat=default",
+	"core.logAllRefUpdates=false",
+	"core.quotePath=false",
+	"core.pager=cat",
+	"core.editor=true",
+	"commit.gpgSign=false",
+	"gc.auto=0",
+	"maintenance.auto=false",
+	"feature.manyFiles=false",
+	"diff.external=",
+	"safe.directory=*",
+}
+
+// git runs the host's git for one workspace.
+type git struct {
+	bin      string
+	stateDir string // the working directory of every git: never the workspace
+	// shim is corral's own repository: GIT_DIR of the commands that read the
+	// working tree. objects is the object directory they store blobs and
+	// trees in: the workspace's, or shim's own outside git.
+	shim, objects string
+	// repo is the workspace's git directory (its common directory for a
+	// linked worktree), where refs are written; shim outside git.
+	repo     string
+	workTree string
+	index    string // corral's index, in the state directory
+}
+
+// baseEnv is the environment of every git corral runs: nothing of the
+// host's, no config but the command line's, no pager, no prompt.
+func (g *git) baseEnv() []string {
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"LC_ALL=C",
+		"HOME=" + g.stateDir,
+		"XDG_CONFIG_HOME=" + filepath.Join(g.stateDir, "no-config"),
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_ATTR_NOSYSTEM=1",
+		"GIT_NO_REPLACE_OBJECTS=1",
+		"GIT_LITERAL_PATHSPECS=1",
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_PAGER=cat",
+		"PAGER=cat",
+		"GIT_EDITOR=true",
+		"GIT_AUTHOR_NAME=corral",
+		"GIT_AUTHOR_EMAIL=corral@localhost",
+		"GIT_COMMITTER_NAME=corral",
+		"GIT_COMMITTER_EMAIL=corral@localhost",
+	}
+	return env
+}
+
+// worktreeEnv is the environment of the commands that read the working tree:
+// corral's own repository, index and config, the workspace's objects.
+func (g *git) worktreeEnv() []string {
+	return append(g.baseEnv(),
+		"GIT_DIR="+g.shim,
+		"GIT_WORK_TREE="+g.workTree,
+		"GIT_INDEX_FILE="+g.index,
+		"GIT_OBJECT_DIRECTORY="+g.objects,
+	)
+}
+
+// repoEnv is the environment of the commands that read objects or write refs
+// of the workspace's repository; they never look at the working tree.
+func (g *git) repoEnv() []string {
+	return append(g.baseEnv(),
+		"GIT_DIR="+g.repo,
+		"GIT_OPTIONAL_LOCKS=0",
+	)
+}
+
+func (g *git) command(ctx context.Context, env []string, args ...string) *exec.Cmd {
+	full := make([]string, 0, 2*len(safeConfig)+len(args)+1)
+	full = append(full, "--no-pager")
+	for _, c := range safeConfig {
+		full = append(full, "-c", c)
+	}
+	full = append(full, args...)
+	cmd := exec.CommandContext(ctx, g.bin, full...)
+	cmd.Env = env
+	cmd.Dir = g.stateDir
+	return cmd
+}
+
+// GitError is a git command that failed.
+type GitError struct {
+	Args   []string
+	Err    error
+	Stderr string
+}
+
+func (e *GitError) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if msg == "" {
+		msg = e.Err.Error()
+	}
+	return fmt.Sprintf("git %s: %s", strings.Join(e.Args, " "), msg)
+}
+
+func (e *GitError) Unwrap() error { return e.Err }
+
+// run runs git and returns its standard output.
+func (g *git) run(ctx context.Context, env []string, stdin io.Reader, args ...string) ([]byte, error) {
+	cmd := g.command(ctx, env, args...)
+	cmd.Stdin = stdin
+	var out, errb bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &limitedBuffer{b: &errb, n: 4096}
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &GitError{Args: args, Err: err, Stderr: errb.String()}
+	}
+	return out.Bytes(), nil
+}
+
+// limitedBuffer keeps the first n bytes written to it.
+type limitedBuffer struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.n - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// findRepo returns the git directory and the common directory of the
+// repository whose working tree is ws, or "" when ws is not the top of one. A
+// .git file (a linked worktree, a submodule) is followed; nothing of the
+// repository's config is read.
+func findRepo(ws string) (gitDir, common string, err error) {
+	dotgit := filepath.Join(ws, ".git")
+	fi, err := os.Lstat(dotgit)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", "", nil
+	case err != nil:
+		return "", "", err
+	case fi.IsDir():
+		gitDir = dotgit
+	case fi.Mode().IsRegular():
+		b, err := os.ReadFile(dotgit)
+		if err != nil {
+			return "", "", err
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		p, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
+		if !ok {
+			return "", "", fmt.Errorf("%s is not a git link file", dotgit)
+		}
+		p = strings.TrimSpace(p)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(ws, p)
+		}
+		gitDir = p
+	default:
+		return "", "", nil
+	}
+	if fi, err := os.Stat(filepath.Join(gitDir, "HEAD")); err != nil || !fi.Mode().IsRegular() {
+		return "", "", nil // not a repository: checkpoint it as a plain directory
+	}
+	common = gitDir
+	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		p := strings.TrimSpace(string(b))
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(gitDir, p)
+		}
+		common = filepath.Clean(p)
+	}
+	return gitDir, common, nil
+}
+
+// objectFormat reads the repository's object format ("sha1" or "sha256")
+// from its config file alone, without includes.
+func objectFormat(ctx context.Context, g *git, common string) string {
+	cmd := g.command(ctx, g.baseEnv(), "config", "--file", filepath.Join(common, "config"), "--get", "extensions.objectformat")
+	out, err := cmd.Output()
+	if err == nil && strings.TrimSpace(string(out)) == "sha256" {
+		return "sha256"
+	}
+	return "sha1"
+}
+
+// initShim makes corral's own repository at g.shim: a git directory with
+// corral's config and nothing else.
+func initShim(g *git, format string) error {
+	for _, d := range []string{"refs/heads", "refs/tags", "objects/info", "objects/pack", "info"} {
+		if err := os.MkdirAll(filepath.Join(g.shim, d), 0o700); err != nil {
+			return err
+		}
+	}
+	config := "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfilemode = true\n\tsymlinks = true\n\tlogallrefupdates = false\n[gc]\n\tauto = 0\n"
+	if format == "sha256" {
+		config = "[core]\n\trepositoryformatversion = 1\n\tbare = false\n\tfilemode = true\n\tsymlinks = true\n\tlogallrefupdates = false\n[extensions]\n\tobjectformat = sha256\n[gc]\n\tauto = 0\n"
+	}
+	if err := writeFileAtomic(filepath.Join(g.shim, "config"), []byte(config), 0o600); err != nil {
+		return err
+	}
+	head := filepath.Join(g.shim, "HEAD")
+	if _, err := os.Stat(head); err != nil {
+		return writeFileAtomic(head, []byte("ref: refs/heads/corral\n"), 0o600)
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to name through a temporary file and a rename.
+func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), name)
+}

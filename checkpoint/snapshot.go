@@ -1,0 +1,336 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Recorder takes the checkpoints of one session. While it is open, Restore on
+// the workspace refuses to run.
+type Recorder struct {
+	s       *Store
+	session string
+	unlock  func()
+}
+
+// Begin opens the checkpoints of session. Close it when the session ends.
+func (s *Store) Begin(ctx context.Context, session string) (*Recorder, error) {
+	unlock, err := flock(ctx, filepath.Join(s.dir, "session.lock"), false, true)
+	if err != nil {
+		return nil, err
+	}
+	return &Recorder{s: s, session: session, unlock: unlock}, nil
+}
+
+// Close ends the session's use of the workspace. Its checkpoints stay until
+// garbage-collected.
+func (r *Recorder) Close() error {
+	if r.unlock != nil {
+		r.unlock()
+		r.unlock = nil
+	}
+	return nil
+}
+
+// Store is the store the recorder writes to.
+func (r *Recorder) Store() *Store { return r.s }
+
+// Checkpoint records the workspace as it is now, before call.
+func (r *Recorder) Checkpoint(ctx context.Context, call Call) (Checkpoint, error) {
+	call.Session = r.session
+	return r.s.record(ctx, call)
+}
+
+// record takes a checkpoint and adds it to the log.
+func (s *Store) record(ctx context.Context, call Call) (Checkpoint, error) {
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	defer unlock()
+	prev := s.readLast()
+	snap, err := s.snapshot(ctx)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	c := Checkpoint{
+		ID: prev.ID + 1, Session: call.Session, Call: call.Call, Tool: call.Tool,
+		Command: call.Command, Path: call.Path, Time: time.Now().UTC(),
+		Tree: snap.tree, Skipped: snap.skipped,
+	}
+	if all, err := s.List(ctx); err == nil && len(all) > 0 {
+		c.ID = max(c.ID, all[len(all)-1].ID+1) // the log wins over a lost last.json
+	}
+	if prev.Tree == snap.tree && prev.Commit != "" {
+		c.Commit, c.Unchanged = prev.Commit, true
+	} else {
+		msg := fmt.Sprintf("corral checkpoint %d\n\nsession: %s\ncall: %s\ntool: %s\n", c.ID, call.Session, call.Call, call.Tool)
+		out, err := s.git.run(ctx, s.git.worktreeEnv(), strings.NewReader(msg), "commit-tree", "--no-gpg-sign", snap.tree)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		c.Commit = strings.TrimSpace(string(out))
+		if prev.Tree != "" {
+			if err := s.changes(ctx, &c, prev.Tree, snap.tree); err != nil {
+				return Checkpoint{}, err
+			}
+		}
+	}
+	c.Ref = refName(call.Session, c.ID)
+	if _, err := s.git.run(ctx, s.git.repoEnv(), nil, "update-ref", "--no-deref", c.Ref, c.Commit); err != nil {
+		return Checkpoint{}, err
+	}
+	if err := s.appendLog(c); err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint: writing the log: %w", err)
+	}
+	if err := s.writeLast(last{ID: c.ID, Commit: c.Commit, Tree: c.Tree}); err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	return c, nil
+}
+
+// snap is the tree of the workspace at one moment.
+type snap struct {
+	tree    string
+	skipped []Skip
+}
+
+// snapshot writes the working tree's objects and returns its tree, updating
+// corral's index. The caller holds the lock.
+func (s *Store) snapshot(ctx context.Context) (snap, error) {
+	if err := s.seedIndex(ctx); err != nil {
+		return snap{}, err
+	}
+	args := []string{"ls-files", "-z", "-t", "--modified", "--deleted", "--others"}
+	if !s.opts.IncludeIgnored {
+		args = append(args, "--exclude-standard")
+		if s.inGit {
+			ex := filepath.Join(s.git.repo, "info", "exclude")
+			if fi, err := os.Stat(ex); err == nil && fi.Mode().IsRegular() {
+				args = append(args, "--exclude-from="+ex)
+			}
+		}
+	}
+	out, err := s.git.run(ctx, s.git.worktreeEnv(), nil, args...)
+	if err != nil {
+		return snap{}, err
+	}
+	var sn snap
+	var add, remove bytes.Buffer
+	seen := map[string]bool{}
+	for _, rec := range bytes.Split(out, []byte{0}) {
+		if len(rec) < 3 {
+			continue
+		}
+		tag, p := rec[0], string(rec[2:])
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		tracked := tag != '?'
+		if strings.HasSuffix(p, "/") {
+			sn.skipped = append(sn.skipped, Skip{Path: strings.TrimSuffix(p, "/"), Reason: "repository"})
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(s.ws, p))
+		switch {
+		case err != nil:
+			// Gone: update-index --remove drops it.
+		case fi.IsDir():
+			// A tracked submodule or a directory where a file was: a
+			// repository is not recorded, its directory is kept.
+			if _, err := os.Lstat(filepath.Join(s.ws, p, ".git")); err == nil {
+				sn.skipped = append(sn.skipped, Skip{Path: p, Reason: "repository"})
+				continue
+			}
+			// A file that became a directory: its entry goes, the files in
+			// it are listed as others.
+			if tracked {
+				remove.WriteString(p)
+				remove.WriteByte(0)
+			}
+			continue
+		case fi.Mode().IsRegular() && s.maxBytes >= 0 && fi.Size() > s.maxBytes:
+			sn.skipped = append(sn.skipped, Skip{Path: p, Size: fi.Size(), Reason: "too large"})
+			if tracked {
+				remove.WriteString(p)
+				remove.WriteByte(0)
+			}
+			continue
+		case fi.Mode().IsRegular():
+			f, err := os.Open(filepath.Join(s.ws, p))
+			if err != nil {
+				sn.skipped = append(sn.skipped, Skip{Path: p, Size: fi.Size(), Reason: "unreadable"})
+				if tracked {
+					remove.WriteString(p)
+					remove.WriteByte(0)
+				}
+				continue
+			}
+			f.Close()
+		case fi.Mode()&fs.ModeSymlink != 0:
+		default:
+			continue // a named pipe, a socket, a device: git records none
+		}
+		add.WriteString(p)
+		add.WriteByte(0)
+	}
+	if remove.Len() > 0 {
+		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &remove, "update-index", "-z", "--force-remove", "--stdin"); err != nil {
+			return snap{}, err
+		}
+	}
+	if add.Len() > 0 {
+		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &add, "update-index", "-z", "--add", "--remove", "--replace", "--stdin"); err != nil {
+			return snap{}, err
+		}
+	}
+	out, err = s.git.run(ctx, s.git.worktreeEnv(), nil, "write-tree")
+	if err != nil {
+		return snap{}, err
+	}
+	sn.tree = strings.TrimSpace(string(out))
+	return sn, nil
+}
+
+// seedIndex makes corral's index when it has none: a copy of the repository's
+// own index, whose stat data spares hashing the files that did not change, or
+// an empty one. Conflicted entries are dropped (the files are then recorded as
+// they are).
+func (s *Store) seedIndex(ctx context.Context) error {
+	if _, err := os.Stat(s.git.index); err == nil {
+		return nil
+	}
+	if !s.inGit {
+		return nil // git makes an empty index
+	}
+	gitDir, _, err := findRepo(s.ws)
+	if err != nil || gitDir == "" {
+		return nil
+	}
+	src, err := os.Open(filepath.Join(gitDir, "index"))
+	if err != nil {
+		return nil // a repository without an index
+	}
+	defer src.Close()
+	tmp := s.git.index + ".seed"
+	dst, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	_, err = io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.git.index)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("checkpoint: copying the index: %w", err)
+	}
+	out, err := s.git.run(ctx, s.git.worktreeEnv(), nil, "ls-files", "-z", "--unmerged")
+	if err != nil {
+		// An index this git cannot read (a split index, a newer version):
+		// start from an empty one.
+		s.log.Info("checkpoint: not reusing the repository's index", "err", err)
+		os.Remove(s.git.index)
+		return nil
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	var paths bytes.Buffer
+	for _, rec := range bytes.Split(out, []byte{0}) {
+		if _, p, ok := bytes.Cut(rec, []byte{'\t'}); ok {
+			paths.Write(p)
+			paths.WriteByte(0)
+		}
+	}
+	_, err = s.git.run(ctx, s.git.worktreeEnv(), &paths, "update-index", "-z", "--force-remove", "--stdin")
+	return err
+}
+
+// changes fills c's Changed, Files, Added and Removed with the difference
+// between two trees.
+func (s *Store) changes(ctx context.Context, c *Checkpoint, from, to string) error {
+	ch, err := s.diffTrees(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	c.Files = len(ch)
+	for _, x := range ch {
+		if x.Added > 0 {
+			c.Added += x.Added
+		}
+		if x.Removed > 0 {
+			c.Removed += x.Removed
+		}
+	}
+	if len(ch) > maxChanged {
+		ch = ch[:maxChanged]
+	}
+	c.Changed = ch
+	return nil
+}
+
+// diffTrees lists the files that differ between two trees, with their lines
+// added and removed.
+func (s *Store) diffTrees(ctx context.Context, from, to string, paths ...string) ([]Change, error) {
+	args := []string{"diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", "--raw", "--numstat", from, to}
+	if len(paths) > 0 {
+		args = append(append(args, "--"), paths...)
+	}
+	out, err := s.git.run(ctx, s.git.worktreeEnv(), nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	var ch []Change
+	index := map[string]int{}
+	f := bytes.Split(out, []byte{0})
+	for i := 0; i < len(f); i++ {
+		rec := f[i]
+		if len(rec) == 0 {
+			continue
+		}
+		if rec[0] == ':' {
+			fields := strings.Fields(string(rec))
+			if len(fields) < 5 || i+1 >= len(f) {
+				continue
+			}
+			i++
+			p := string(f[i])
+			index[p] = len(ch)
+			ch = append(ch, Change{Path: p, Status: fields[4][:1]})
+			continue
+		}
+		// numstat: added TAB removed TAB path
+		parts := strings.SplitN(string(rec), "\t", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		j, ok := index[parts[2]]
+		if !ok {
+			continue
+		}
+		a, errA := strconv.Atoi(parts[0])
+		r, errR := strconv.Atoi(parts[1])
+		if errA != nil || errR != nil {
+			a, r = -1, -1 // binary
+		}
+		ch[j].Added, ch[j].Removed = a, r
+	}
+	return ch, nil
+}
+
+// ErrBusy is returned by Restore while a session works on the workspace.
+var ErrBusy = errors.New("a session is running on the workspace")
