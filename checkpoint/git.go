@@ -244,12 +244,21 @@ func initShim(g *git, format string) error {
 	if err := writeFileAtomic(filepath.Join(g.shim, "config"), []byte(config), 0o600); err != nil {
 		return err
 	}
+	// info/attributes beats every .gitattributes: no filter, no line-ending
+	// or ident conversion, no re-encoding — a checkpoint records the bytes
+	// on disk, and a .gitattributes a command writes changes nothing.
+	if err := writeFileAtomic(filepath.Join(g.shim, "info", "attributes"), []byte(rawAttributes), 0o600); err != nil {
+		return err
+	}
 	head := filepath.Join(g.shim, "HEAD")
 	if _, err := os.Stat(head); err != nil {
 		return writeFileAtomic(head, []byte("ref: refs/heads/corral\n"), 0o600)
 	}
 	return nil
 }
+
+// rawAttributes are the attributes of every path in corral's repository.
+const rawAttributes = "* -text !eol -ident -filter !working-tree-encoding\n"
 
 // writeFileAtomic writes data to name through a temporary file and a rename.
 func writeFileAtomic(name string, data []byte, mode os.FileMode) error {

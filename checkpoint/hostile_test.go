@@ -61,15 +61,16 @@ func TestHostileRepository(t *testing.T) {
 	cmd.Dir = ws
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
 	_ = cmd.Run()
+	writeFile(t, filepath.Join(ws, "README.md"), "armed\n", 0o644)
 	cmd = exec.Command("git", "stash", "create")
 	cmd.Dir = ws
-	cmd.Env = cmd.Environ()
-	writeFile(t, filepath.Join(ws, "README.md"), "armed\n", 0o644)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
 	_ = cmd.Run()
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatal("the hostile repository does not make plain git run its programs; the test proves nothing")
 	}
 	must(t, os.Remove(marker))
+	writeFile(t, filepath.Join(ws, "README.md"), "armed, then checkpointed\n", 0o644)
 
 	s := open(t, ws)
 	r, err := s.Begin(ctx, "s")
@@ -93,10 +94,42 @@ func TestHostileRepository(t *testing.T) {
 		t.Fatalf("corral's git ran the repository's programs:\n%s", got)
 	}
 	// Recorded as on disk, not through the clean filter.
-	if got, _ := os.ReadFile(filepath.Join(ws, "README.md")); string(got) != "armed\n" {
+	if got, _ := os.ReadFile(filepath.Join(ws, "README.md")); string(got) != "armed, then checkpointed\n" {
 		t.Errorf("restored README.md: %q", got)
 	}
 	if !strings.Contains(b.String(), "+changed") {
 		t.Errorf("diff:\n%s", b.String())
 	}
+}
+
+// TestFilteredRepository: where the user's git stores what a filter or a
+// line-ending conversion makes of a file (as Git LFS or text=auto do), the
+// repository's index holds another content than the file's under matching
+// stat data. A checkpoint records the bytes on disk all the same, and a
+// restore gives them back.
+func TestFilteredRepository(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	hostGit(t, ws, "init", "-q")
+	writeFile(t, filepath.Join(ws, ".gitattributes"), "*.up filter=up\n*.txt text eol=lf\n", 0o644)
+	writeFile(t, filepath.Join(ws, "a.up"), "lower case\n", 0o644)
+	writeFile(t, filepath.Join(ws, "b.txt"), "crlf\r\nlines\r\n", 0o644)
+	hostGit(t, ws, "-c", "filter.up.clean=tr a-z A-Z", "add", "-A")
+	hostGit(t, ws, "-c", "filter.up.clean=tr a-z A-Z", "commit", "-q", "-m", "x")
+	if got := hostGit(t, ws, "show", "HEAD:a.up"); got != "LOWER CASE\n" {
+		t.Fatalf("the filter did not run: %q", got)
+	}
+	want := readTree(t, ws)
+	s := open(t, ws)
+	r, err := s.Begin(ctx, "s")
+	must(t, err)
+	c1, err := r.Checkpoint(ctx, Call{Tool: "bash"})
+	must(t, err)
+	must(t, r.Close())
+	for _, f := range []string{"a.up", "b.txt"} {
+		must(t, os.Remove(filepath.Join(ws, f)))
+	}
+	_, err = s.Restore(ctx, c1.ID, RestoreOptions{})
+	must(t, err)
+	compareTrees(t, want, readTree(t, ws))
 }

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -123,6 +125,11 @@ func (s *Store) plan(ctx context.Context, c Checkpoint, cur string, opts Restore
 	}
 	if err := p.walk("", tree, cur); err != nil {
 		return Plan{}, err
+	}
+	if !s.opts.IncludeIgnored {
+		if err := s.keepIgnored(ctx, o, tree, p.actions); err != nil {
+			return Plan{}, err
+		}
 	}
 	// Removals first, deepest directories last; then what is written, parents first.
 	var rm, dirs, wr []Action
@@ -397,4 +404,83 @@ func writeInRoot(root *os.Root, name string, data []byte, perm fs.FileMode) erro
 		_ = root.Remove(tmp)
 	}
 	return err
+}
+
+// keepIgnored turns into "keep" the removals of files that the checkpoint's
+// own ignore rules ignore: such a file was not recorded because it was
+// ignored, not because it did not exist, and a restore leaves ignored files
+// alone. The rules are the .gitignore files of the checkpoint's tree and the
+// repository's info/exclude, evaluated by git check-ignore in a directory of
+// corral's holding only them.
+func (s *Store) keepIgnored(ctx context.Context, o *objects, tree string, actions []Action) error {
+	var cand bytes.Buffer
+	for _, a := range actions {
+		if a.Op == "remove" || a.Op == "rmdir" {
+			cand.WriteString(a.Path)
+			cand.WriteByte(0)
+		}
+	}
+	if cand.Len() == 0 {
+		return nil
+	}
+	rules, err := os.MkdirTemp(s.dir, "ignore-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(rules)
+	out, err := s.git.run(ctx, s.git.worktreeEnv(), nil, "ls-tree", "-r", "-z", tree)
+	if err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(rules)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, rec := range bytes.Split(out, []byte{0}) {
+		meta, name, ok := strings.Cut(string(rec), "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 3 || f[1] != "blob" || path.Base(name) != ".gitignore" {
+			continue
+		}
+		data, err := o.read(f[2], "blob")
+		if err != nil {
+			return err
+		}
+		if err := makeParent(root, name); err != nil {
+			return err
+		}
+		if err := root.WriteFile(name, data, 0o600); err != nil {
+			return err
+		}
+	}
+	var env []string
+	for _, e := range s.git.baseEnv() {
+		if !strings.HasPrefix(e, "GIT_LITERAL_PATHSPECS=") { // check-ignore takes paths, not pathspecs, and refuses it
+			env = append(env, e)
+		}
+	}
+	env = append(env, "GIT_DIR="+s.git.shim, "GIT_WORK_TREE="+rules)
+	args := []string{}
+	if s.inGit {
+		args = append(args, "-c", "core.excludesFile="+filepath.Join(s.git.repo, "info", "exclude"))
+	}
+	args = append(args, "check-ignore", "--no-index", "-z", "--stdin")
+	ignored, err := s.git.run(ctx, env, &cand, args...)
+	if exitCode(err) == 1 {
+		return nil // none is ignored
+	}
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, p := range bytes.Split(ignored, []byte{0}) {
+		keep[string(p)] = true
+	}
+	for i, a := range actions {
+		if (a.Op == "remove" || a.Op == "rmdir") && keep[a.Path] {
+			actions[i] = Action{Path: a.Path, Op: "keep", Reason: "ignored when the checkpoint was taken"}
+		}
+	}
+	return nil
 }

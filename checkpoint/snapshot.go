@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -238,6 +239,16 @@ func (s *Store) seedIndex(ctx context.Context) error {
 		os.Remove(tmp)
 		return fmt.Errorf("checkpoint: copying the index: %w", err)
 	}
+	// Its stat data says a file matches its entry, but the entry may hold
+	// what a filter or a line-ending conversion made of the file, or what
+	// anyone who could write the index put there. Every entry is made racy
+	// (an index older than all its files) so that the refresh below compares
+	// each file's bytes with its entry, once; from then on the stat data is
+	// corral's own.
+	epoch := time.Unix(1, 0) // git takes a zero time for none
+	if err := os.Chtimes(s.git.index, epoch, epoch); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
 	out, err := s.git.run(ctx, s.git.worktreeEnv(), nil, "ls-files", "-z", "--unmerged")
 	if err != nil {
 		// An index this git cannot read (a split index, a newer version):
@@ -246,18 +257,37 @@ func (s *Store) seedIndex(ctx context.Context) error {
 		os.Remove(s.git.index)
 		return nil
 	}
-	if len(out) == 0 {
-		return nil
-	}
-	var paths bytes.Buffer
-	for _, rec := range bytes.Split(out, []byte{0}) {
-		if _, p, ok := bytes.Cut(rec, []byte{'\t'}); ok {
-			paths.Write(p)
-			paths.WriteByte(0)
+	if len(out) > 0 {
+		var paths bytes.Buffer
+		for _, rec := range bytes.Split(out, []byte{0}) {
+			if _, p, ok := bytes.Cut(rec, []byte{'\t'}); ok {
+				paths.Write(p)
+				paths.WriteByte(0)
+			}
+		}
+		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &paths, "update-index", "-z", "--force-remove", "--stdin"); err != nil {
+			return err
 		}
 	}
-	_, err = s.git.run(ctx, s.git.worktreeEnv(), &paths, "update-index", "-z", "--force-remove", "--stdin")
+	// Changed files make refresh exit 1: ls-files lists them next.
+	_, err = s.git.run(ctx, s.git.worktreeEnv(), nil, "update-index", "-q", "--ignore-submodules", "--refresh")
+	if exitCode(err) == 1 {
+		err = nil
+	}
 	return err
+}
+
+// exitCode is the exit status of the git that failed with err, -1 for another
+// error, 0 for none.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }
 
 // changes fills c's Changed, Files, Added and Removed with the difference

@@ -294,6 +294,9 @@ func (s *Session) commit(ctx context.Context, t target, dir parentDir, data []by
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := s.checkpoint(ctx, CheckpointRequest{Path: t.display}); err != nil {
+		return err
+	}
 	h := hashBytes(data)
 	prev, had := s.state.snapshot(t.key)
 	name := t.name()

@@ -27,6 +27,11 @@ const (
 	// Network holds the decision (host, port, address dialed, verdict,
 	// bytes each way) and CallID the call it is attributed to.
 	EventNetwork EventType = "network"
+	// EventCheckpoint: the workspace was recorded before a call that may
+	// change it; Checkpoint holds the checkpoint (its id and the files changed
+	// since the previous one), or Error why it failed (the call then did
+	// nothing).
+	EventCheckpoint EventType = "checkpoint"
 )
 
 // Event is something a UI may want to show. Events are JSON-serialisable.
@@ -47,6 +52,8 @@ type Event struct {
 	Data string `json:"data,omitempty"`
 	// Network is the decision of a network event.
 	Network *egress.Record `json:"network,omitempty"`
+	// Checkpoint is a checkpoint event's checkpoint.
+	Checkpoint *CheckpointInfo `json:"checkpoint,omitempty"`
 }
 
 // EventSink receives events. Emit is called from many goroutines and must not

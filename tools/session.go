@@ -120,6 +120,10 @@ type Options struct {
 	// past it, bytes are only counted. All the logs of a session hold at most
 	// ten times as much: past that, later logs keep nothing.
 	MaxLogBytes int64
+	// Checkpointer records the workspace before each call that may change
+	// it (edit, write, and bash unless the policy saw a read-only command);
+	// none when nil.
+	Checkpointer Checkpointer
 }
 
 // Defaults of Options.
@@ -209,6 +213,7 @@ func track[P any](ctx context.Context, s *Session, name string, p P, f func(cont
 	}
 	id := callID(ctx)
 	ctx = WithCallID(ctx, id)
+	ctx = context.WithValue(ctx, toolKey{}, name)
 	var args json.RawMessage
 	if s.events != nil { // the arguments are only for the event; a write's may be large
 		args, _ = json.Marshal(p)
