@@ -8,5 +8,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m))
+	code := testenv.Main(m)
+	if benchRepo != "" {
+		os.RemoveAll(benchRepo)
+	}
+	os.Exit(code)
 }

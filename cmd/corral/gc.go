@@ -5,19 +5,30 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/checkpoint"
 	"github.com/corralhq/corral/sandbox"
 )
 
 func newGCCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "gc",
-		Short: "Remove the sandboxes of corral processes that are gone",
+	var older, workspace string
+	var keep int
+	cmd := &cobra.Command{
+		Use:   "gc [flags]",
+		Short: "Remove the sandboxes of corral processes that are gone, or old checkpoints",
 		Long: `gc removes the sandbox containers whose owning corral process ran on this host
 and is gone (killed with -9, crashed, or the host rebooted). Sandboxes of live
 corral processes and of other hosts sharing the engine are left alone. Every corral
-that opens a sandbox does the same once at start-up.`,
+that opens a sandbox does the same once at start-up.
+
+With --checkpoints AGE or --keep-checkpoints N, gc removes checkpoints instead:
+those older than AGE (such as 7d or 36h), and those beyond the N newest of each
+workspace — of every workspace, or of --workspace alone. Their refs go at once;
+in a git repository their objects go at its next git gc.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if older != "" || keep > 0 {
+				return gcCheckpoints(cmd, older, keep, workspace)
+			}
 			removed, err := sandbox.GC(cmd.Context())
 			for _, name := range removed {
 				fmt.Fprintln(cmd.OutOrStdout(), "removed", name)
@@ -25,4 +36,28 @@ that opens a sandbox does the same once at start-up.`,
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&older, "checkpoints", "", "remove the checkpoints older than `AGE` (7d, 36h)")
+	cmd.Flags().IntVar(&keep, "keep-checkpoints", 0, "keep at most `N` checkpoints of each workspace, the newest")
+	cmd.Flags().StringVarP(&workspace, "workspace", "w", "", "only the checkpoints of this workspace")
+	return cmd
+}
+
+func gcCheckpoints(cmd *cobra.Command, older string, keep int, workspace string) error {
+	opts := checkpoint.GCOptions{Keep: keep, Workspace: workspace}
+	if older != "" {
+		d, err := parseAge(older)
+		if err != nil {
+			return fmt.Errorf("--checkpoints %w", err)
+		}
+		opts.OlderThan = d
+	}
+	res, err := checkpoint.GC(cmd.Context(), opts)
+	for _, r := range res {
+		if r.Gone {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: gone; its checkpoints' state removed\n", r.Workspace)
+			continue
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: removed %d checkpoint(s), kept %d\n", r.Workspace, r.Removed, r.Kept)
+	}
+	return err
 }

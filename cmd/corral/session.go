@@ -37,6 +37,7 @@ type sessionFlags struct {
 	maxBashTimeout time.Duration
 	logDir         string
 	maxLog         string
+	checkpoints    checkpointFlags
 }
 
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
@@ -51,6 +52,7 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.maxBashTimeout, "max-bash-timeout", tools.DefaultMaxBashTimeout, "the longest timeout a bash call may ask for")
 	fs.StringVar(&f.logDir, "log-dir", "", "keep the full output of each bash command in `DIR` (default: a temporary directory removed when the session ends)")
 	fs.StringVar(&f.maxLog, "max-log", "100m", "cap of each command's full log; past it, bytes are only counted")
+	f.checkpoints.register(fs)
 }
 
 // options checks the flags and turns them into session options, without the parts
