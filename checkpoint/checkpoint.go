@@ -175,6 +175,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.maxBytes == 0 {
 		s.maxBytes = DefaultMaxFileSize
 	}
+	if sd, err := filepath.Abs(opts.StateDir); err == nil {
+		if r, err := filepath.Rel(ws, sd); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+			return nil, fmt.Errorf("checkpoint: the state directory %s is inside the workspace", sd)
+		}
+	}
 	s.dir = filepath.Join(opts.StateDir, workspaceKey(ws))
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint: state directory: %w", err)

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 
 	"github.com/docker/go-units"
 	"github.com/spf13/pflag"
@@ -38,6 +40,14 @@ func (f *checkpointFlags) open(ctx context.Context, ws, session string) (*checkp
 		return nil, err
 	}
 	return s.Begin(ctx, session)
+}
+
+// stderrOr is where warnings go.
+func (f *sessionFlags) stderrOr() io.Writer {
+	if f.stderr != nil {
+		return f.stderr
+	}
+	return os.Stderr
 }
 
 // checkpointer adapts a Recorder to the tools session.

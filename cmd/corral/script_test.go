@@ -33,6 +33,13 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("CI", os.Getenv("CI"))
 			env.Setenv("CORRAL_AGENT", os.Getenv("CORRAL_AGENT"))
+			// Checkpoints go outside the scripts' workspaces.
+			state, err := os.MkdirTemp("", "corral-script-state-")
+			if err != nil {
+				return err
+			}
+			env.Defer(func() { os.RemoveAll(state) })
+			env.Setenv("XDG_STATE_HOME", state)
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
