@@ -86,7 +86,3 @@ func (s *Session) checkpoint(ctx context.Context, req CheckpointRequest) error {
 	s.emit(Event{Type: EventCheckpoint, CallID: req.CallID, Tool: req.Tool, Checkpoint: &info})
 	return nil
 }
-
-// changesFiles says whether bash must checkpoint before a command: unless the
-// policy is sure the command only reads.
-func changesFiles(readOnly bool) bool { return !readOnly }
