@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/checkpoint"
 	"github.com/corralhq/corral/images"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
@@ -83,6 +84,11 @@ type Config struct {
 	// network event and is named in its bash result) and Logger when nil; an
 	// Approver left nil refuses hosts no list names.
 	Egress *egress.Config
+	// Checkpoints, when not nil, records the workspace before each call of a
+	// session that may change it (package checkpoint; its Workspace is set to
+	// the workspace), under the session's sandbox id. While a session is open,
+	// checkpoint.Store.Restore refuses to run on the workspace.
+	Checkpoints *checkpoint.Options
 }
 
 // Host is what the sessions of one configuration share: the policy engine,
@@ -96,6 +102,7 @@ type Host struct {
 	mu       sync.Mutex // guards sessions and closed
 	sessions map[*Session]struct{}
 	closed   bool
+	store    *checkpoint.Store // nil without checkpoints
 }
 
 // ErrClosed is returned by Host.Open after Host.Close.
@@ -161,6 +168,16 @@ func New(cfg Config) (*Host, error) {
 	// Check the sandbox settings now rather than at the first session.
 	if _, err := sandbox.New(h.sandboxConfig()); err != nil {
 		return nil, err
+	}
+	if cfg.Checkpoints != nil {
+		co := *cfg.Checkpoints
+		co.Workspace = ws
+		if co.Logger == nil {
+			co.Logger = log
+		}
+		if h.store, err = checkpoint.Open(context.Background(), co); err != nil {
+			return nil, err
+		}
 	}
 	return h, nil
 }
@@ -302,6 +319,14 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 		return box.Close(ctx)
 	})
 	opts.Sandbox = box
+	if h.store != nil {
+		rec, err := h.store.Begin(ctx, box.Session())
+		if err != nil {
+			return nil, err
+		}
+		s.undo.add(rec.Close)
+		opts.Checkpointer = checkpointer(rec)
+	}
 	if h.image != nil {
 		opts.Sandbox = &imageExecutor{box: box, b: h.image}
 	}

@@ -116,6 +116,10 @@ func (f *sessionFlags) config(progress io.Writer) (corral.Config, error) {
 		// Only a person approves a host: --confirm allow approves commands.
 		eg.Approver = &ttyApprover{}
 	}
+	cp, err := f.checkpoints.options(box.Workspace, os.Stderr)
+	if err != nil {
+		return corral.Config{}, err
+	}
 	return corral.Config{
 		Egress:        eg,
 		Workspace:     box.Workspace,
@@ -124,6 +128,7 @@ func (f *sessionFlags) config(progress io.Writer) (corral.Config, error) {
 		Policy:        policy.Options{Strict: f.policy.strict},
 		PolicyFile:    f.policy.file,
 		ImageProgress: progress,
+		Checkpoints:   cp,
 	}, nil
 }
 
