@@ -125,6 +125,23 @@ func report(w io.Writer, res map[string]result) {
 		bop, _ := get("BenchmarkReadHead2GB", "B/op")
 		line("read head of 2 GB file", fmt.Sprintf("%s, %.0f KB allocated per read (constant memory)", ms(ns), bop/1024))
 	}
+	for _, k := range []string{"unchanged", "one-file"} {
+		c, ok := get("BenchmarkCheckpoint100k/corral-"+k, "ns/op")
+		if !ok {
+			continue
+		}
+		s := "corral " + ms(c)
+		if g, ok := get("BenchmarkCheckpoint100k/stash-create-"+k, "ns/op"); ok {
+			s += fmt.Sprintf(" | git stash create %s (%.2fx)", ms(g), c/g)
+		}
+		line("checkpoint, 100k files, "+k, s)
+	}
+	if f, ok := get("BenchmarkCheckpoint100k/first", "ns/op"); ok {
+		line("  first of a workspace", ms(f)+" (every file checked against the index once)")
+	}
+	if r, ok := res["BenchmarkCheckpoint200Calls"]; ok {
+		line("200 checkpoints, 100k files", fmt.Sprintf("repository +%.0f KiB, state directory +%.0f KiB, corral log reports %.0f KiB", r["repo-growth-KiB"], r["state-growth-KiB"], r["disk-usage-KiB"]))
+	}
 	var typical []string
 	for name := range res {
 		if strings.HasPrefix(name, "BenchmarkTypical/") {
