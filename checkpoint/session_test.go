@@ -123,6 +123,9 @@ os.remove(".gitignore")
 		t.Fatalf("restore during the session: %v", err)
 	}
 	must(t, rec.Close())
+	// The sandbox's placeholders of the protected agent files go with it.
+	must(t, s.Close())
+	must(t, box.Close(ctx))
 	res, err := store.Restore(ctx, 1, RestoreOptions{})
 	must(t, err)
 	got := readTree(t, ws)
