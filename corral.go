@@ -28,8 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/checkpoint"
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/images"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
