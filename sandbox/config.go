@@ -21,6 +21,9 @@ const (
 	// DefaultInputWait is how long a command may sit blocked on terminal input
 	// before it is ended.
 	DefaultInputWait = 5 * time.Second
+	// DefaultRootUser is who commands run as when the workspace belongs to
+	// root and Config.User is empty: commands never run as root.
+	DefaultRootUser = "65532:65532"
 )
 
 // Config describes the sandbox of one session. The zero value of every field but
@@ -54,6 +57,12 @@ type Config struct {
 	// ReadOnlyMounts are host directories mounted read-only at the same path, such
 	// as the session's log directory.
 	ReadOnlyMounts []string
+	// User is "UID:GID", the numeric credentials commands run with; never
+	// root. When empty, the workspace owner's, or DefaultRootUser when the
+	// workspace belongs to root. Commands keep one capability, to override
+	// file permissions (CAP_DAC_OVERRIDE), when the workspace belongs to root,
+	// so that they can write it; files they create are theirs.
+	User string
 	// Agent is the path of a Linux corral binary, bind-mounted read-only into
 	// the container and run there as `corral agent`, its main process; the
 	// running executable when empty. A dynamically linked one (built with cgo)

@@ -34,6 +34,10 @@ const (
 	promptWait = 3 * time.Second
 )
 
+// errUnresponsive says the agent answered nothing, not even a ping, for
+// proto.Silence: it is wedged (stopped, starved, deadlocked).
+var errUnresponsive = errors.New("the sandbox agent stopped answering")
+
 // agentConn is the host's side of the protocol with one container's agent,
 // over the container's attach stream.
 type agentConn struct {
@@ -49,6 +53,7 @@ type agentConn struct {
 	egress    Egress              // serves relayed connections; nil refuses them
 	nets      *netrelay.Table     // relayed connections
 	netCh     chan proto.NetListenMsg
+	heard     atomic.Int64 // unix ns of the agent's last frame
 
 	wmu sync.Mutex // guards writes to conn
 
@@ -87,8 +92,33 @@ func newAgentConn(container string, conn net.Conn, r io.Reader, egress Egress, l
 		netCh:     make(chan proto.NetListenMsg, 1),
 	}
 	c.nets = netrelay.NewTable(c.send, maxRelayed)
+	c.heard.Store(time.Now().UnixNano())
 	go c.readLoop(r)
 	return c
+}
+
+// heartbeat pings the agent every proto.PingEvery until the connection ends,
+// and ends it when the agent has sent nothing for proto.Silence. The pings
+// also tell the agent its host is alive: without them it ends itself.
+func (c *agentConn) heartbeat() {
+	t := time.NewTicker(proto.PingEvery)
+	defer t.Stop()
+	var seq uint64
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		if since := time.Since(time.Unix(0, c.heard.Load())); since > proto.Silence {
+			c.fail(fmt.Errorf("%w (nothing for %v)", errUnresponsive, since.Round(time.Millisecond)))
+			return
+		}
+		seq++
+		var p [8]byte
+		binary.BigEndian.PutUint64(p[:], seq)
+		_ = c.send(proto.AppendFrame(make([]byte, 0, proto.HeaderSize+8), proto.Ping, 0, p[:]))
+	}
 }
 
 // fail ends the connection (once) and records why.
@@ -215,6 +245,7 @@ func (c *agentConn) readLoop(r io.Reader) {
 			c.fail(err)
 			return
 		}
+		c.heard.Store(time.Now().UnixNano())
 		if err := c.dispatch(f); err != nil {
 			c.fail(err)
 			return
@@ -251,6 +282,8 @@ func (c *agentConn) dispatch(f proto.Frame) error {
 			default:
 			}
 		}
+	case proto.Pong:
+		// heard is all a pong is for.
 	case proto.Credit:
 		n, err := proto.ParseCredit(f.Payload)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,11 +46,15 @@ type WindowSize struct {
 // first use, whose agent runs every command. Its methods are safe for
 // concurrent use; concurrent commands run concurrently.
 type Container struct {
-	cfg     Config // validated, defaults applied
-	log     *slog.Logger
-	user    string // uid:gid of the workspace owner
-	machine elf.Machine
-	agentRT *agentRuntime // the loader and libraries of a dynamic agent; nil when static
+	cfg Config // validated, defaults applied
+	log *slog.Logger
+	uid uint32 // commands' credentials, never 0
+	gid uint32
+	// rootWorkspace says the workspace belongs to root: commands keep
+	// CAP_DAC_OVERRIDE to write it.
+	rootWorkspace bool
+	machine       elf.Machine
+	agentRT       *agentRuntime // the loader and libraries of a dynamic agent; nil when static
 
 	// startMu is held while a container starts, so that concurrent first calls
 	// share one.
@@ -157,18 +162,47 @@ func New(cfg Config) (*Container, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	uid, gid := os.Getuid(), os.Getgid()
+	owner, group := uint32(os.Getuid()), uint32(os.Getgid())
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		uid, gid = int(st.Uid), int(st.Gid)
+		owner, group = st.Uid, st.Gid
+	}
+	user := cfg.User
+	if user == "" {
+		user = fmt.Sprintf("%d:%d", owner, group)
+		if owner == 0 {
+			user = DefaultRootUser
+		}
+	}
+	uid, gid, err := parseUser(user)
+	if err != nil {
+		return nil, err
 	}
 	return &Container{
-		cfg:     cfg,
-		log:     log,
-		user:    fmt.Sprintf("%d:%d", uid, gid),
-		machine: machine,
-		agentRT: rt,
-		dir:     ws,
+		cfg:           cfg,
+		log:           log,
+		uid:           uid,
+		gid:           gid,
+		rootWorkspace: owner == 0,
+		machine:       machine,
+		dir:           ws,
+		agentRT:       rt,
 	}, nil
+}
+
+// parseUser parses "UID:GID", both numeric, neither root.
+func parseUser(s string) (uid, gid uint32, err error) {
+	u, g, ok := strings.Cut(s, ":")
+	pu, uerr := strconv.ParseUint(u, 10, 32)
+	pg, gerr := strconv.ParseUint(g, 10, 32)
+	switch {
+	case !ok || uerr != nil || gerr != nil || pu == 1<<32-1 || pg == 1<<32-1:
+		return 0, 0, fmt.Errorf("sandbox: user %q: want UID:GID, both numbers", s)
+	case pu == 0:
+		return 0, 0, fmt.Errorf("sandbox: user %q: commands never run as root; give another uid", s)
+	case pg == 0:
+		return 0, 0, fmt.Errorf("sandbox: user %q: commands never run in the root group; give another gid", s)
+	}
+	return uint32(pu), uint32(pg), nil
 }
 
 // Session returns the session id.
@@ -408,7 +442,11 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 	if err := api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return nil, fmt.Errorf("sandbox: start container: %w", err)
 	}
-	if err := conn.handshake(ctx, proto.HelloMsg{Version: proto.Version, Workspace: c.cfg.Workspace, Env: env}, handshakeTimeout); err != nil {
+	hello := proto.HelloMsg{Version: proto.Version, Workspace: c.cfg.Workspace, Env: env, UID: c.uid, GID: c.gid}
+	if c.rootWorkspace {
+		hello.AmbientCaps = []uintptr{capDACOverride}
+	}
+	if err := conn.handshake(ctx, hello, handshakeTimeout); err != nil {
 		return nil, err
 	}
 	if c.cfg.Egress != nil {
@@ -416,6 +454,10 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 			return nil, err
 		}
 	}
+	if w := conn.hello.Warning; w != "" {
+		c.log.Warn("sandbox agent: "+w, "container", id)
+	}
+	go conn.heartbeat()
 	c.log.Debug("sandbox started", "container", id, "name", name, "shell", conn.hello.Shell, "inputWait", conn.hello.InputWait)
 	go c.watch(conn)
 	return conn, nil
@@ -433,6 +475,21 @@ func (c *Container) watch(conn *agentConn) {
 	api := c.api
 	c.mu.Unlock()
 	d := &DiedError{Container: conn.container}
+	// The host trusts nothing of a sandbox that broke the protocol or went
+	// silent: it is removed, and the model told so, whatever state the
+	// engine reports.
+	switch {
+	case errors.Is(conn.err, proto.ErrProtocol):
+		d.Reason = fmt.Sprintf("its agent broke the protocol (%v); the broken sandbox was removed", conn.err)
+	case errors.Is(conn.err, errUnresponsive):
+		d.Reason = fmt.Sprintf("its agent stopped answering for %v; the sandbox was removed", proto.Silence)
+	}
+	if d.Reason != "" {
+		c.log.Warn("sandbox broken", "container", conn.container, "reason", d.Reason)
+		c.removeLater(conn.container)
+		conn.setDeath(d)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
 	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
@@ -466,12 +523,29 @@ func (c *Container) watch(conn *agentConn) {
 	conn.setDeath(d)
 }
 
+// capDACOverride is CAP_DAC_OVERRIDE's number.
+const capDACOverride = 1
+
+// agentCaps are the capabilities the agent holds: to start commands as
+// another user (SETUID, SETGID, and CHOWN for their terminal and HOME), to end
+// them (KILL) and to see what they wait for (SYS_PTRACE, for /proc). Commands
+// have none, but for DAC_OVERRIDE when the workspace belongs to root.
+func (c *Container) agentCaps() []string {
+	caps := []string{"CHOWN", "KILL", "SETGID", "SETUID", "SYS_PTRACE"}
+	if c.rootWorkspace {
+		caps = append(caps, "DAC_OVERRIDE")
+	}
+	return caps
+}
+
 // spec is the container's configuration: hardened by default.
 func (c *Container) spec(info *system.Info, g *gitShadow) (*container.Config, *container.HostConfig) {
 	cfg := c.cfg
 	cc := &container.Config{
-		Image:        cfg.Image,
-		User:         c.user,
+		Image: cfg.Image,
+		// The agent runs as root, with only the capabilities below, and
+		// starts every command as c.uid:c.gid without any of them.
+		User:         "0:0",
 		Entrypoint:   c.agentRT.entrypoint(),
 		Cmd:          []string{"agent"},
 		WorkingDir:   cfg.Workspace,
@@ -495,6 +569,7 @@ func (c *Container) spec(info *system.Info, g *gitShadow) (*container.Config, *c
 		NetworkMode:    container.NetworkMode(cfg.Network),
 		LogConfig:      container.LogConfig{Type: "none"},
 		CapDrop:        []string{"ALL"},
+		CapAdd:         c.agentCaps(),
 		SecurityOpt:    []string{"no-new-privileges"},
 		Init:           &useInit,
 		ReadonlyRootfs: cfg.ReadOnlyRoot,

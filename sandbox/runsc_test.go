@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,18 @@ func hasRuntime(t *testing.T, name string) bool {
 	return ok
 }
 
+// gVisorWorkspace gives a root-owned test workspace to the default
+// unprivileged user: gVisor before 2023 has no ambient capabilities, so
+// commands could not write a workspace that belongs to root.
+func gVisorWorkspace(t *testing.T, cfg Config) {
+	t.Helper()
+	if os.Getuid() == 0 {
+		if err := os.Chown(cfg.Workspace, 65532, 65532); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Under gVisor (runsc, optional even in CI) the agent works over the attach
 // stream with network none; input-wait detection degrades (see the log).
 func TestRunsc(t *testing.T) {
@@ -29,6 +42,7 @@ func TestRunsc(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Runtime = "runsc"
 	cfg.InputWait = 2 * time.Second
+	gVisorWorkspace(t, cfg)
 	c := newSandbox(t, cfg)
 	if got := sh(t, c, "uname -r"); !strings.HasPrefix(got, "4.4") {
 		t.Logf("kernel %q (gVisor reports 4.4.0)", got)
@@ -76,6 +90,7 @@ func TestRunscBombs(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Runtime = "runsc"
 	cfg.Memory = 256 << 20
+	gVisorWorkspace(t, cfg)
 	cfg.PidsLimit = 128
 	c := newSandbox(t, cfg)
 	for _, cmd := range []string{"head -c 1000000000 /dev/zero | tail -n 1 | wc -c", "bomb() { bomb | bomb & }; bomb"} {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,17 +27,19 @@ import (
 )
 
 // bashBoot is the script of every non-interactive bash. Started ahead of need
-// (a spare), it moves the directory-report pipe off fd 3, arranges to report
-// its final directory on exit, ignores SIGHUP (a terminal's session leader
-// hangs up its foreground process group when it exits, which would kill
-// `server &`), then waits for its directory (fd 4) and command (fd 5) and
-// evaluates the command. On one line, so that the command's line numbers are
-// its own; `$(< f)` reads without a fork of cat; SECONDS restarts at zero.
-const bashBoot = `exec {__corral_cwd}>&3 3>&-; trap 'builtin pwd -P >&"$__corral_cwd" 2>/dev/null' EXIT; trap '' HUP; builtin cd -- "$(< /dev/fd/4)" 4<&- || exit 125; exec 4<&-; unset OLDPWD; SECONDS=0; eval -- "$(< /dev/fd/5)" 5<&-`
+// (a spare), it asks the kernel to kill it first when memory runs out, moves
+// the directory-report pipe off fd 3, arranges to report its final directory
+// on exit, ignores SIGHUP (a terminal's session leader hangs up its foreground
+// process group when it exits, which would kill `server &`), then waits for
+// its directory (fd 4) and command (fd 5) and evaluates the command. On one
+// line, so that the command's line numbers are its own; read, a builtin,
+// takes the pipes from the fds themselves (they are the agent's, so a path
+// like /dev/fd/4 may not open) without a fork; SECONDS restarts at zero.
+const bashBoot = `echo 1000 2>/dev/null >/proc/self/oom_score_adj; exec {__corral_cwd}>&3 3>&-; trap 'builtin pwd -P >&"$__corral_cwd" 2>/dev/null' EXIT; trap '' HUP; IFS= builtin read -r -d '' __corral_c <&4; exec 4<&-; builtin cd -- "$__corral_c" || exit 125; unset OLDPWD; IFS= builtin read -r -d '' __corral_c <&5; exec 5<&-; SECONDS=0; eval -- "unset __corral_c; $__corral_c"`
 
 // shPrefix does the same for a plain sh, which runs the command at once: it
 // precedes the command on its first line.
-const shPrefix = `trap 'pwd -P >&3 2>/dev/null' EXIT; trap '' HUP; `
+const shPrefix = `echo 1000 2>/dev/null >/proc/self/oom_score_adj; trap 'pwd -P >&3 2>/dev/null' EXIT; trap '' HUP; `
 
 // Timings of the agent.
 const (
@@ -64,11 +67,14 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a := &agent{log: log, out: out, cmds: map[uint32]*agentCmd{}, done: ctx.Done(), cancel: cancel}
+	a := &agent{log: log, out: out, cmds: map[uint32]*agentCmd{}, done: ctx.Done(), cancel: cancel, children: map[int]chan syscall.WaitStatus{}}
+	a.setupErr = confine()
+	a.heard.Store(time.Now().UnixNano())
 	a.nets = netrelay.NewTable(a.send, maxRelayed)
 	defer a.nets.Fail()
 	warmThreads(16)
 	readErr := make(chan error, 1)
+	go a.reap(ctx)
 	go func() { readErr <- a.serve(proto.NewReader(in)) }()
 	go a.monitor(ctx)
 	var err error
@@ -86,6 +92,84 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) err
 	return err
 }
 
+// confine separates the agent from its commands before it starts any: no
+// command may read its memory, open its file descriptors or trace it (it is
+// not dumpable, and runs as another user), orphans of commands are the
+// agent's to reap (a child subreaper), and no command can make a set-id file
+// (a seccomp filter, inherited by all).
+func confine() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make the agent non-dumpable: %w", err)
+	}
+	// Where the kernel has no subreapers (gVisor's, for one), orphans go to
+	// the container's init, which reaps them; the markers still find them.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	if err := confineSetid(); err != nil {
+		return fmt.Errorf("install the set-id filter: %w", err)
+	}
+	return nil
+}
+
+// ambientCaps reports whether the kernel has ambient capabilities.
+func ambientCaps() bool {
+	_, err := unix.PrctlRetInt(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_IS_SET, 0, 0, 0)
+	return err == nil
+}
+
+// reap collects every child that exits: the shells the agent started, whose
+// status goes to their waiters, and the orphans of commands that the agent,
+// as subreaper, inherits.
+func (a *agent) reap(ctx context.Context) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	defer signal.Stop(sig)
+	t := time.NewTicker(time.Second) // a lost SIGCHLD costs at most this
+	defer t.Stop()
+	for {
+		a.reapMu.Lock()
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if pid <= 0 || err != nil {
+				break
+			}
+			if ch, ok := a.children[pid]; ok {
+				delete(a.children, pid)
+				ch <- ws
+			}
+		}
+		a.reapMu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+		case <-t.C:
+		}
+	}
+}
+
+// watchHost ends the agent when the host has sent nothing (not even a ping)
+// for proto.Silence: it is gone, whatever still holds the agent's input open.
+func (a *agent) watchHost() {
+	t := time.NewTicker(proto.PingEvery / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.done:
+			return
+		case <-t.C:
+		}
+		if since := time.Since(time.Unix(0, a.heard.Load())); since > proto.Silence {
+			a.log.Warn("the host stopped pinging; ending every command", "silence", since.Round(time.Millisecond))
+			a.cancel()
+			return
+		}
+	}
+}
+
 // agent is the server side of one connection.
 type agent struct {
 	log    *slog.Logger
@@ -95,6 +179,16 @@ type agent struct {
 	wmu      sync.Mutex // guards writes to out
 	out      io.Writer
 	writeErr atomic.Pointer[error]
+	heard    atomic.Int64 // unix ns of the host's last frame
+	// setupErr says why the agent could not separate itself from commands;
+	// it refuses to serve then.
+	setupErr error
+	marks    atomic.Uint32 // marker groups handed out so far
+
+	// reapMu is held while a shell starts and is registered, and while
+	// children are reaped, so that no exit is reaped before its waiter exists.
+	reapMu   sync.Mutex
+	children map[int]chan syscall.WaitStatus // guarded by reapMu
 
 	// Set by the hello frame, read-only afterwards.
 	workspace string
@@ -102,6 +196,8 @@ type agent struct {
 	cmdEnv    []string // a command's: env with cmdEnvDefaults
 	shell     string
 	bash      bool
+	uid, gid  uint32
+	ambient   []uintptr
 
 	mu   sync.Mutex // guards cmds
 	cmds map[uint32]*agentCmd
@@ -144,11 +240,13 @@ func (a *agent) serve(fr *proto.Reader) error {
 	if err := a.hello(f.Payload); err != nil {
 		return err
 	}
+	go a.watchHost()
 	for {
 		f, err := fr.Next()
 		if err != nil {
 			return err
 		}
+		a.heard.Store(time.Now().UnixNano())
 		if err := a.dispatch(f); err != nil {
 			return err
 		}
@@ -163,6 +261,12 @@ func (a *agent) hello(p []byte) error {
 		reply.Error = "bad hello: " + err.Error()
 	} else if h.Version != proto.Version {
 		reply.Error = fmt.Sprintf("protocol version %d, the agent speaks %d: use the same corral binary on both sides", h.Version, proto.Version)
+	} else if a.setupErr != nil {
+		reply.Error = "the agent cannot separate itself from commands: " + a.setupErr.Error()
+	} else if os.Geteuid() != 0 {
+		reply.Error = fmt.Sprintf("the agent runs as uid %d: it must run as root in the sandbox (with CAP_SETUID and CAP_SETGID) to start commands as another user", os.Geteuid())
+	} else if h.UID == 0 {
+		reply.Error = "commands may not run as root"
 	}
 	if reply.Error != "" {
 		_ = a.send(proto.JSONFrame(proto.Hello, 0, reply))
@@ -172,9 +276,18 @@ func (a *agent) hello(p []byte) error {
 	a.env = h.Env
 	a.cmdEnv = withDefaults(h.Env, cmdEnvDefaults)
 	a.shell, a.bash = findShell(h.Env)
+	a.uid, a.gid, a.ambient = h.UID, h.GID, h.AmbientCaps
+	if len(a.ambient) > 0 && !ambientCaps() {
+		a.ambient = nil
+		reply.Warning = "the sandbox's kernel has no ambient capabilities (gVisor before 2023): commands cannot override file permissions, so they cannot change what belongs to root in the workspace"
+	}
 	reply.Shell, reply.InputWait = a.shell, canDetectInputWait()
 	if home, _ := envValue(h.Env, "HOME"); home != "" {
-		if err := os.MkdirAll(home, 0o700); err != nil {
+		err := os.MkdirAll(home, 0o700)
+		if err == nil {
+			err = os.Chown(home, int(a.uid), int(a.gid))
+		}
+		if err != nil {
 			a.log.Warn("cannot create HOME", "dir", home, "err", err)
 		}
 	}
@@ -248,6 +361,11 @@ func (a *agent) dispatch(f proto.Frame) error {
 		if c := a.cmd(f.Stream); c != nil {
 			setWinsize(c.master, cols, rows)
 		}
+	case proto.Ping:
+		if len(f.Payload) > 8 {
+			return fmt.Errorf("%w: ping of %d bytes", proto.ErrProtocol, len(f.Payload))
+		}
+		return a.send(proto.AppendFrame(nil, proto.Pong, 0, f.Payload))
 	case proto.Stop:
 		var m proto.StopMsg
 		if err := json.Unmarshal(f.Payload, &m); err != nil {
@@ -271,32 +389,8 @@ func (a *agent) dispatch(f proto.Frame) error {
 func (a *agent) killAll() {
 	a.spareMu.Lock()
 	a.stopped = true
-	if a.spare != nil {
-		killSession(a.spare.pid)
-	}
 	a.spareMu.Unlock()
-	a.mu.Lock()
-	cmds := make([]*agentCmd, 0, len(a.cmds))
-	for _, c := range a.cmds {
-		cmds = append(cmds, c)
-	}
-	a.mu.Unlock()
-	for _, c := range cmds {
-		killSession(c.pid)
-	}
-}
-
-// sessionInUse reports whether a running command leads session sid (pids are
-// reused: a late kill must not hit a newer command).
-func (a *agent) sessionInUse(sid int, except *agentCmd) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, c := range a.cmds {
-		if c != except && c.pid == sid {
-			return true
-		}
-	}
-	return false
+	killMarked(0)
 }
 
 // agentCmd is one command (or interactive shell) on one stream.
@@ -307,7 +401,8 @@ type agentCmd struct {
 	master *os.File // the PTY's master side; closed by pump
 	tty    string   // the PTY's slave path, as processes' fd links show it
 	pid    int      // the shell: leader of the command's session and process group
-	proc   *exec.Cmd
+	mark   uint32   // the marker group of the shell and all its descendants
+	proc   *shellProc
 	cwd    *os.File // read end of the directory report pipe; nil when interactive
 	// refillTimer readies the next spare bash while a long command runs.
 	refillTimer *time.Timer
@@ -378,9 +473,10 @@ func (a *agent) resolveDir(dir string) (string, bool) {
 
 // shellProc is a shell started on its own terminal, in its own session.
 type shellProc struct {
-	cmd    *exec.Cmd
 	pid    int
-	master *os.File // non-blocking; the slave side is only open in the shell
+	mark   uint32                  // its marker group
+	exited chan syscall.WaitStatus // receives its status once, from the reaper
+	master *os.File                // non-blocking; the slave side is only open in the shell
 	tty    string
 	cwd    *os.File // read end of the directory report; nil when interactive
 	// dir and command, for a bash waiting in bashBoot: written once, then
@@ -421,6 +517,14 @@ func (a *agent) spawn(interactive bool, dir, shCommand string, cols, rows uint16
 		cols, rows = 200, 50
 	}
 	_ = pty.Setsize(slave, &pty.Winsize{Cols: cols, Rows: rows})
+	// The terminal is the command's, as on a login: programs that open it by
+	// name (ssh, gpg, getpass) can.
+	_ = slave.Chown(int(a.uid), -1)
+	mark := markBase + a.marks.Add(1)
+	if mark > markMax {
+		return nil, errors.New("out of marker groups")
+	}
+	p.mark = mark
 	if !interactive {
 		// No LF to CRLF translation for a command's output: the model and the
 		// log want plain lines, and on floods of short lines the kernel's
@@ -435,13 +539,17 @@ func (a *agent) spawn(interactive bool, dir, shCommand string, cols, rows uint16
 		env = a.env
 	}
 	cmd := &exec.Cmd{
-		Path:        a.shell,
-		Dir:         dir,
-		Env:         env,
-		Stdin:       slave,
-		Stdout:      slave,
-		Stderr:      slave,
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
+		Path:   a.shell,
+		Dir:    dir,
+		Env:    env,
+		Stdin:  slave,
+		Stdout: slave,
+		Stderr: slave,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setsid: true, Setctty: true, Ctty: 0,
+			Credential:  &syscall.Credential{Uid: a.uid, Gid: a.gid, Groups: []uint32{mark}},
+			AmbientCaps: a.ambient,
+		},
 	}
 	name := filepath.Base(a.shell)
 	pipe := func() (r, w *os.File) {
@@ -475,13 +583,33 @@ func (a *agent) spawn(interactive bool, dir, shCommand string, cols, rows uint16
 		cmd.ExtraFiles = []*os.File{cwdW}
 		cmd.Args = []string{name, "-c", shPrefix + shCommand}
 	}
-	if err := cmd.Start(); err != nil {
+	// The reaper, not exec.Cmd, collects the shell's status: it reaps every
+	// child, orphans included.
+	a.reapMu.Lock()
+	err = cmd.Start()
+	if err == nil {
+		p.pid = cmd.Process.Pid
+		p.exited = make(chan syscall.WaitStatus, 1)
+		a.children[p.pid] = p.exited
+	}
+	a.reapMu.Unlock()
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", a.shell, err)
 	}
-	p.cmd, p.pid = cmd, cmd.Process.Pid
-	// The command, not the agent, is what the kernel should kill for memory.
-	_ = os.WriteFile("/proc/"+strconv.Itoa(p.pid)+"/oom_score_adj", []byte("1000"), 0)
+	_ = cmd.Process.Release()
 	return p, nil
+}
+
+// kill ends a shell that will not be used, and everything it started.
+func (p *shellProc) kill() {
+	killMarked(p.mark)
+	p.close()
+	t := time.NewTimer(5 * time.Second) // the reaper has stopped if the agent is ending
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+	}
 }
 
 // begin hands a waiting bash its directory and command.
@@ -522,11 +650,12 @@ func (a *agent) takeSpare() *shellProc {
 	if p == nil {
 		return nil
 	}
-	if ps, ok := readStat(p.pid); !ok || ps.state == 'Z' {
+	select {
+	case <-p.exited:
 		// It died idle (killed for memory, say).
 		p.close()
-		go func() { _ = p.cmd.Wait() }()
 		return nil
+	default:
 	}
 	return p
 }
@@ -556,9 +685,7 @@ func (a *agent) refill() {
 	case err != nil:
 		a.log.Debug("no spare shell", "err", err)
 	case stopped:
-		killSession(p.pid)
-		p.close()
-		_ = p.cmd.Wait()
+		p.kill()
 	}
 }
 
@@ -581,9 +708,7 @@ func (c *agentCmd) fork() error {
 		}
 		if err == nil {
 			if err = p.begin(dir, c.msg.Command); err != nil {
-				killSession(p.pid)
-				p.close()
-				_ = p.cmd.Wait()
+				p.kill()
 			}
 		}
 		c.refillTimer = time.AfterFunc(refillAfter, a.refill)
@@ -593,27 +718,23 @@ func (c *agentCmd) fork() error {
 	if err != nil {
 		return err
 	}
-	c.proc, c.pid, c.master, c.tty, c.cwd = p.cmd, p.pid, p.master, p.tty, p.cwd
+	c.proc, c.pid, c.mark, c.master, c.tty, c.cwd = p, p.pid, p.mark, p.master, p.tty, p.cwd
 	return nil
 }
 
 // wait waits for the shell, collects the output still in flight, and ends the
 // stream with the exit frame.
 func (c *agentCmd) wait() {
-	err := c.proc.Wait()
+	st := <-c.proc.exited
 
 	c.exited.Store(true)
 	ex := &c.exit
-	if st, ok := c.proc.ProcessState.Sys().(syscall.WaitStatus); ok {
-		switch {
-		case st.Signaled():
-			ex.ExitCode = 128 + int(st.Signal())
-			ex.Signal = unix.SignalName(st.Signal())
-		default:
-			ex.ExitCode = st.ExitStatus()
-		}
-	} else if err != nil {
-		ex.ExitCode = 1
+	switch {
+	case st.Signaled():
+		ex.ExitCode = 128 + int(st.Signal())
+		ex.Signal = unix.SignalName(st.Signal())
+	default:
+		ex.ExitCode = st.ExitStatus()
 	}
 	if c.cwd != nil {
 		ex.Cwd = readCwd(c.cwd)
@@ -623,13 +744,13 @@ func (c *agentCmd) wait() {
 		// A fork bomb (or something as greedy): end all of it, or the
 		// sandbox cannot even start the next command.
 		ex.ProcessLimit = true
-		killSession(c.pid)
+		killMarked(c.mark)
 	}
 	if n, ok := oomKills(); ok && n > c.oom0 {
 		ex.OOMKilled = true
 	}
 	if !ex.ProcessLimit {
-		for _, ps := range sessionProcs(c.pid) {
+		for _, ps := range markedProcs(c.mark) {
 			if len(ex.Background) == 50 {
 				break
 			}
@@ -726,7 +847,7 @@ func (c *agentCmd) drain() {
 	}
 	start := time.Now()
 	quiet, limit := 200*time.Millisecond, time.Duration(0)
-	if len(sessionProcs(c.pid)) > 0 {
+	if len(markedProcs(c.mark)) > 0 {
 		quiet, limit = 50*time.Millisecond, exitDrain
 	}
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -871,8 +992,8 @@ func setWinsize(master *os.File, cols, rows uint16) {
 	})
 }
 
-// stop ends the command: SIGTERM to its process groups now, SIGKILL to its
-// whole session after grace.
+// stop ends the command: SIGTERM to every process it started now, SIGKILL to
+// all of them after grace.
 func (c *agentCmd) stop(grace time.Duration) {
 	c.mu.Lock()
 	if c.stopping {
@@ -882,20 +1003,11 @@ func (c *agentCmd) stop(grace time.Duration) {
 	c.stopping = true
 	c.mu.Unlock()
 	if grace <= 0 {
-		killSession(c.pid)
+		killMarked(c.mark)
 		return
 	}
-	_ = syscall.Kill(-c.pid, syscall.SIGTERM)
-	for _, ps := range sessionProcs(c.pid) {
-		if ps.pgrp != c.pid {
-			_ = syscall.Kill(-ps.pgrp, syscall.SIGTERM)
-		}
-	}
-	time.AfterFunc(grace, func() {
-		if !c.a.sessionInUse(c.pid, c) {
-			killSession(c.pid)
-		}
-	})
+	signalMarked(c.mark, syscall.SIGTERM)
+	time.AfterFunc(grace, func() { killMarked(c.mark) })
 }
 
 // monitor ends commands that wait for terminal input they will never get.
@@ -942,7 +1054,7 @@ func (c *agentCmd) checkInputWait(all []procStat, now time.Time) {
 	var cpu uint64
 	var pids strings.Builder
 	for _, ps := range all {
-		if ps.inSession(c.pid) {
+		if ps.mark == c.mark {
 			members = append(members, ps)
 			cpu += ps.cpu
 			pids.WriteString(strconv.Itoa(ps.pid))

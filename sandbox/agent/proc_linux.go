@@ -9,13 +9,25 @@ import (
 	"time"
 )
 
-// procStat is what the agent reads of one process from /proc/<pid>/stat.
+// procStat is what the agent reads of one process from /proc/<pid>/stat, and
+// its marker from /proc/<pid>/status.
 type procStat struct {
 	pid, ppid, pgrp, sid int
 	state                byte
 	cpu                  uint64 // utime+stime in clock ticks
 	comm                 string
+	mark                 uint32 // the command's marker group, 0 when none
 }
+
+// Every shell the agent starts gets a supplementary group of its own, its
+// marker, which all its descendants inherit and none can drop (setgroups needs
+// CAP_SETGID, which commands never have, and no_new_privs keeps set-group-id
+// programs from changing groups). Whatever a command's processes do — a new
+// session, a double fork, a new process group — the marker finds them.
+const (
+	markBase = 0x7e000000
+	markMax  = 0x7effffff
+)
 
 // parseStat decodes the contents of /proc/<pid>/stat (or of a task's stat).
 func parseStat(b []byte) (procStat, bool) {
@@ -55,7 +67,27 @@ func readStat(pid int) (procStat, bool) {
 	return parseStat(b)
 }
 
-// allProcs lists every live process the agent can see, zombies excluded.
+// readMark finds the marker group in /proc/<pid>/status.
+func readMark(pid int) uint32 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	_, rest, ok := bytes.Cut(b, []byte("\nGroups:"))
+	if !ok {
+		return 0
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	for _, f := range strings.Fields(string(line)) {
+		if g, err := strconv.ParseUint(f, 10, 32); err == nil && g >= markBase && g <= markMax {
+			return uint32(g)
+		}
+	}
+	return 0
+}
+
+// allProcs lists every live process the agent can see, zombies excluded, with
+// their markers.
 func allProcs() []procStat {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -70,23 +102,19 @@ func allProcs() []procStat {
 			continue
 		}
 		if ps, ok := readStat(pid); ok && ps.state != 'Z' && ps.state != 'X' {
+			ps.mark = readMark(pid)
 			out = append(out, ps)
 		}
 	}
 	return out
 }
 
-// inSession reports whether ps is in the session or process group sid (a
-// command's shell leads both).
-func (ps procStat) inSession(sid int) bool {
-	return ps.sid == sid || ps.pgrp == sid
-}
-
-// sessionProcs lists the live processes in the session or process group sid.
-func sessionProcs(sid int) []procStat {
+// markedProcs lists the live processes that carry marker mark; with mark 0,
+// those that carry any marker.
+func markedProcs(mark uint32) []procStat {
 	var out []procStat
 	for _, ps := range allProcs() {
-		if ps.inSession(sid) {
+		if ps.mark != 0 && (mark == 0 || ps.mark == mark) && ps.pid != os.Getpid() {
 			out = append(out, ps)
 		}
 	}
@@ -106,21 +134,26 @@ func cmdline(ps procStat) string {
 	return s
 }
 
-// killSession sends SIGKILL to everything in session (and process group) sid,
-// repeating until nothing is left or a bound is reached: a fork bomb keeps
-// spawning while it is being killed.
-func killSession(sid int) {
+// killMarked sends SIGKILL to every process that carries marker mark (any
+// marker when 0), repeating until none is left or a bound is reached: a fork
+// bomb keeps spawning while it is being killed.
+func killMarked(mark uint32) {
+	signalMarked(mark, syscall.SIGKILL)
+}
+
+// signalMarked sends sig to every process that carries marker mark (any
+// marker when 0); for SIGKILL it repeats until none is left.
+func signalMarked(mark uint32, sig syscall.Signal) {
 	for i := 0; i < 50; i++ {
-		_ = syscall.Kill(-sid, syscall.SIGKILL)
-		procs := sessionProcs(sid)
+		procs := markedProcs(mark)
 		if len(procs) == 0 {
 			return
 		}
 		for _, ps := range procs {
-			_ = syscall.Kill(ps.pid, syscall.SIGKILL)
-			if ps.pgrp != sid {
-				_ = syscall.Kill(-ps.pgrp, syscall.SIGKILL)
-			}
+			_ = syscall.Kill(ps.pid, sig)
+		}
+		if sig != syscall.SIGKILL {
+			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

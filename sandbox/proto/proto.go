@@ -20,10 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // Version is bumped on any incompatible change of the frames below.
-const Version = 1
+const Version = 2
 
 // Type is a frame's type.
 type Type byte
@@ -38,7 +39,20 @@ const (
 	Credit Type = 6 // both ways: 4-byte count of bytes the sender consumed
 	Resize Type = 7 // host→agent: cols:2 rows:2
 	Stop   Type = 8 // host→agent: StopMsg
+	// Ping carries any payload up to 8 bytes; the agent answers with a Pong
+	// of the same payload. The host pings every PingEvery: an agent that does
+	// not answer is wedged, and a host that stops pinging is gone.
+	Ping Type = 9  // host→agent, stream 0
+	Pong Type = 10 // agent→host, stream 0
 )
+
+// PingEvery is how often the host pings the agent.
+const PingEvery = time.Second
+
+// Silence is how long either side waits without a frame from the other before
+// it takes it for gone: the host replaces the sandbox, the agent ends every
+// command and exits (which ends the sandbox).
+const Silence = 5 * time.Second
 
 const (
 	HeaderSize = 9
@@ -57,6 +71,16 @@ type HelloMsg struct {
 	Version   int      `json:"version"`
 	Workspace string   `json:"workspace"`
 	Env       []string `json:"env"`
+	// UID and GID are the credentials commands run with; never 0. The agent
+	// itself runs as root in the sandbox, with only the capabilities it needs
+	// to start them (CAP_SETUID, CAP_SETGID, CAP_KILL, CAP_CHOWN,
+	// CAP_SYS_PTRACE), none of which they get.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// AmbientCaps are Linux capability numbers commands keep, such as
+	// CAP_DAC_OVERRIDE (1) to write a workspace that belongs to root; the
+	// agent must hold them.
+	AmbientCaps []uintptr `json:"ambientCaps,omitempty"`
 }
 
 // AgentHelloMsg answers HelloMsg.
@@ -68,6 +92,8 @@ type AgentHelloMsg struct {
 	InputWait bool `json:"inputWait"`
 	// Error is set when the agent cannot serve; it exits after sending it.
 	Error string `json:"error,omitempty"`
+	// Warning says what the agent cannot do here, though it serves.
+	Warning string `json:"warning,omitempty"`
 }
 
 // StartMsg starts a command on a new stream.
