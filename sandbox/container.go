@@ -377,13 +377,11 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 	g, made := c.git, c.gitMade
 	c.mu.Unlock()
 	if !made {
-		var uid, gid int
-		fmt.Sscanf(c.user, "%d:%d", &uid, &gid)
 		protect := c.cfg.Protect
 		if protect == nil {
 			protect = DefaultProtect
 		}
-		if g, err = newGitShadow(c.cfg.Workspace, c.cfg.Session, uid, gid, protect, c.log); err != nil {
+		if g, err = newGitShadow(c.cfg.Workspace, c.cfg.Session, int(c.uid), int(c.gid), protect, c.log); err != nil {
 			return nil, err
 		}
 		c.mu.Lock()
