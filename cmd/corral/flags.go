@@ -28,6 +28,7 @@ type sandboxFlags struct {
 	allowHosts   []string
 	allowPresets []string
 	addHosts     []string
+	user         string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -43,6 +44,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the sandbox in cores (default: all of the host's)")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "NAME=VALUE to set in the sandbox, or NAME to pass the host's value; repeatable (nothing of the host's environment is passed otherwise)")
 	fs.BoolVar(&f.readOnly, "read-only", false, "mount the image's root filesystem read-only (HOME and /tmp stay writable)")
+	fs.StringVar(&f.user, "user", "", "UID:GID commands run as, never root (default: the workspace owner's, or "+sandbox.DefaultRootUser+" when root owns it)")
 }
 
 // config turns the flags into a sandbox configuration.
@@ -97,6 +99,7 @@ func (f *sandboxFlags) config() (sandbox.Config, error) {
 		CPUs:         f.cpus,
 		Env:          env,
 		ReadOnlyRoot: f.readOnly,
+		User:         f.user,
 		// A static corral binary to run as the sandbox's agent, for when this
 		// one is not (a test binary, a cgo build).
 		Agent: os.Getenv("CORRAL_AGENT"),

@@ -539,8 +539,11 @@ func (a *agent) spawn(interactive bool, dir, shCommand string, cols, rows uint16
 		env = a.env
 	}
 	cmd := &exec.Cmd{
-		Path:   a.shell,
-		Dir:    dir,
+		Path: a.shell,
+		// The shell changes to its directory itself: the child changes
+		// users before it would, and until it runs the shell it has no
+		// capability yet to enter a directory that only root may.
+		Dir:    "/",
 		Env:    env,
 		Stdin:  slave,
 		Stdout: slave,
@@ -561,7 +564,7 @@ func (a *agent) spawn(interactive bool, dir, shCommand string, cols, rows uint16
 	}
 	switch {
 	case interactive:
-		cmd.Args = []string{name, "-i"}
+		cmd.Args = []string{name, "-c", `cd -- "$1" || exit 125; exec "$0" -i`, a.shell, dir}
 	case a.bash:
 		var cwdW, dirR, cmdR *os.File
 		p.cwd, cwdW = pipe()
@@ -581,7 +584,7 @@ func (a *agent) spawn(interactive bool, dir, shCommand string, cols, rows uint16
 			return nil, err
 		}
 		cmd.ExtraFiles = []*os.File{cwdW}
-		cmd.Args = []string{name, "-c", shPrefix + shCommand}
+		cmd.Args = []string{name, "-c", shPrefix + `cd -- "$1" || exit 125; shift; ` + shCommand, name, dir}
 	}
 	// The reaper, not exec.Cmd, collects the shell's status: it reaps every
 	// child, orphans included.
