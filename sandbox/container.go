@@ -373,6 +373,12 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 		extra = append(EgressEnv(), extra...)
 	}
 	env := commandEnv(imageEnv, extra)
+	if c.rootWorkspace {
+		// Commands are not root, the repository is: git would refuse it as
+		// of dubious ownership. The check guards against other users'
+		// repositories; this one is the session's, its config shadowed.
+		env = withDefaults(env, []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"})
+	}
 	c.mu.Lock()
 	g, made := c.git, c.gitMade
 	c.mu.Unlock()
