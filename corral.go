@@ -98,6 +98,9 @@ type Host struct {
 	policy *policy.Engine
 	log    *slog.Logger
 	image  *imageBuilder
+	// amender adds a "rule" decision's rules to PolicyFile; nil without one
+	// outside the workspace.
+	amender tools.Amender
 
 	mu       sync.Mutex // guards sessions and closed
 	sessions map[*Session]struct{}
@@ -162,6 +165,32 @@ func New(cfg Config) (*Host, error) {
 		cfg.Egress = &e
 	}
 	h := &Host{cfg: cfg, policy: engine, log: log, sessions: map[*Session]struct{}{}}
+	if cfg.PolicyFile != "" {
+		// A "rule" decision appends to the policy file, unless it is in the
+		// workspace, where the agent could write its own rules.
+		rf, err := tools.NewRuleFile(cfg.PolicyFile, ws, func() (tools.Classifier, error) {
+			rs, err := policy.LoadRules(cfg.PolicyFile)
+			if err != nil {
+				return nil, err
+			}
+			o := cfg.Policy
+			o.Workspace = ws
+			o.Rules = append(append([]policy.Rule(nil), o.Rules...), rs.List...)
+			if rs.MaxFileSize > 0 {
+				o.MaxFileSize = rs.MaxFileSize
+			}
+			if rs.Unknown != nil {
+				o.Unknown = *rs.Unknown
+			}
+			return policy.New(o)
+		})
+		switch {
+		case err == nil:
+			h.amender = rf
+		case !errors.Is(err, tools.ErrRuleFileInWorkspace):
+			return nil, err
+		}
+	}
 	if cfg.ImageProgress != nil {
 		h.image = &imageBuilder{progress: cfg.ImageProgress}
 	}
@@ -327,6 +356,12 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 		s.undo.add(rec.Close)
 		opts.Checkpointer = checkpointer(rec)
 	}
+	if opts.ID == "" {
+		opts.ID = box.Session() // the container's label: approvals and events name it
+	}
+	if opts.Amender == nil {
+		opts.Amender = h.amender
+	}
 	if h.image != nil {
 		opts.Sandbox = &imageExecutor{box: box, b: h.image}
 	}
@@ -335,6 +370,14 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 	}
 	session.Store(s.Session)
 	s.undo.add(s.Session.Close)
+	if opts.Events != nil {
+		events, id := opts.Events, s.Session.ID()
+		events.Emit(tools.Event{Type: tools.EventSessionStart, Time: time.Now(), Session: id, Path: h.cfg.Workspace})
+		s.undo.add(func() error {
+			events.Emit(tools.Event{Type: tools.EventSessionEnd, Time: time.Now(), Session: id})
+			return nil
+		})
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -211,23 +212,62 @@ type elicitConfirmer struct {
 	fallback tools.Confirmer
 }
 
-func (c *elicitConfirmer) Confirm(ctx context.Context, req tools.ConfirmRequest) (bool, error) {
+func (c *elicitConfirmer) Confirm(ctx context.Context, a *tools.Approval) (tools.Answer, error) {
 	ip := c.ss.InitializeParams()
 	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
 		if c.fallback == nil {
-			return false, tools.ErrNoApprover
+			return tools.Answer{}, tools.ErrNoApprover
 		}
-		return c.fallback.Confirm(ctx, req)
+		return c.fallback.Confirm(ctx, a)
 	}
-	res, err := c.ss.Elicit(ctx, &sdk.ElicitParams{
-		Message: fmt.Sprintf("The agent wants to run this command in the sandbox:\n\n    %s\n\n%s (policy rule %s). Run it?",
-			req.Command, req.Verdict.Reason, req.Verdict.Rule),
-		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}},
-	})
+	var msg strings.Builder
+	tools.Describe(&msg, a)
+	if a.NoRule != "" {
+		fmt.Fprintf(&msg, "  (%s)\n", a.NoRule)
+	}
+	msg.WriteString("Decide: once runs it this time; session also approves these programs with these arguments for the rest of the session; rule adds the allow rule above to your policy file; deny refuses it (the reason reaches the agent); abort stops the call.")
+	res, err := c.ss.Elicit(ctx, &sdk.ElicitParams{Message: msg.String(), RequestedSchema: elicitSchema(a)})
 	if err != nil {
-		return false, fmt.Errorf("asking the user through the MCP client: %w", err)
+		return tools.Answer{}, fmt.Errorf("asking the user through the MCP client: %w", err)
 	}
-	return res.Action == "accept", nil
+	return elicitAnswer(a, res)
+}
+
+// elicitSchema is the form of an approval: the decision, among those offered,
+// and a reason for the agent.
+func elicitSchema(a *tools.Approval) map[string]any {
+	choices := make([]string, len(a.Choices))
+	for i, c := range a.Choices {
+		choices[i] = string(c)
+	}
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"decision": map[string]any{"type": "string", "title": "Decision", "enum": choices, "default": string(tools.ChoiceOnce),
+				"description": "once, session (remember these programs and arguments), rule (add the allow rule to the policy file), deny, or abort"},
+			"reason": map[string]any{"type": "string", "title": "Reason for the agent", "description": "optional; the agent receives it when you deny or abort"},
+		},
+		"required": []string{"decision"},
+	}
+}
+
+// elicitAnswer reads the user's answer: accept carries the form's decision
+// (once when a client sent none), decline and cancel deny.
+func elicitAnswer(a *tools.Approval, res *sdk.ElicitResult) (tools.Answer, error) {
+	if res.Action != "accept" {
+		return tools.Answer{Choice: tools.ChoiceDeny, By: "mcp"}, nil
+	}
+	ans := tools.Answer{Choice: tools.ChoiceOnce, By: "mcp"}
+	if d, ok := res.Content["decision"].(string); ok && d != "" {
+		ans.Choice = tools.Choice(d)
+	}
+	if r, ok := res.Content["reason"].(string); ok {
+		ans.Reason = strings.TrimSpace(r)
+	}
+	if err := a.Check(ans); err != nil {
+		return tools.Answer{}, err
+	}
+	return ans, nil
 }
 
 // outputRouter sends the output events of bash calls that asked for progress to

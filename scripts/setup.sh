@@ -37,6 +37,8 @@ packages() {
 	pkg gcc always "cgo, for go test -race"
 	pkg libc6-dev always "cgo's C library, for go test -race"
 	pkg jq always "edits the engine's daemon.json"
+	pkg chromium always "the headless browser the web view's tests drive"
+	pkg fonts-dejavu-core always "a font for the browser tests' screenshots"
 	pkg debootstrap no_base "bootstraps the sandbox image's Debian base where none can be pulled"
 	pkg debian-archive-keyring no_base "Debian's keys, for debootstrap"
 	pkg busybox-static always "a busybox image for the tests: the agent runs in any image"

@@ -52,7 +52,7 @@ func newMachine(t *testing.T, uid string, missing ...string) *machine {
 			t.Fatal(err)
 		}
 	}
-	for _, p := range []string{"make", "git", "gcc", "libc6-dev", "jq", "debootstrap", "debian-archive-keyring", "docker.io", "busybox-static"} {
+	for _, p := range []string{"make", "git", "gcc", "libc6-dev", "jq", "chromium", "fonts-dejavu-core", "debootstrap", "debian-archive-keyring", "docker.io", "busybox-static"} {
 		if !contains(missing, p) {
 			m.write("installed/"+p, "")
 		}

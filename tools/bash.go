@@ -45,7 +45,10 @@ const logBudgetLogs = 10
 
 // shell is the bash tool's state of one session.
 type shell struct {
-	policy    Classifier
+	mu     sync.Mutex // guards policy and dir
+	policy Classifier
+	dir    string // where the last command ended, for approvals
+
 	logDir    string
 	removeDir bool // the log directory was made by the session and goes with it
 	// logPrefix starts the names of the session's logs (bash-TOKEN-): sessions
@@ -103,6 +106,29 @@ func newShell(s *Session) (*shell, error) {
 	return sh, nil
 }
 
+func (sh *shell) classifier() Classifier {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.policy
+}
+
+func (sh *shell) setPolicy(c Classifier) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.policy = c
+}
+
+// cwd is where the next command starts, as far as the session knows: where the
+// last one ended, else def.
+func (sh *shell) cwd(def string) string {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.dir != "" {
+		return sh.dir
+	}
+	return def
+}
+
 func (sh *shell) close() error {
 	if sh.removeDir {
 		return os.RemoveAll(sh.logDir)
@@ -118,8 +144,16 @@ func (s *Session) LogDir() string { return s.sh.logDir }
 type BashDetails struct {
 	Command string          `json:"command"`
 	Verdict *policy.Verdict `json:"verdict,omitempty"`
-	// Approved is set when a human approved a command the policy wanted confirmed.
-	Approved bool `json:"approved,omitempty"`
+	// Approved is set when a human approved a command the policy wanted
+	// confirmed; Remembered when that was an approval for the session, given
+	// earlier, and no one was asked.
+	Approved   bool `json:"approved,omitempty"`
+	Remembered bool `json:"remembered,omitempty"`
+	// ApprovalID names the approval asked; Answer is its decision.
+	ApprovalID string  `json:"approval_id,omitempty"`
+	Answer     *Answer `json:"answer,omitempty"`
+	// RuleError says why a rule decision's amendment could not be added.
+	RuleError string `json:"rule_error,omitempty"`
 	// Ran is false when the command was refused before it started.
 	Ran     bool          `json:"ran"`
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
@@ -161,29 +195,15 @@ func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {
 	}
 	det := &BashDetails{Command: command, Timeout: timeout, TimeoutNote: timeoutNote}
 
-	v := s.sh.policy.Classify(command)
+	v := s.sh.classifier().Classify(command)
 	det.Verdict = &v
 	switch v.Decision {
 	case policy.Deny:
 		return Result{IsError: true, Details: det, Content: deniedText(command, v)}, nil
 	case policy.Confirm:
-		if s.opts.Confirmer == nil {
-			return Result{IsError: true, Details: det, Content: needsApproval(command, v)}, nil
+		if r := s.approve(ctx, command, v, det); r != nil {
+			return *r, nil
 		}
-		ok, err := s.opts.Confirmer.Confirm(ctx, ConfirmRequest{Command: command, Verdict: v})
-		if errors.Is(err, ErrNoApprover) {
-			return Result{IsError: true, Details: det, Content: needsApproval(command, v)}, nil
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return Result{IsError: true, Details: det, Content: fmt.Sprintf("Not run: %s\nThe call was cancelled while waiting for the user's approval.", command)}, nil
-			}
-			return Result{IsError: true, Details: det, Content: fmt.Sprintf("Not run: %s\nThe user's approval was required (%s) but could not be asked: %v", command, v.Reason, err)}, nil
-		}
-		if !ok {
-			return Result{IsError: true, Details: det, Content: fmt.Sprintf("Not run: %s\nThe user declined this command (%s). Do not retry it; choose another way or ask the user what they want.", command, v.Reason)}, nil
-		}
-		det.Approved = true
 	}
 	if s.opts.Sandbox == nil {
 		return Result{}, errors.New("bash is not available: this session has no sandbox")
@@ -313,6 +333,11 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		fmt.Fprintf(&h, " (killed by %s)", res.Signal)
 	}
 	fmt.Fprintf(&h, "\nDuration: %s\n", roundDuration(res.Duration))
+	if res.Dir != "" {
+		s.sh.mu.Lock()
+		s.sh.dir = res.Dir
+		s.sh.mu.Unlock()
+	}
 	if res.Dir != "" && res.Dir != s.ws.real {
 		fmt.Fprintf(&h, "Directory: %s\n", res.Dir)
 	}

@@ -71,7 +71,7 @@ func TestCheckpointBeforeChanges(t *testing.T) {
 func TestCheckpointBash(t *testing.T) {
 	var reqs []CheckpointRequest
 	s, _ := newTestSession(t, nil, func(o *Options) {
-		o.Sandbox = fakeExec{}
+		o.Sandbox = okExec{}
 		o.Checkpointer = CheckpointFunc(func(ctx context.Context, req CheckpointRequest) (CheckpointInfo, error) {
 			reqs = append(reqs, req)
 			return CheckpointInfo{ID: len(reqs)}, nil
@@ -91,9 +91,9 @@ func TestCheckpointBash(t *testing.T) {
 	}
 }
 
-// fakeExec runs nothing and says the command succeeded.
-type fakeExec struct{}
+// okExec runs nothing and says the command succeeded.
+type okExec struct{}
 
-func (fakeExec) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (okExec) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	return sandbox.ExecResult{}, nil
 }

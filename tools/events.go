@@ -32,12 +32,24 @@ const (
 	// since the previous one), or Error why it failed (the call then did
 	// nothing).
 	EventCheckpoint EventType = "checkpoint"
+	// EventApproval: a command waits for a human's decision; Approval holds
+	// what is asked.
+	EventApproval EventType = "approval"
+	// EventApprovalEnd: the approval Approval.ID was decided; Answer holds the
+	// decision.
+	EventApprovalEnd EventType = "approval_end"
+	// EventSessionStart and EventSessionEnd open and close a session's events
+	// (package corral emits them); Path is the workspace.
+	EventSessionStart EventType = "session_start"
+	EventSessionEnd   EventType = "session_end"
 )
 
 // Event is something a UI may want to show. Events are JSON-serialisable.
 type Event struct {
-	Type     EventType       `json:"type"`
-	Time     time.Time       `json:"time"`
+	Type EventType `json:"type"`
+	Time time.Time `json:"time"`
+	// Session is the ID of the session that emitted it.
+	Session  string          `json:"session,omitempty"`
 	CallID   string          `json:"call_id,omitempty"`
 	Tool     string          `json:"tool,omitempty"`
 	Args     json.RawMessage `json:"args,omitempty"`
@@ -54,6 +66,9 @@ type Event struct {
 	Network *egress.Record `json:"network,omitempty"`
 	// Checkpoint is a checkpoint event's checkpoint.
 	Checkpoint *CheckpointInfo `json:"checkpoint,omitempty"`
+	// Approval and Answer are those of approval events.
+	Approval *Approval `json:"approval,omitempty"`
+	Answer   *Answer   `json:"answer,omitempty"`
 }
 
 // EventSink receives events. Emit is called from many goroutines and must not
@@ -92,6 +107,7 @@ func (s *Session) emit(e Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
+	e.Session = s.id
 	s.events.Emit(e)
 }
 
@@ -99,4 +115,18 @@ func (s *Session) emit(e Event) {
 // proxy (wire it to egress.Config.Record).
 func (s *Session) EmitNetwork(r egress.Record) {
 	s.emit(Event{Type: EventNetwork, Time: r.Time, CallID: r.CallID, Network: &r})
+}
+
+// Tee sends events to a and b; either may be nil.
+func Tee(a, b EventSink) EventSink {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return EventFunc(func(e Event) {
+		a.Emit(e)
+		b.Emit(e)
+	})
 }

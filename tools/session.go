@@ -42,18 +42,6 @@ type Classifier interface {
 	Classify(command string) policy.Verdict
 }
 
-// Confirmer asks a human whether a command that policy marked "confirm" may run.
-// It returns true to run it. An error is treated as a refusal and reported.
-type Confirmer interface {
-	Confirm(ctx context.Context, req ConfirmRequest) (bool, error)
-}
-
-// ConfirmRequest is what a Confirmer is asked about.
-type ConfirmRequest struct {
-	Command string         `json:"command"`
-	Verdict policy.Verdict `json:"verdict"`
-}
-
 // Network follows the connections of bash commands through the sandbox's
 // egress proxy.
 type Network interface {
@@ -62,14 +50,6 @@ type Network interface {
 	// End marks its end and returns what was blocked while it ran, as
 	// "host:port (reason)".
 	End(callID string) []string
-}
-
-// ConfirmFunc adapts a function to Confirmer.
-type ConfirmFunc func(ctx context.Context, req ConfirmRequest) (bool, error)
-
-// Confirm calls f.
-func (f ConfirmFunc) Confirm(ctx context.Context, req ConfirmRequest) (bool, error) {
-	return f(ctx, req)
 }
 
 // WritePolicy says when write may overwrite an existing file.
@@ -94,6 +74,14 @@ type Options struct {
 	// Confirmer is asked about commands policy marks "confirm"; when nil they are
 	// refused with a message that approval was required.
 	Confirmer Confirmer
+	// ApproveTimeout, when positive, denies an approval no one answered in
+	// that time; the model is told so.
+	ApproveTimeout time.Duration
+	// Amender adds the allow rules of a "rule" decision to the user's policy;
+	// when nil, rule is not offered.
+	Amender Amender
+	// ID names the session in approvals; a random one when empty.
+	ID string
 	// Events receives the session's events; discarded when nil.
 	Events EventSink
 	// Network tells bash what the sandbox's egress proxy blocked while a
@@ -263,6 +251,9 @@ type Session struct {
 	log    *slog.Logger
 	events EventSink
 	closed atomic.Bool
+	id     string
+
+	approvals approvals
 
 	// bash state, owned by bash.go.
 	sh *shell
@@ -276,7 +267,10 @@ func NewSession(ctx context.Context, opts Options) (*Session, error) {
 	if opts.Workspace == "" {
 		return nil, errors.New("tools: no workspace given")
 	}
-	s := &Session{opts: opts, events: opts.Events, log: opts.Logger}
+	s := &Session{opts: opts, events: opts.Events, log: opts.Logger, id: opts.ID}
+	if s.id == "" {
+		s.id = newApprovalID()[:12]
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -297,6 +291,9 @@ func NewSession(ctx context.Context, opts Options) (*Session, error) {
 	s.openFiles()
 	return s, nil
 }
+
+// ID is the session's name in approvals.
+func (s *Session) ID() string { return s.id }
 
 // Close releases the session's resources. It does not close the sandbox, which
 // belongs to whoever created it.

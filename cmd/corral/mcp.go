@@ -15,7 +15,6 @@ func newMCPCmd() *cobra.Command {
 	var (
 		f           sessionFlags
 		httpAddr    string
-		authToken   string
 		idleTimeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -31,9 +30,14 @@ policy wants confirmed is put to the user through the client (MCP elicitation)
 when the client supports it; otherwise --confirm decides.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			if authToken == "" {
-				authToken = os.Getenv("CORRAL_AUTH_TOKEN")
+			if f.authToken == "" {
+				f.authToken = os.Getenv("CORRAL_AUTH_TOKEN")
 			}
+			stopUI, err := f.startUI(cmd.Context(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer stopUI()
 			h, closeHost, err := f.host(cmd.ErrOrStderr(), logger(cmd))
 			if err != nil {
 				return err
@@ -44,17 +48,17 @@ when the client supports it; otherwise --confirm decides.`,
 			if httpAddr == "" {
 				return srv.Run(cmd.Context(), &sdk.StdioTransport{})
 			}
-			ln, err := mcp.Listen(httpAddr, authToken)
+			ln, err := mcp.Listen(httpAddr, f.authToken)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "corral: serving MCP over streamable HTTP at http://%s/\n", ln.Addr())
-			return srv.ServeHTTP(cmd.Context(), ln, mcp.HTTPOptions{Token: authToken, IdleTimeout: idleTimeout})
+			return srv.ServeHTTP(cmd.Context(), ln, mcp.HTTPOptions{Token: f.authToken, IdleTimeout: idleTimeout})
 		},
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on `ADDR` (e.g. 127.0.0.1:8765) instead of stdio; a non-loopback address needs --auth-token")
-	cmd.Flags().StringVar(&authToken, "auth-token", "", "require the header \"Authorization: Bearer `TOKEN`\" on every HTTP request (default: $CORRAL_AUTH_TOKEN)")
+	cmd.Flags().StringVar(&f.authToken, "auth-token", "", "require the header \"Authorization: Bearer `TOKEN`\" on every HTTP request, of MCP and of --ui (default: $CORRAL_AUTH_TOKEN)")
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", 30*time.Minute, "over HTTP, end a session (and remove its sandbox) after this long without requests")
 	return cmd
 }

@@ -332,34 +332,92 @@ func TestMCPHTTP(t *testing.T) {
 
 func TestMCPBashElicitation(t *testing.T) {
 	needsDocker(t)
-	for _, action := range []string{"accept", "decline", "cancel"} {
-		t.Run(action, func(t *testing.T) {
-			var asked []string
+	type answer struct {
+		action  string
+		content map[string]any
+	}
+	for _, tt := range []struct {
+		name    string
+		answers []answer
+		// commands are run in turn; asks is how many elicitations they make.
+		commands []string
+		asks     int
+		ran      []bool
+		says     string
+	}{
+		{"once", []answer{{"accept", map[string]any{"decision": "once"}}, {"accept", map[string]any{"decision": "once"}}}, []string{"git push origin main", "git push origin main"}, 2, []bool{true, true}, ""},
+		{"session", []answer{{"accept", map[string]any{"decision": "session"}}}, []string{"git push origin main", "git push origin main"}, 1, []bool{true, true}, ""},
+		{"accept without a form", []answer{{"accept", nil}}, []string{"git push origin main"}, 1, []bool{true}, ""},
+		{"deny with a reason", []answer{{"accept", map[string]any{"decision": "deny", "reason": "push to the fork instead"}}}, []string{"git push origin main"}, 1, []bool{false}, "The user says: push to the fork instead"},
+		{"abort", []answer{{"accept", map[string]any{"decision": "abort"}}}, []string{"git push origin main"}, 1, []bool{false}, "The user stopped this call"},
+		{"decline", []answer{{"decline", nil}}, []string{"git push origin main"}, 1, []bool{false}, "declined"},
+		{"cancel", []answer{{"cancel", nil}}, []string{"git push origin main"}, 1, []bool{false}, "declined"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var asked []*mcp.ElicitParams
 			var mu sync.Mutex
 			cs := mcpClient(t, &mcp.ClientOptions{
 				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 					mu.Lock()
-					asked = append(asked, req.Params.Message)
-					mu.Unlock()
-					return &mcp.ElicitResult{Action: action}, nil
+					defer mu.Unlock()
+					asked = append(asked, req.Params)
+					a := tt.answers[min(len(asked), len(tt.answers))-1]
+					return &mcp.ElicitResult{Action: a.action, Content: a.content}, nil
 				},
 			}, "--workspace", t.TempDir())
-			res := callTool(t, cs, "bash", map[string]any{"command": "git push origin main"})
-			text := resultText(res)
+			for i, cmd := range tt.commands {
+				res := callTool(t, cs, "bash", map[string]any{"command": cmd})
+				text := resultText(res)
+				if ran := strings.Contains(text, "Exit code:"); ran != tt.ran[i] {
+					t.Errorf("command %d: ran=%v, want %v: %q", i, ran, tt.ran[i], text)
+				}
+				if !tt.ran[i] && (!res.IsError || !strings.Contains(text, tt.says)) {
+					t.Errorf("command %d: isError=%v, want the text to say %q: %q", i, res.IsError, tt.says, text)
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			if len(asked) != 1 || !strings.Contains(asked[0], "git push origin main") {
-				t.Fatalf("elicitations = %q, want one naming the command", asked)
+			if len(asked) != tt.asks {
+				t.Fatalf("%d elicitations, want %d", len(asked), tt.asks)
 			}
-			ran := strings.Contains(text, "Exit code:")
-			if action == "accept" && !ran {
-				t.Errorf("accepted, but the command did not run: %q", text)
+			p := asked[0]
+			for _, w := range []string{"git push origin main", "needs approval: git push origin main", "rule it would add: allow git push origin main", "--policy FILE"} {
+				if !strings.Contains(p.Message, w) {
+					t.Errorf("the elicitation lacks %q:\n%s", w, p.Message)
+				}
 			}
-			if action != "accept" && (ran || !res.IsError || !strings.Contains(text, "declined")) {
-				t.Errorf("%s, but: isError=%v %q", action, res.IsError, text)
+			schema, _ := json.Marshal(p.RequestedSchema)
+			if !strings.Contains(string(schema), `"enum":["once","session","deny","abort"]`) || !strings.Contains(string(schema), `"reason"`) {
+				t.Errorf("schema %s", schema)
 			}
 		})
 	}
+	t.Run("rule", func(t *testing.T) {
+		rules := filepath.Join(t.TempDir(), "rules.toml")
+		if err := os.WriteFile(rules, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var schemas []string
+		cs := mcpClient(t, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				b, _ := json.Marshal(req.Params.RequestedSchema)
+				schemas = append(schemas, string(b))
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "rule"}}, nil
+			},
+		}, "--workspace", t.TempDir(), "--policy", rules)
+		for range 2 {
+			if res := callTool(t, cs, "bash", map[string]any{"command": "git push origin main"}); !strings.Contains(resultText(res), "Exit code:") {
+				t.Errorf("rule: %q", resultText(res))
+			}
+		}
+		if len(schemas) != 1 || !strings.Contains(schemas[0], `"enum":["once","session","rule","deny","abort"]`) {
+			t.Errorf("schemas %q", schemas)
+		}
+		b, _ := os.ReadFile(rules)
+		if !strings.Contains(string(b), "match    = \"git push origin main\"") {
+			t.Errorf("the policy file:\n%s", b)
+		}
+	})
 	t.Run("no elicitation support", func(t *testing.T) {
 		cs := mcpClient(t, nil, "--workspace", t.TempDir())
 		res := callTool(t, cs, "bash", map[string]any{"command": "git push origin main"})

@@ -50,6 +50,11 @@ and stop.`,
 				defer file.Close()
 				in = file
 			}
+			stopUI, err := f.startUI(cmd.Context(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer stopUI()
 			h, closeHost, err := f.host(cmd.ErrOrStderr(), logger(cmd))
 			if err != nil {
 				return err
@@ -68,6 +73,7 @@ and stop.`,
 		},
 	}
 	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&f.authToken, "auth-token", "", "with --ui, require this `TOKEN` of every request to the web view, as a bearer token or once as ?token= (default: $CORRAL_AUTH_TOKEN)")
 	return cmd
 }
 

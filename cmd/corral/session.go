@@ -21,6 +21,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/tools"
+	"github.com/corralhq/corral/ui"
 )
 
 // sessionFlags are the flags of every command that opens a tools session: `run`
@@ -38,12 +39,16 @@ type sessionFlags struct {
 	logDir         string
 	maxLog         string
 	checkpoints    checkpointFlags
+	approveTimeout time.Duration
+	uiAddr         string
+	authToken      string
+	hub            *ui.Hub // the web view of --ui, once started
 }
 
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	f.sandbox.register(fs)
 	f.policy.register(fs)
-	fs.StringVar(&f.confirm, "confirm", "deny", "what to do with a command the policy wants confirmed: deny (refuse it and tell the model approval was required), allow (run it), or ask (prompt on the terminal)")
+	fs.StringVar(&f.confirm, "confirm", "deny", "what to do with a command the policy wants confirmed: deny (refuse it and tell the model approval was required), allow (run it), or ask (prompt on the terminal: once, session, rule, deny with a reason, or abort)")
 	fs.StringVar(&f.events, "events", "", "write the event stream (call start and end with diffs, output chunks, outside file changes) to `FILE` as JSON lines")
 	fs.StringVar(&f.writePolicy, "write-policy", string(tools.RequireRead), "when write may overwrite an existing file: require-read (only a file read in this session and unchanged since) or allow (any file)")
 	fs.StringArrayVar(&f.protect, "protect", nil, "a workspace path edit and write must refuse, with what is below it (* matches within a name, ** any number of directories), and commands in the sandbox cannot change or create (paths without patterns); repeatable, added to the defaults "+strings.Join(tools.DefaultProtected, ", "))
@@ -53,6 +58,8 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.logDir, "log-dir", "", "keep the full output of each bash command in `DIR` (default: a temporary directory removed when the session ends)")
 	fs.StringVar(&f.maxLog, "max-log", "100m", "cap of each command's full log; past it, bytes are only counted")
 	f.checkpoints.register(fs)
+	fs.DurationVar(&f.approveTimeout, "approve-timeout", 0, "deny a command that waits for approval when no one answers within `D` (the model is told); 0 waits as long as the call may")
+	fs.StringVar(&f.uiAddr, "ui", "", "serve the web view of the sessions (their timelines, and approvals to answer) on `ADDR`, e.g. 127.0.0.1:8766; a non-loopback address needs --auth-token")
 }
 
 // options checks the flags and turns them into session options, without the parts
@@ -77,6 +84,10 @@ func (f *sessionFlags) options() (tools.Options, error) {
 		return o, fmt.Errorf("--max-log %q: want a size such as 100m", f.maxLog)
 	}
 	o.MaxLogBytes = maxLog
+	if f.approveTimeout < 0 {
+		return o, errors.New("--approve-timeout must not be negative")
+	}
+	o.ApproveTimeout = f.approveTimeout
 	o.LogDir = f.logDir
 	o.Protected = []string{}
 	if !f.noProtect {
@@ -160,6 +171,14 @@ func (f *sessionFlags) host(progress io.Writer, log *slog.Logger) (h *corral.Hos
 		return nil, nil, err
 	}
 	cfg.Events = events
+	if f.hub != nil {
+		// The web view records every session and asks approvals too: the
+		// first answer, there or on the terminal, wins.
+		cfg.Events = tools.Tee(events, f.hub)
+		if f.confirm != "allow" {
+			cfg.Tools.Confirmer = tools.Race(cfg.Tools.Confirmer, f.hub.Confirmer())
+		}
+	}
 	if h, err = corral.New(cfg); err != nil {
 		closeEvents()
 		return nil, nil, err
@@ -173,15 +192,15 @@ type ttyConfirmer struct {
 	mu sync.Mutex // serialises prompts
 }
 
-func (t *ttyConfirmer) Confirm(ctx context.Context, req tools.ConfirmRequest) (bool, error) {
+func (t *ttyConfirmer) Confirm(ctx context.Context, a *tools.Approval) (tools.Answer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
-		return false, errors.New("no terminal to ask for confirmation on; use --confirm=deny or --confirm=allow")
+		return tools.Answer{}, errors.New("no terminal to ask for confirmation on; use --confirm=deny or --confirm=allow")
 	}
 	defer tty.Close()
-	return askYesNo(ctx, tty, tty, req)
+	return tools.Prompt(ctx, tty, tty, a)
 }
 
 // ttyApprover asks on the controlling terminal about a host the network
@@ -222,23 +241,5 @@ func askHost(ctx context.Context, r io.Reader, w io.Writer, req egress.Request) 
 	case <-ctx.Done():
 		fmt.Fprintln(w)
 		return egress.Deny, ctx.Err()
-	}
-}
-
-// askYesNo prints the question to w and reads the answer from r. Anything but yes
-// is no; a cancelled context is no.
-func askYesNo(ctx context.Context, r io.Reader, w io.Writer, req tools.ConfirmRequest) (bool, error) {
-	fmt.Fprintf(w, "\ncorral: the agent wants to run\n    %s\n  %s (%s)\nRun it? [y/N] ", req.Command, req.Verdict.Reason, req.Verdict.Rule)
-	answer := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(r).ReadString('\n')
-		answer <- strings.ToLower(strings.TrimSpace(line))
-	}()
-	select {
-	case a := <-answer:
-		return a == "y" || a == "yes", nil
-	case <-ctx.Done():
-		fmt.Fprintln(w)
-		return false, ctx.Err()
 	}
 }

@@ -1,0 +1,122 @@
+package tools
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Describe writes what a person needs to decide about a: the command, where it
+// runs, the policy's finding and rule, the programs that need approval and the
+// rule a "rule" decision would add.
+func Describe(w io.Writer, a *Approval) {
+	fmt.Fprintf(w, "corral: the agent wants to run\n    %s\n", oneLine(a.Command))
+	if a.Cwd != "" {
+		fmt.Fprintf(w, "  in %s\n", a.Cwd)
+	}
+	fmt.Fprintf(w, "  policy: %s (%s)\n", a.Verdict.Reason, a.Verdict.Rule)
+	for _, inv := range a.Ask {
+		what := strings.Join(append([]string{inv.Program}, inv.Args...), " ")
+		note := ""
+		if !inv.Literal {
+			note = " (not literal: never remembered)"
+		}
+		fmt.Fprintf(w, "  needs approval: %s%s\n", oneLine(what), note)
+	}
+	for _, r := range a.Amendment {
+		fmt.Fprintf(w, "  rule it would add: allow %s\n", r)
+	}
+	if a.Host != "" {
+		fmt.Fprintf(w, "  host: %s\n", a.Host)
+	}
+	if !a.Deadline.IsZero() {
+		fmt.Fprintf(w, "  denied unless answered by %s\n", a.Deadline.Format(time.TimeOnly))
+	}
+}
+
+func oneLine(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\r", `\r`), "\n", "\n    ")
+}
+
+var promptKeys = map[string]Choice{
+	"o": ChoiceOnce, "once": ChoiceOnce, "y": ChoiceOnce, "yes": ChoiceOnce,
+	"s": ChoiceSession, "session": ChoiceSession,
+	"r": ChoiceRule, "rule": ChoiceRule,
+	"d": ChoiceDeny, "deny": ChoiceDeny, "n": ChoiceDeny, "no": ChoiceDeny, "": ChoiceDeny,
+	"a": ChoiceAbort, "abort": ChoiceAbort,
+}
+
+// Prompt asks a person about a on a terminal: it writes the approval and the
+// choices it offers to w and reads answers, one a line, from r. An empty line
+// or the end of input denies; deny and abort then ask for an optional reason
+// for the model. A choice that is not offered is explained and asked again.
+// A done ctx returns its error.
+func Prompt(ctx context.Context, r io.Reader, w io.Writer, a *Approval) (Answer, error) {
+	lines := make(chan string)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		br := bufio.NewReader(r)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil && line == "" {
+				close(lines)
+				return
+			}
+			select {
+			case lines <- strings.TrimSpace(line):
+			case <-done:
+				return
+			}
+		}
+	}()
+	read := func() (string, bool, error) {
+		select {
+		case l, ok := <-lines:
+			return l, ok, nil
+		case <-ctx.Done():
+			fmt.Fprintln(w)
+			return "", false, ctx.Err()
+		}
+	}
+	fmt.Fprintln(w)
+	Describe(w, a)
+	var keys []string
+	for _, c := range a.Choices {
+		keys = append(keys, "["+string(c[:1])+"]"+string(c[1:]))
+	}
+	question := strings.Join(keys, ", ") + "? (default deny) "
+	for {
+		fmt.Fprint(w, question)
+		line, ok, err := read()
+		if err != nil {
+			return Answer{}, err
+		}
+		if !ok {
+			fmt.Fprintln(w)
+			return Answer{Choice: ChoiceDeny, By: "terminal"}, nil
+		}
+		c, known := promptKeys[strings.ToLower(line)]
+		if !known {
+			fmt.Fprintf(w, "  %q is not an answer\n", line)
+			continue
+		}
+		ans := Answer{Choice: c, By: "terminal"}
+		if err := a.Check(ans); err != nil {
+			fmt.Fprintf(w, "  %v\n", err)
+			continue
+		}
+		if c == ChoiceDeny || c == ChoiceAbort {
+			fmt.Fprint(w, "Reason for the agent (optional): ")
+			reason, _, err := read()
+			if err != nil {
+				return Answer{}, err
+			}
+			ans.Reason = reason
+		}
+		return ans, nil
+	}
+}

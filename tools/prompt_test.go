@@ -1,0 +1,79 @@
+package tools
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/policy"
+)
+
+func testApproval() *Approval {
+	inv := policy.Invocation{Program: "git", Args: []string{"push", "origin", "main"}, Literal: true, Decision: policy.Confirm}
+	return &Approval{
+		ID: "x", Command: "git push origin main", Cwd: "/ws",
+		Verdict: policy.Verdict{Decision: policy.Confirm, Reason: "git push updates a remote repository", Rule: "default:git-push", Programs: []policy.Invocation{inv}},
+		Ask:     []policy.Invocation{inv}, Amendment: []string{"git push origin main"},
+		Choices: []Choice{ChoiceOnce, ChoiceSession, ChoiceDeny, ChoiceAbort},
+		NoRule:  "no rule can be added: corral was started without a policy file outside the workspace (give one with --policy FILE)",
+	}
+}
+
+func TestPromptOffersEveryDecision(t *testing.T) {
+	for _, tt := range []struct {
+		input string
+		want  Answer
+		says  string
+	}{
+		{"o\n", Answer{Choice: ChoiceOnce}, ""},
+		{"y\n", Answer{Choice: ChoiceOnce}, ""},
+		{"session\n", Answer{Choice: ChoiceSession}, ""},
+		{"S\n", Answer{Choice: ChoiceSession}, ""},
+		{"d\nuse the staging remote\n", Answer{Choice: ChoiceDeny, Reason: "use the staging remote"}, "Reason for the agent"},
+		{"a\n\n", Answer{Choice: ChoiceAbort}, "Reason for the agent"},
+		{"\n\n", Answer{Choice: ChoiceDeny}, ""},
+		{"", Answer{Choice: ChoiceDeny}, ""},
+		{"r\no\n", Answer{Choice: ChoiceOnce}, "--policy FILE"},
+		{"maybe\ns\n", Answer{Choice: ChoiceSession}, `"maybe" is not an answer`},
+	} {
+		var out strings.Builder
+		got, err := Prompt(context.Background(), strings.NewReader(tt.input), &out, testApproval())
+		tt.want.By = "terminal"
+		if err != nil || got != tt.want {
+			t.Errorf("input %q: %+v, %v; want %+v", tt.input, got, err, tt.want)
+		}
+		for _, w := range []string{"git push origin main", "in /ws", "updates a remote repository", "default:git-push", "needs approval: git push origin main", "rule it would add: allow git push origin main", "[o]nce, [s]ession, [d]eny, [a]bort?", tt.says} {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("input %q: the prompt lacks %q:\n%s", tt.input, w, out.String())
+			}
+		}
+	}
+	// With a policy file, rule is offered and chosen with r.
+	a := testApproval()
+	a.Choices, a.NoRule = Choices, ""
+	var out strings.Builder
+	got, err := Prompt(context.Background(), strings.NewReader("r\n"), &out, a)
+	if err != nil || got.Choice != ChoiceRule || !strings.Contains(out.String(), "[r]ule") {
+		t.Errorf("rule: %+v %v\n%s", got, err, out.String())
+	}
+}
+
+func TestPromptCancelled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	r, w := ioPipe()
+	defer w.Close()
+	if _, err := Prompt(ctx, r, &strings.Builder{}, testApproval()); err == nil {
+		t.Error("a cancelled prompt gave no error")
+	}
+}
+
+func ioPipe() (*os.File, *os.File) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		panic(err)
+	}
+	return r, w
+}
