@@ -370,3 +370,20 @@ func TestHubForgetsOldFinishedSessions(t *testing.T) {
 		t.Error("the newest session is gone")
 	}
 }
+
+func TestHubAsEventSink(t *testing.T) {
+	h := NewHub()
+	h.Emit(tools.Event{Type: tools.EventSessionStart, Session: "a", Path: "/ws", Time: time.Now()})
+	h.Emit(tools.Event{Type: tools.EventCallStart, Session: "a", CallID: "1", Tool: "bash"})
+	h.Emit(tools.Event{Type: tools.EventCallStart, Session: "b", CallID: "2", Tool: "read"})
+	list := h.Sessions()
+	if len(list) != 2 || !list[0].Live || !list[1].Live {
+		t.Fatalf("sessions: %+v", list)
+	}
+	h.Emit(tools.Event{Type: tools.EventSessionEnd, Session: "a"})
+	for _, s := range h.Sessions() {
+		if s.ID == "a" && (s.Live || s.Title != "/ws" || s.Calls != 1 || s.Events != 3) {
+			t.Errorf("a after its end: %+v", s)
+		}
+	}
+}
