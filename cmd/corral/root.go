@@ -41,6 +41,8 @@ read; writes are atomic; a policy engine allows, confirms or denies each command
 		newImageCmd(),
 		newMCPCmd(),
 		newAgentCmd(),
+		newUICmd(),
+		newReportCmd(),
 	)
 	return root
 }
