@@ -113,6 +113,15 @@ func TestBrowser(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "src", "app.py"), []byte("def add(a, b):\n    return a - b\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The commands' chmod needs them to own the files: as root, hand the
+	// workspace to an unprivileged user (commands never run as root).
+	if os.Geteuid() == 0 {
+		for _, p := range []string{ws, filepath.Join(ws, "src"), filepath.Join(ws, "src", "app.py")} {
+			if err := os.Chown(p, 65532, 65532); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	box, err := sandbox.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20})
 	if err != nil {
 		t.Fatal(err)
