@@ -53,7 +53,7 @@ type agentConn struct {
 	egress    Egress              // serves relayed connections; nil refuses them
 	nets      *netrelay.Table     // relayed connections
 	netCh     chan proto.NetListenMsg
-	heard     atomic.Int64 // unix ns of the agent's last frame
+	heard     proto.Heard // when the agent's last frame arrived
 
 	wmu sync.Mutex // guards writes to conn
 
@@ -92,7 +92,7 @@ func newAgentConn(container string, conn net.Conn, r io.Reader, egress Egress, l
 		netCh:     make(chan proto.NetListenMsg, 1),
 	}
 	c.nets = netrelay.NewTable(c.send, maxRelayed)
-	c.heard.Store(time.Now().UnixNano())
+	c.heard.Mark()
 	go c.readLoop(r)
 	return c
 }
@@ -110,7 +110,7 @@ func (c *agentConn) heartbeat() {
 			return
 		case <-t.C:
 		}
-		if since := time.Since(time.Unix(0, c.heard.Load())); since > proto.Silence {
+		if since := c.heard.Since(); since > proto.Silence {
 			c.fail(fmt.Errorf("%w (nothing for %v)", errUnresponsive, since.Round(time.Millisecond)))
 			return
 		}
@@ -245,7 +245,7 @@ func (c *agentConn) readLoop(r io.Reader) {
 			c.fail(err)
 			return
 		}
-		c.heard.Store(time.Now().UnixNano())
+		c.heard.Mark()
 		if err := c.dispatch(f); err != nil {
 			c.fail(err)
 			return

@@ -69,7 +69,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) err
 	defer cancel()
 	a := &agent{log: log, out: out, cmds: map[uint32]*agentCmd{}, done: ctx.Done(), cancel: cancel, children: map[int]chan syscall.WaitStatus{}}
 	a.setupErr = confine()
-	a.heard.Store(time.Now().UnixNano())
+	a.heard.Mark()
 	a.nets = netrelay.NewTable(a.send, maxRelayed)
 	defer a.nets.Fail()
 	warmThreads(16)
@@ -162,7 +162,7 @@ func (a *agent) watchHost() {
 			return
 		case <-t.C:
 		}
-		if since := time.Since(time.Unix(0, a.heard.Load())); since > proto.Silence {
+		if since := a.heard.Since(); since > proto.Silence {
 			a.log.Warn("the host stopped pinging; ending every command", "silence", since.Round(time.Millisecond))
 			a.cancel()
 			return
@@ -179,7 +179,7 @@ type agent struct {
 	wmu      sync.Mutex // guards writes to out
 	out      io.Writer
 	writeErr atomic.Pointer[error]
-	heard    atomic.Int64 // unix ns of the host's last frame
+	heard    proto.Heard // when the host's last frame arrived
 	// setupErr says why the agent could not separate itself from commands;
 	// it refuses to serve then.
 	setupErr error
@@ -246,7 +246,7 @@ func (a *agent) serve(fr *proto.Reader) error {
 		if err != nil {
 			return err
 		}
-		a.heard.Store(time.Now().UnixNano())
+		a.heard.Mark()
 		if err := a.dispatch(f); err != nil {
 			return err
 		}
