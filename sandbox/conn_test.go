@@ -11,6 +11,8 @@ import (
 
 	"github.com/corralhq/corral/sandbox/internal/ring"
 	"github.com/corralhq/corral/sandbox/proto"
+
+	"github.com/corralhq/corral/sandbox/internal/envpath"
 )
 
 // FuzzDispatch: whatever the agent sends, the host's dispatcher returns an
@@ -90,8 +92,8 @@ func TestWithin(t *testing.T) {
 		{"/", "/x", true},
 		{"/w/", "/w/a", false}, // roots are clean
 	} {
-		if got := within(tt.root, tt.p); got != tt.want {
-			t.Errorf("within(%q, %q) = %v", tt.root, tt.p, got)
+		if got := envpath.Within(tt.root, tt.p); got != tt.want {
+			t.Errorf("envpath.Within(%q, %q) = %v", tt.root, tt.p, got)
 		}
 	}
 }

@@ -26,6 +26,8 @@ import (
 	"github.com/corralhq/corral/internal/sanitize"
 
 	"github.com/corralhq/corral/sandbox/proto"
+
+	"github.com/corralhq/corral/sandbox/internal/envpath"
 )
 
 // agentPath is where the agent binary is mounted inside the container.
@@ -377,7 +379,7 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 		// Commands are not root, the repository is: git would refuse it as
 		// of dubious ownership. The check guards against other users'
 		// repositories; this one is the session's, its config shadowed.
-		env = withDefaults(env, []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"})
+		env = envpath.WithDefaults(env, []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"})
 	}
 	c.mu.Lock()
 	g, made := c.git, c.gitMade
@@ -620,44 +622,13 @@ func commandEnv(image, extra []string) []string {
 	for _, e := range image {
 		set(e)
 	}
-	env = withDefaults(env, []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"})
+	env = envpath.WithDefaults(env, []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"})
 	set("HOME=" + commandHome)
 	set("TERM=xterm-256color")
 	for _, e := range extra {
 		set(e)
 	}
 	return env
-}
-
-// withDefaults adds each NAME=VALUE of defs whose name env does not set.
-func withDefaults(env, defs []string) []string {
-	out := slices.Clone(env)
-	for _, d := range defs {
-		name, _, _ := strings.Cut(d, "=")
-		if _, ok := envValue(env, name); !ok {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// envValue returns the value of variable name in env, the last one when it is
-// there twice (as exec does).
-func envValue(env []string, name string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-// within reports whether path p is root or below it.
-func within(root, p string) bool {
-	if root == "/" {
-		return strings.HasPrefix(p, "/")
-	}
-	return p == root || strings.HasPrefix(p, root+"/")
 }
 
 func isNotFound(err error) bool {
@@ -725,7 +696,7 @@ func (c *Container) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 	switch {
 	case ex.Cwd == "":
 		c.dir = ex.Dir
-	case within(c.cfg.Workspace, ex.Cwd):
+	case envpath.Within(c.cfg.Workspace, ex.Cwd):
 		c.dir = ex.Cwd
 	default:
 		c.dir, c.dirReset = c.cfg.Workspace, true

@@ -21,6 +21,8 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/corralhq/corral/internal/sanitize"
+
+	"github.com/corralhq/corral/sandbox/internal/envpath"
 )
 
 // Git on the host trusts the repository in the workspace: it runs the programs
@@ -144,7 +146,7 @@ func newGitShadow(ws, session string, uid, gid int, protect []string, log *slog.
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: shadow of the repository: %w", err)
 	}
-	if within(ws, dir) {
+	if envpath.Within(ws, dir) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("sandbox: the temporary directory %s is inside the workspace: the repository's shadow must be outside", filepath.Dir(dir))
 	}
@@ -251,7 +253,7 @@ func (s *gitShadow) build(ws string, protect []string) error {
 			}
 			links++
 			sub := filepath.Join(r.worktree, filepath.FromSlash(l))
-			if !within(ws, sub) || sub == ws {
+			if !envpath.Within(ws, sub) || sub == ws {
 				continue
 			}
 			if !s.pin(ws, sub) {
@@ -345,7 +347,7 @@ func (s *gitShadow) protect(ws string, paths []string) {
 		p := filepath.Join(ws, rel)
 		if rel == "." || strings.HasPrefix(rel, "..") || strings.ContainsAny(rel, "*?[\\") ||
 			slices.Contains(strings.Split(rel, string(filepath.Separator)), ".git") ||
-			slices.ContainsFunc(covered, func(c string) bool { return within(c, p) }) || s.pinned[p] {
+			slices.ContainsFunc(covered, func(c string) bool { return envpath.Within(c, p) }) || s.pinned[p] {
 			continue
 		}
 		top := p
@@ -832,7 +834,7 @@ func repairShadows(log *slog.Logger) (repaired []string, err error) {
 			continue
 		}
 		for _, r := range s.st.Repos {
-			if !within(dir, r.Shadow) {
+			if !envpath.Within(dir, r.Shadow) {
 				s.st.Repos = nil // not a state this code wrote
 			}
 		}

@@ -24,6 +24,8 @@ import (
 	"github.com/corralhq/corral/sandbox/internal/netrelay"
 	"github.com/corralhq/corral/sandbox/internal/ring"
 	"github.com/corralhq/corral/sandbox/proto"
+
+	"github.com/corralhq/corral/sandbox/internal/envpath"
 )
 
 // bashBoot is the script of every non-interactive bash. Started ahead of need
@@ -274,7 +276,7 @@ func (a *agent) hello(p []byte) error {
 	}
 	a.workspace = filepath.Clean(h.Workspace)
 	a.env = h.Env
-	a.cmdEnv = withDefaults(h.Env, cmdEnvDefaults)
+	a.cmdEnv = envpath.WithDefaults(h.Env, cmdEnvDefaults)
 	a.shell, a.bash = findShell(h.Env)
 	a.uid, a.gid, a.ambient = h.UID, h.GID, h.AmbientCaps
 	if len(a.ambient) > 0 && !ambientCaps() {
@@ -282,7 +284,7 @@ func (a *agent) hello(p []byte) error {
 		reply.Warning = "the sandbox's kernel has no ambient capabilities (gVisor before 2023): commands cannot override file permissions, so they cannot change what belongs to root in the workspace"
 	}
 	reply.Shell, reply.InputWait = a.shell, canDetectInputWait()
-	if home, _ := envValue(h.Env, "HOME"); home != "" {
+	if home, _ := envpath.Value(h.Env, "HOME"); home != "" {
 		err := os.MkdirAll(home, 0o700)
 		if err == nil {
 			err = os.Chown(home, int(a.uid), int(a.gid))
@@ -305,7 +307,7 @@ var cmdEnvDefaults = []string{"PAGER=cat", "GIT_PAGER=cat"}
 // PATH of env), else sh.
 func findShell(env []string) (path string, bash bool) {
 	dirs := []string{"/bin", "/usr/bin", "/usr/local/bin"}
-	if path, ok := envValue(env, "PATH"); ok {
+	if path, ok := envpath.Value(env, "PATH"); ok {
 		dirs = append(dirs, filepath.SplitList(path)...)
 	}
 	for _, dir := range dirs {
@@ -462,7 +464,7 @@ func (a *agent) resolveDir(dir string) (string, bool) {
 		return a.workspace, false
 	}
 	real, err := filepath.EvalSymlinks(dir)
-	if err != nil || !within(a.workspace, real) {
+	if err != nil || !envpath.Within(a.workspace, real) {
 		return a.workspace, true
 	}
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
