@@ -212,8 +212,16 @@ func TestApprovalAnsweredOnceForTwoClients(t *testing.T) {
 	if evB.data["approval"].(map[string]any)["id"] != id {
 		t.Fatal("the two clients see different approvals")
 	}
+	// The approval event is emitted just before the hub's Confirmer registers
+	// the approval: wait until it is there (a person's click is far slower).
 	var pending []tools.Approval
-	getJSON(t, srv.URL+"/api/approvals", &pending)
+	for range 200 {
+		getJSON(t, srv.URL+"/api/approvals", &pending)
+		if len(pending) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if len(pending) != 1 || pending[0].ID != id || pending[0].Command != "git push origin main" || len(pending[0].Ask) != 1 {
 		t.Fatalf("pending: %+v", pending)
 	}
