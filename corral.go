@@ -49,6 +49,10 @@ type Config struct {
 	// set here, when there is only ever one session) and adds the session's log
 	// directory to its ReadOnlyMounts.
 	Sandbox sandbox.Config
+	// Backend makes each session's sandbox from Sandbox; sandbox.Docker when
+	// nil. Settings only one backend knows (a cluster's kubeconfig and
+	// namespace) are part of its Backend value.
+	Backend sandbox.Backend
 
 	// Tools configures each tools session. Open sets its Workspace, Sandbox,
 	// Policy and Events, sets its Logger when nil, and its LogDir: when empty,
@@ -195,7 +199,10 @@ func New(cfg Config) (*Host, error) {
 		h.image = &imageBuilder{progress: cfg.ImageProgress}
 	}
 	// Check the sandbox settings now rather than at the first session.
-	if _, err := sandbox.New(h.sandboxConfig()); err != nil {
+	if cfg.Backend == nil {
+		h.cfg.Backend = sandbox.Docker
+	}
+	if _, err := h.cfg.Backend.New(h.sandboxConfig()); err != nil {
 		return nil, err
 	}
 	if cfg.Checkpoints != nil {
@@ -250,15 +257,16 @@ type SessionOptions struct {
 type Session struct {
 	*tools.Session
 	host *Host
-	box  *sandbox.Container
+	box  sandbox.Sandbox
 
 	closeOnce sync.Once
 	closeErr  error
 	undo      cleanup // what Open did, undone by Close in reverse order
 }
 
-// Sandbox returns the session's sandbox container.
-func (s *Session) Sandbox() *sandbox.Container { return s.box }
+// Sandbox returns the session's sandbox. With the Docker backend it is a
+// *sandbox.Container.
+func (s *Session) Sandbox() sandbox.Sandbox { return s.box }
 
 // Open opens a session: its log directory, its sandbox (the container starts
 // on first need) with the log directory mounted read-only at the same path, and
@@ -337,7 +345,7 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 		scfg.Egress = proxy
 		opts.Network = calls
 	}
-	if s.box, err = sandbox.New(scfg); err != nil {
+	if s.box, err = h.cfg.Backend.New(scfg); err != nil {
 		return nil, err
 	}
 	box := s.box
@@ -507,7 +515,7 @@ func workspaceDir(dir string) (string, error) {
 // StartSandbox starts box now. When its image is the default one and missing,
 // and progress is not nil, it builds the image (progress goes there) and starts
 // again. `corral shell` uses it.
-func StartSandbox(ctx context.Context, box *sandbox.Container, progress io.Writer) error {
+func StartSandbox(ctx context.Context, box sandbox.Sandbox, progress io.Writer) error {
 	err := box.Start(ctx)
 	if !missingDefault(err) || progress == nil {
 		return err
@@ -549,7 +557,7 @@ func (b *imageBuilder) build(ctx context.Context) error {
 // imageExecutor runs commands in the sandbox and, when the default image is
 // missing, builds it and runs the command again.
 type imageExecutor struct {
-	box *sandbox.Container
+	box sandbox.Sandbox
 	b   *imageBuilder
 }
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,13 +39,68 @@ const (
 // proto.Silence: it is wedged (stopped, starved, deadlocked).
 var errUnresponsive = errors.New("the sandbox agent stopped answering")
 
-// agentConn is the host's side of the protocol with one container's agent,
-// over the container's attach stream.
-type agentConn struct {
-	container string
-	conn      net.Conn
+// DefaultHandshakeTimeout bounds a sandbox's start up to its agent's hello.
+const DefaultHandshakeTimeout = 60 * time.Second
+
+// ClientConfig describes the connection to one sandbox's agent.
+type ClientConfig struct {
+	// Name names the sandbox in errors and logs: a container's ID, a pod's
+	// name. It is the Container of the DiedErrors the client returns.
+	Name string
+	// Hello is what the agent is told: the workspace, the commands'
+	// environment and credentials. Version is set to proto.Version.
+	Hello proto.HelloMsg
+	// Dir is where commands that name no directory start (the session's
+	// shell directory; after a restart, the previous client's Dir); the
+	// workspace when empty.
+	Dir string
+	// InputWait ends a command of the model's (a terminal, no Stdin) that
+	// has sat that long blocked on terminal input it will never get; never
+	// when zero or negative, or when the agent cannot tell.
+	InputWait time.Duration
+	// Egress, when not nil, serves the connections commands make to the
+	// agent's loopback listeners (EgressHTTPAddr, EgressSOCKSAddr), which
+	// Dial asks the agent to open; without it the agent opens none.
+	Egress Egress
+	// Stderr, when not nil, is where the backend writes what the agent
+	// prints on its stderr; its last lines go into the errors of a failed
+	// handshake.
+	Stderr *AgentLog
+	// Logger receives diagnostics; discarded when nil.
+	Logger *slog.Logger
+	// HandshakeTimeout bounds the wait for the agent's hello;
+	// DefaultHandshakeTimeout when zero.
+	HandshakeTimeout time.Duration
+	// Died, when not nil, says why the sandbox went away when the connection
+	// ended neither by Close nor by a fault of the agent's (a broken frame,
+	// silence): the backend asks its engine (out of memory, killed, exited).
+	// It is called once, on its own goroutine, and may take seconds. When
+	// nil, or when it returns nil, the reason is that the connection broke.
+	Died func(cause error) *DiedError
+	// Broken, when not nil, is called once, on its own goroutine, when the
+	// agent broke the protocol or went silent: the host trusts nothing of
+	// that sandbox, and the backend removes it at once.
+	Broken func()
+}
+
+// Client is the host's side of the protocol of package proto with one
+// sandbox's agent, over any byte stream that reaches the agent's stdin and
+// stdout: a Docker container's attach stream, a pod's attach stream. It runs
+// commands (Exec) and shells (Shell), keeps the session's shell directory,
+// relays egress connections, pings the agent and ends the connection when it
+// falls silent or breaks the protocol. Its methods are safe for concurrent
+// use; concurrent commands run concurrently.
+//
+// A Client serves one agent: when the sandbox dies, its calls fail with a
+// *DiedError and the backend dials a new sandbox's agent.
+type Client struct {
+	name      string
+	conn      io.ReadWriteCloser
+	deadline  writeDeadliner // conn's write deadline; nil when it has none
 	log       *slog.Logger
-	stderr    *lineLog // what the agent printed on stderr
+	stderr    *AgentLog // what the agent printed on stderr
+	workspace string
+	inputWait time.Duration
 	helloCh   chan proto.AgentHelloMsg
 	hello     proto.AgentHelloMsg // set by handshake, read-only afterwards
 	done      chan struct{}       // closed when the connection ended; err says why
@@ -54,14 +110,27 @@ type agentConn struct {
 	nets      *netrelay.Table     // relayed connections
 	netCh     chan proto.NetListenMsg
 	heard     proto.Heard // when the agent's last frame arrived
+	diedFn    func(error) *DiedError
+	brokenFn  func()
+	// writing is when the write in progress began (UnixNano), 0 when none:
+	// the heartbeat ends a connection whose write is stuck past writeTimeout
+	// when conn has no deadline of its own.
+	writing atomic.Int64
 
 	wmu sync.Mutex // guards writes to conn
 
-	mu      sync.Mutex // guards streams, nextID, err and death
-	streams map[uint32]*hostStream
-	nextID  uint32
-	err     error
-	death   *DiedError
+	mu       sync.Mutex // guards streams, nextID, err, death, dir and dirReset
+	streams  map[uint32]*hostStream
+	nextID   uint32
+	err      error
+	death    *DiedError
+	dir      string // where the next command that names no directory starts
+	dirReset bool   // the last command left dir outside the workspace
+}
+
+// writeDeadliner is a stream whose writes can be bounded (a net.Conn).
+type writeDeadliner interface {
+	SetWriteDeadline(time.Time) error
 }
 
 // hostStream is the host's side of one command.
@@ -78,29 +147,101 @@ type hostStream struct {
 	spokeOnce sync.Once
 }
 
-func newAgentConn(container string, conn net.Conn, r io.Reader, egress Egress, log *slog.Logger) *agentConn {
-	c := &agentConn{
-		container: container,
+// Dial greets the agent at the other end of conn, which carries the agent's
+// stdout when read and its stdin when written, and returns a client ready to
+// run commands; it asks the agent to open the egress listeners when
+// cfg.Egress is set. The client owns conn from now on: Close, or a failed
+// Dial, closes it. A conn with a SetWriteDeadline method (a net.Conn) has
+// each write bounded by it; any other is closed when a write is stuck, and
+// its Close must unblock the write.
+func Dial(ctx context.Context, conn io.ReadWriteCloser, cfg ClientConfig) (_ *Client, err error) {
+	c := newClient(conn, cfg)
+	go c.readLoop(conn)
+	if c.deadline == nil {
+		go c.watchWrites()
+	}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	h := cfg.Hello
+	h.Version = proto.Version
+	timeout := cfg.HandshakeTimeout
+	if timeout == 0 {
+		timeout = DefaultHandshakeTimeout
+	}
+	if err := c.handshake(ctx, h, timeout); err != nil {
+		return nil, err
+	}
+	if c.egress != nil {
+		if err := c.listen(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if w := c.hello.Warning; w != "" {
+		c.log.Warn("sandbox agent: "+w, "sandbox", c.name)
+	}
+	go c.heartbeat()
+	go c.watch()
+	return c, nil
+}
+
+func newClient(conn io.ReadWriteCloser, cfg ClientConfig) *Client {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	stderr := cfg.Stderr
+	if stderr == nil {
+		stderr = NewAgentLog(log)
+	}
+	ws := filepath.Clean(cfg.Hello.Workspace)
+	dir := cfg.Dir
+	if dir == "" {
+		dir = ws
+	}
+	c := &Client{
+		name:      cfg.Name,
 		conn:      conn,
 		log:       log,
-		stderr:    &lineLog{log: log},
+		stderr:    stderr,
+		workspace: ws,
+		inputWait: cfg.InputWait,
 		helloCh:   make(chan proto.AgentHelloMsg, 1),
 		done:      make(chan struct{}),
 		died:      make(chan struct{}),
 		streams:   map[uint32]*hostStream{},
-		egress:    egress,
+		egress:    cfg.Egress,
 		netCh:     make(chan proto.NetListenMsg, 1),
+		diedFn:    cfg.Died,
+		brokenFn:  cfg.Broken,
+		dir:       dir,
 	}
+	c.deadline, _ = conn.(writeDeadliner)
 	c.nets = netrelay.NewTable(c.send, maxRelayed)
 	c.heard.Mark()
-	go c.readLoop(r)
 	return c
+}
+
+// Name returns the sandbox's name, as ClientConfig gave it.
+func (c *Client) Name() string { return c.name }
+
+// Agent returns the agent's answer to the hello: its shell, whether it can
+// tell a command waiting for terminal input, what it cannot do here.
+func (c *Client) Agent() proto.AgentHelloMsg { return c.hello }
+
+// Dir returns where the next command that names no directory starts.
+func (c *Client) Dir() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dir
 }
 
 // heartbeat pings the agent every proto.PingEvery until the connection ends,
 // and ends it when the agent has sent nothing for proto.Silence. The pings
 // also tell the agent its host is alive: without them it ends itself.
-func (c *agentConn) heartbeat() {
+func (c *Client) heartbeat() {
 	t := time.NewTicker(proto.PingEvery)
 	defer t.Stop()
 	var seq uint64
@@ -121,8 +262,27 @@ func (c *agentConn) heartbeat() {
 	}
 }
 
+// watchWrites ends the connection when a write has been stuck for
+// writeTimeout: a stream without write deadlines (conn's Close must unblock
+// the write).
+func (c *Client) watchWrites() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		if w := c.writing.Load(); w != 0 && time.Since(time.Unix(0, w)) > writeTimeout {
+			c.fail(fmt.Errorf("write to the agent: stuck for more than %v", writeTimeout))
+			return
+		}
+	}
+}
+
 // fail ends the connection (once) and records why.
-func (c *agentConn) fail(err error) {
+func (c *Client) fail(err error) {
 	c.mu.Lock()
 	first := c.err == nil
 	if first {
@@ -136,8 +296,20 @@ func (c *agentConn) fail(err error) {
 	}
 }
 
+// Done is closed when the connection has ended: by Close, or because the
+// sandbox died or broke. Err says why.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err says why the connection ended (ErrClosed after Close); nil while it
+// is open.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
 // broken reports whether the connection has ended.
-func (c *agentConn) broken() bool {
+func (c *Client) broken() bool {
 	select {
 	case <-c.done:
 		return true
@@ -146,23 +318,62 @@ func (c *agentConn) broken() bool {
 	}
 }
 
-// close ends the connection on purpose; the agent sees its stdin close and
-// exits, ending the container.
-func (c *agentConn) close() {
+// Close ends the connection on purpose; the agent sees its stdin close and
+// exits, which ends the sandbox. Calls in progress fail with ErrClosed.
+func (c *Client) Close() error {
 	c.closing.Store(true)
 	c.fail(ErrClosed)
+	return nil
 }
 
-// setDeath records why the container died and wakes the calls waiting for it.
-func (c *agentConn) setDeath(d *DiedError) {
+// watch waits for the connection to end and, unless Close ended it, finds
+// out why the sandbox is gone.
+func (c *Client) watch() {
+	<-c.done
+	if c.closing.Load() {
+		c.setDeath(nil)
+		return
+	}
+	err := c.Err()
+	d := &DiedError{Container: c.name}
+	// The host trusts nothing of a sandbox that broke the protocol or went
+	// silent: it is removed, and the model told so, whatever state the
+	// engine reports.
+	switch {
+	case errors.Is(err, proto.ErrProtocol):
+		d.Reason = fmt.Sprintf("its agent broke the protocol (%v); the broken sandbox was removed", err)
+	case errors.Is(err, errUnresponsive):
+		d.Reason = fmt.Sprintf("its agent stopped answering for %v; the sandbox was removed", proto.Silence)
+	}
+	if d.Reason != "" {
+		c.log.Warn("sandbox broken", "sandbox", c.name, "reason", d.Reason)
+		if c.brokenFn != nil {
+			c.brokenFn()
+		}
+		c.setDeath(d)
+		return
+	}
+	if c.diedFn != nil {
+		d = c.diedFn(err)
+	}
+	if d == nil {
+		d = &DiedError{Container: c.name, Reason: fmt.Sprintf("the connection to its agent broke: %v", err)}
+	}
+	c.log.Warn("sandbox died", "sandbox", c.name, "reason", d.Reason)
+	c.setDeath(d)
+}
+
+// setDeath records why the sandbox died and wakes the calls waiting for it.
+func (c *Client) setDeath(d *DiedError) {
 	c.mu.Lock()
 	c.death = d
 	c.mu.Unlock()
 	close(c.died)
 }
 
-// deathErr waits (briefly) for the cause of death and returns it.
-func (c *agentConn) deathErr() error {
+// Death waits (up to 10 s) for the connection's end to be explained and
+// returns why: a *DiedError, or ErrClosed when Close ended it.
+func (c *Client) Death() error {
 	t := time.NewTimer(10 * time.Second)
 	defer t.Stop()
 	select {
@@ -177,11 +388,11 @@ func (c *agentConn) deathErr() error {
 	if c.closing.Load() {
 		return ErrClosed
 	}
-	return &DiedError{Container: c.container, Reason: fmt.Sprintf("the connection to its agent broke: %v", c.err)}
+	return &DiedError{Container: c.name, Reason: fmt.Sprintf("the connection to its agent broke: %v", c.err)}
 }
 
 // send writes one encoded frame.
-func (c *agentConn) send(b []byte) error {
+func (c *Client) send(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	select {
@@ -189,7 +400,12 @@ func (c *agentConn) send(b []byte) error {
 		return net.ErrClosed
 	default:
 	}
-	_ = c.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if c.deadline != nil {
+		_ = c.deadline.SetWriteDeadline(time.Now().Add(writeTimeout))
+	} else {
+		c.writing.Store(time.Now().UnixNano())
+		defer c.writing.Store(0)
+	}
 	if _, err := c.conn.Write(b); err != nil {
 		c.fail(fmt.Errorf("write to the agent: %w", err))
 		return err
@@ -197,14 +413,14 @@ func (c *agentConn) send(b []byte) error {
 	return nil
 }
 
-func (c *agentConn) stream(id uint32) *hostStream {
+func (c *Client) stream(id uint32) *hostStream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.streams[id]
 }
 
 // open registers a new stream.
-func (c *agentConn) open() (*hostStream, error) {
+func (c *Client) open() (*hostStream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -225,7 +441,7 @@ func (c *agentConn) open() (*hostStream, error) {
 }
 
 // forget drops a stream: frames that still arrive for it are ignored.
-func (c *agentConn) forget(s *hostStream) {
+func (c *Client) forget(s *hostStream) {
 	c.mu.Lock()
 	delete(c.streams, s.id)
 	c.mu.Unlock()
@@ -234,8 +450,8 @@ func (c *agentConn) forget(s *hostStream) {
 
 // readLoop dispatches the agent's frames until the connection ends. It never
 // blocks on a stream: the agent sends no more than each stream's window.
-func (c *agentConn) readLoop(r io.Reader) {
-	fr := proto.NewReader(&demuxReader{r: r, stderr: c.stderr})
+func (c *Client) readLoop(r io.Reader) {
+	fr := proto.NewReader(r)
 	for {
 		f, err := fr.Next()
 		if err != nil {
@@ -253,7 +469,7 @@ func (c *agentConn) readLoop(r io.Reader) {
 	}
 }
 
-func (c *agentConn) dispatch(f proto.Frame) error {
+func (c *Client) dispatch(f proto.Frame) error {
 	switch f.Type {
 	case proto.Hello:
 		var h proto.AgentHelloMsg
@@ -303,7 +519,7 @@ func (c *agentConn) dispatch(f proto.Frame) error {
 }
 
 // handshake exchanges hellos.
-func (c *agentConn) handshake(ctx context.Context, h proto.HelloMsg, timeout time.Duration) error {
+func (c *Client) handshake(ctx context.Context, h proto.HelloMsg, timeout time.Duration) error {
 	if err := c.send(proto.JSONFrame(proto.Hello, 0, h)); err != nil {
 		return fmt.Errorf("sandbox agent: %w", err)
 	}
@@ -321,7 +537,7 @@ func (c *agentConn) handshake(ctx context.Context, h proto.HelloMsg, timeout tim
 		return nil
 	case <-c.done:
 		msg := "the sandbox agent ended before it answered"
-		if tail := c.stderr.tail(); tail != "" {
+		if tail := c.stderr.Tail(); tail != "" {
 			msg += ": " + tail
 		}
 		return errors.New(msg)
@@ -351,18 +567,18 @@ type runResult struct {
 
 // run runs one command to its end. Output is written to p.output from one
 // goroutine, in order, before run returns.
-func (c *agentConn) run(ctx context.Context, p runParams) (runResult, error) {
+func (c *Client) run(ctx context.Context, p runParams) (runResult, error) {
 	var res runResult
 	s, err := c.open()
 	if err != nil {
-		return res, c.deathErr()
+		return res, c.Death()
 	}
 	defer c.forget(s)
 	if p.output == nil {
 		p.output = io.Discard
 	}
 	if err := c.send(proto.JSONFrame(proto.Start, s.id, p.start)); err != nil {
-		return res, c.deathErr()
+		return res, c.Death()
 	}
 	pumpDone := make(chan struct{})
 	var discard atomic.Bool
@@ -409,7 +625,7 @@ func (c *agentConn) run(ctx context.Context, p runParams) (runResult, error) {
 			return res, nil
 		case <-c.done:
 			finish()
-			return res, c.deathErr()
+			return res, c.Death()
 		case ws, ok := <-resize:
 			if !ok {
 				resize = nil
@@ -421,7 +637,7 @@ func (c *agentConn) run(ctx context.Context, p runParams) (runResult, error) {
 }
 
 // pump writes a stream's output to w and gives the agent credit for it.
-func (c *agentConn) pump(s *hostStream, w io.Writer, discard *atomic.Bool, done chan<- struct{}) {
+func (c *Client) pump(s *hostStream, w io.Writer, discard *atomic.Bool, done chan<- struct{}) {
 	defer close(done)
 	buf := make([]byte, proto.MaxChunk)
 	consumed := 0
@@ -452,7 +668,7 @@ func (c *agentConn) pump(s *hostStream, w io.Writer, discard *atomic.Bool, done 
 // end of input it sends ^D, the terminal's end of file. It starts once the
 // shell has printed something (its prompt), as a person would: input that
 // arrives while the shell is still setting up its terminal can lose the ^D.
-func (c *agentConn) feed(s *hostStream, in io.Reader) {
+func (c *Client) feed(s *hostStream, in io.Reader) {
 	t := time.NewTimer(promptWait)
 	select {
 	case <-s.spoke:
@@ -493,49 +709,10 @@ func (c *agentConn) feed(s *hostStream, in io.Reader) {
 	}
 }
 
-// demuxReader yields the container's stdout out of the attach stream (which,
-// without a TTY, interleaves stdout and stderr in frames with 8-byte headers)
-// and sends stderr to a sink.
-type demuxReader struct {
-	r      io.Reader
-	stderr io.Writer
-	left   int // bytes left in the current stdout frame
-}
-
-func (d *demuxReader) Read(p []byte) (int, error) {
-	for d.left == 0 {
-		var h [8]byte
-		if _, err := io.ReadFull(d.r, h[:]); err != nil {
-			return 0, err
-		}
-		n := int(binary.BigEndian.Uint32(h[4:]))
-		switch h[0] {
-		case 1:
-			d.left = n
-		case 2:
-			if _, err := io.CopyN(d.stderr, d.r, int64(n)); err != nil {
-				return 0, err
-			}
-		default:
-			if _, err := io.CopyN(io.Discard, d.r, int64(n)); err != nil {
-				return 0, err
-			}
-		}
-	}
-	if len(p) > d.left {
-		p = p[:d.left]
-	}
-	n, err := d.r.Read(p)
-	d.left -= n
-	if err == io.EOF && d.left > 0 {
-		err = io.ErrUnexpectedEOF
-	}
-	return n, err
-}
-
-// lineLog passes what the agent prints on stderr to the logger line by line
-// and keeps the last few lines for error messages. Its memory is bounded.
-type lineLog struct {
+// AgentLog passes what an agent prints on its stderr to a logger line by
+// line and keeps the last few lines for error messages. Its memory is
+// bounded. It is safe for concurrent use.
+type AgentLog struct {
 	log *slog.Logger
 
 	mu   sync.Mutex // guards part and last
@@ -543,24 +720,24 @@ type lineLog struct {
 	last []string
 }
 
-// lineLogMax bounds the bytes kept of one line, lineLogLines the lines kept.
+// agentLogMax bounds the bytes kept of one line, agentLogLines the lines kept.
 const (
-	lineLogMax   = 2048
-	lineLogLines = 5
+	agentLogMax   = 2048
+	agentLogLines = 5
 )
 
-func (l *lineLog) Write(p []byte) (int, error) {
+func (l *AgentLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
-			room := lineLogMax - len(l.part)
+			room := agentLogMax - len(l.part)
 			l.part = append(l.part, p[:min(len(p), max(room, 0))]...)
 			break
 		}
-		l.part = append(l.part, p[:min(i, max(lineLogMax-len(l.part), 0))]...)
+		l.part = append(l.part, p[:min(i, max(agentLogMax-len(l.part), 0))]...)
 		l.line(string(l.part))
 		l.part = l.part[:0]
 		p = p[i+1:]
@@ -569,20 +746,28 @@ func (l *lineLog) Write(p []byte) (int, error) {
 }
 
 // line handles one complete line; l.mu is held.
-func (l *lineLog) line(s string) {
+func (l *AgentLog) line(s string) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return
 	}
 	l.log.Info("sandbox agent", "line", s)
 	l.last = append(l.last, s)
-	if len(l.last) > lineLogLines {
+	if len(l.last) > agentLogLines {
 		l.last = l.last[1:]
 	}
 }
 
-// tail returns the last lines seen, joined.
-func (l *lineLog) tail() string {
+// NewAgentLog returns an AgentLog that logs each line to log (at Info).
+func NewAgentLog(log *slog.Logger) *AgentLog {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &AgentLog{log: log}
+}
+
+// Tail returns the last lines seen, joined by "; ".
+func (l *AgentLog) Tail() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	last := l.last

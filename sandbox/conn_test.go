@@ -22,7 +22,7 @@ func FuzzDispatch(f *testing.F) {
 	f.Add(byte(proto.Data), uint32(1), []byte("data"))
 	f.Add(byte(proto.Credit), uint32(1), []byte{0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, typ byte, stream uint32, p []byte) {
-		c := &agentConn{streams: map[uint32]*hostStream{}, helloCh: make(chan proto.AgentHelloMsg, 1), log: slog.New(slog.DiscardHandler)}
+		c := &Client{streams: map[uint32]*hostStream{}, helloCh: make(chan proto.AgentHelloMsg, 1), log: slog.New(slog.DiscardHandler)}
 		c.streams[1] = &hostStream{id: 1, out: ring.New(proto.OutputWindow), exit: make(chan proto.ExitMsg, 1), inReady: make(chan struct{}, 1), spoke: make(chan struct{})}
 		_ = c.dispatch(proto.Frame{Type: proto.Type(typ), Stream: stream, Payload: p})
 	})
@@ -41,24 +41,24 @@ func TestDemuxReader(t *testing.T) {
 	put(2, "agent says\nhi\n")
 	put(1, "")
 	put(1, "world")
-	log := &lineLog{log: slog.New(slog.DiscardHandler)}
+	log := NewAgentLog(nil)
 	got, err := io.ReadAll(&demuxReader{r: &b, stderr: log})
 	if err != nil || string(got) != "hello world" {
 		t.Errorf("stdout %q %v", got, err)
 	}
-	if tail := log.tail(); tail != "agent says; hi" {
+	if tail := log.Tail(); tail != "agent says; hi" {
 		t.Errorf("stderr tail %q", tail)
 	}
 }
 
 func TestLineLogBounded(t *testing.T) {
-	l := &lineLog{log: slog.New(slog.DiscardHandler)}
+	l := NewAgentLog(nil)
 	l.Write(bytes.Repeat([]byte("x"), 1<<20))
 	l.Write([]byte("\n"))
 	for i := range 20 {
 		l.Write([]byte(strings.Repeat("y", i) + "\n"))
 	}
-	if len(l.part) != 0 || len(l.last) != lineLogLines || len(l.tail()) > lineLogLines*lineLogMax+20 {
+	if len(l.part) != 0 || len(l.last) != agentLogLines || len(l.Tail()) > agentLogLines*agentLogMax+20 {
 		t.Errorf("unbounded: part %d, %d lines", len(l.part), len(l.last))
 	}
 }

@@ -36,9 +36,6 @@ const agentPath = "/.corral/corral"
 // commandHome is HOME for commands: on the /tmp tmpfs, created by the agent.
 const commandHome = "/tmp/home"
 
-// handshakeTimeout bounds a container's start up to the agent's hello.
-const handshakeTimeout = 60 * time.Second
-
 // WindowSize is a terminal's size in character cells.
 type WindowSize struct {
 	Cols, Rows uint16
@@ -65,13 +62,11 @@ type Container struct {
 	mu         sync.Mutex // guards the fields below
 	api        dockerAPI
 	info       *system.Info
-	conn       *agentConn // the current container's agent; nil before the first start
-	generation int        // containers started so far
+	client     *Client // the current container's agent; nil before the first start
+	generation int     // containers started so far
 	closed     bool
 	// startCancel cancels the start in progress, if any.
 	startCancel context.CancelFunc
-	dir         string     // where the next command starts
-	dirReset    bool       // the last command left dir outside the workspace
 	dead        []string   // IDs of dead containers still to remove
 	git         *gitShadow // the repository's shadow; nil before the first start or when there is none
 	gitMade     bool       // the shadow was made (it may be nil: no repository)
@@ -186,7 +181,6 @@ func New(cfg Config) (*Container, error) {
 		gid:           gid,
 		rootWorkspace: owner == 0,
 		machine:       machine,
-		dir:           ws,
 		agentRT:       rt,
 	}, nil
 }
@@ -219,13 +213,21 @@ func (c *Container) Start(ctx context.Context) error {
 	return err
 }
 
-// ensure returns the agent connection of a live container, starting a new
+// Client returns the client of the current container's agent, starting a
+// container first when there is none or the last one died. A client serves
+// one container: after a death, call Client again for the next.
+func (c *Container) Client(ctx context.Context) (*Client, error) {
+	cl, _, err := c.ensure(ctx)
+	return cl, err
+}
+
+// ensure returns the agent client of a live container, starting a new
 // container when there is none or the last one died; then reason says why.
-func (c *Container) ensure(ctx context.Context) (conn *agentConn, reason string, err error) {
+func (c *Container) ensure(ctx context.Context) (conn *Client, reason string, err error) {
 	c.startMu.Lock()
 	defer c.startMu.Unlock()
 	c.mu.Lock()
-	old, closed := c.conn, c.closed
+	old, closed := c.client, c.closed
 	c.mu.Unlock()
 	if closed {
 		return nil, "", ErrClosed
@@ -233,13 +235,18 @@ func (c *Container) ensure(ctx context.Context) (conn *agentConn, reason string,
 	if old != nil && !old.broken() {
 		return old, "", nil
 	}
+	// A new container starts where the last one's shell was.
+	dir, reset := c.cfg.Workspace, false
 	if old != nil {
 		reason = "the sandbox container died"
 		var d *DiedError
-		if errors.As(old.deathErr(), &d) {
+		if errors.As(old.Death(), &d) {
 			reason = d.Reason
 		}
-		c.removeLater(old.container)
+		c.removeLater(old.name)
+		old.mu.Lock()
+		dir, reset = old.dir, old.dirReset
+		old.mu.Unlock()
 	}
 	// Close cancels a start in progress, and waits for it.
 	sctx, cancel := context.WithCancel(ctx)
@@ -247,7 +254,7 @@ func (c *Container) ensure(ctx context.Context) (conn *agentConn, reason string,
 	c.mu.Lock()
 	c.startCancel = cancel
 	c.mu.Unlock()
-	conn, err = c.start(sctx)
+	conn, err = c.start(sctx, dir, reset)
 	c.mu.Lock()
 	c.startCancel = nil
 	c.mu.Unlock()
@@ -263,11 +270,11 @@ func (c *Container) ensure(ctx context.Context) (conn *agentConn, reason string,
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		conn.close()
-		c.remove(ctx, conn.container)
+		conn.Close()
+		c.remove(ctx, conn.name)
 		return nil, "", ErrClosed
 	}
-	c.conn = conn
+	c.client = conn
 	c.mu.Unlock()
 	return conn, reason, nil
 }
@@ -353,8 +360,10 @@ func (c *Container) engineInfo(ctx context.Context) (dockerAPI, *system.Info, er
 	return api, &in, nil
 }
 
-// start creates, attaches to and starts a new container, and greets its agent.
-func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
+// start creates, attaches to and starts a new container, and greets its
+// agent; commands that name no directory start in dir (reset: the last
+// command left the workspace).
+func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Client, err error) {
 	api, info, err := c.engineInfo(ctx)
 	if err != nil {
 		return nil, err
@@ -439,73 +448,48 @@ func (c *Container) start(ctx context.Context) (_ *agentConn, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: attach to container: %w", err)
 	}
-	conn := newAgentConn(id, hj.Conn, hj.Reader, c.cfg.Egress, c.log)
-	defer func() {
-		if err != nil {
-			conn.close()
-		}
-	}()
+	stderr := NewAgentLog(c.log)
 	if err := api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		hj.Close()
 		return nil, fmt.Errorf("sandbox: start container: %w", err)
 	}
-	hello := proto.HelloMsg{Version: proto.Version, Workspace: c.cfg.Workspace, Env: env, UID: c.uid, GID: c.gid}
+	hello := proto.HelloMsg{Workspace: c.cfg.Workspace, Env: env, UID: c.uid, GID: c.gid}
 	if c.rootWorkspace {
 		hello.AmbientCaps = []uintptr{capDACOverride}
 	}
-	if err := conn.handshake(ctx, hello, handshakeTimeout); err != nil {
+	conn, err := Dial(ctx, newAttachConn(hj.Conn, hj.Reader, stderr), ClientConfig{
+		Name:      id,
+		Hello:     hello,
+		Dir:       dir,
+		InputWait: c.cfg.InputWait,
+		Egress:    c.cfg.Egress,
+		Stderr:    stderr,
+		Logger:    c.log,
+		Died:      func(cause error) *DiedError { return c.died(api, id, cause, stderr) },
+		Broken:    func() { c.removeLater(id) },
+	})
+	if err != nil {
 		return nil, err
 	}
-	if c.cfg.Egress != nil {
-		if err := conn.listen(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if w := conn.hello.Warning; w != "" {
-		c.log.Warn("sandbox agent: "+w, "container", id)
-	}
-	go conn.heartbeat()
+	conn.dirReset = reset
 	c.log.Debug("sandbox started", "container", id, "name", name, "shell", conn.hello.Shell, "inputWait", conn.hello.InputWait)
-	go c.watch(conn)
 	return conn, nil
 }
 
-// watch waits for a container's connection to end and, unless Close ended it,
-// finds out why the container died.
-func (c *Container) watch(conn *agentConn) {
-	<-conn.done
-	if conn.closing.Load() {
-		conn.setDeath(nil)
-		return
-	}
-	c.mu.Lock()
-	api := c.api
-	c.mu.Unlock()
-	d := &DiedError{Container: conn.container}
-	// The host trusts nothing of a sandbox that broke the protocol or went
-	// silent: it is removed, and the model told so, whatever state the
-	// engine reports.
-	switch {
-	case errors.Is(conn.err, proto.ErrProtocol):
-		d.Reason = fmt.Sprintf("its agent broke the protocol (%v); the broken sandbox was removed", conn.err)
-	case errors.Is(conn.err, errUnresponsive):
-		d.Reason = fmt.Sprintf("its agent stopped answering for %v; the sandbox was removed", proto.Silence)
-	}
-	if d.Reason != "" {
-		c.log.Warn("sandbox broken", "container", conn.container, "reason", d.Reason)
-		c.removeLater(conn.container)
-		conn.setDeath(d)
-		return
-	}
+// died asks the engine why container id died: its agent's connection ended
+// with cause.
+func (c *Container) died(api dockerAPI, id string, cause error, stderr *AgentLog) *DiedError {
+	d := &DiedError{Container: id}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
 	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
-	waitC, errC := api.ContainerWait(wctx, conn.container, container.WaitConditionNotRunning)
+	waitC, errC := api.ContainerWait(wctx, id, container.WaitConditionNotRunning)
 	select {
 	case <-waitC:
 	case <-errC:
 	}
 	wcancel()
-	in, err := api.ContainerInspect(ctx, conn.container)
+	in, err := api.ContainerInspect(ctx, id)
 	switch {
 	case isNotFound(err):
 		d.Reason = "the container was removed"
@@ -516,17 +500,16 @@ func (c *Container) watch(conn *agentConn) {
 	case in.State.OOMKilled:
 		d.Reason, d.OOMKilled = "it ran out of memory", true
 	case in.State.Running:
-		d.Reason = fmt.Sprintf("the connection to its agent broke (%v)", conn.err)
+		d.Reason = fmt.Sprintf("the connection to its agent broke (%v)", cause)
 	case in.State.ExitCode == 137:
 		d.Reason = "it was killed"
 	default:
 		d.Reason = fmt.Sprintf("it exited with status %d", in.State.ExitCode)
-		if tail := conn.stderr.tail(); tail != "" {
+		if tail := stderr.Tail(); tail != "" {
 			d.Reason += "; the agent said: " + sanitize.Text(tail)
 		}
 	}
-	c.log.Warn("sandbox container died", "container", conn.container, "reason", d.Reason)
-	conn.setDeath(d)
+	return d
 }
 
 // capDACOverride is CAP_DAC_OVERRIDE's number.
@@ -647,62 +630,16 @@ func (c *Container) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 	if err != nil {
 		return ExecResult{}, err
 	}
-	res := ExecResult{Restarted: reason != "", RestartReason: reason}
-	c.mu.Lock()
-	dir, reset := c.dir, c.dirReset
-	c.dirReset = false
-	c.mu.Unlock()
-	start := proto.StartMsg{Command: req.Command, Dir: dir, Cols: req.Cols, Rows: req.Rows}
-	if conn.hello.InputWait && c.cfg.InputWait > 0 {
-		start.InputWaitMS = int(c.cfg.InputWait / time.Millisecond)
-	}
 	g := c.shadow()
 	// What the user changed in the repository since the last command goes
 	// in; what a background process changed since then goes out with this
 	// command's changes.
 	g.syncIn()
-	rr, err := conn.run(ctx, runParams{start: start, output: req.Output, timeout: req.Timeout})
+	res, err := conn.Exec(ctx, req)
 	res.NotCopied = g.syncOut()
 	res.Duration = time.Since(begin)
-	res.TimedOut, res.Canceled = rr.timedOut, rr.canceled
-	res.Dir, res.DirReset = dir, reset
-	if err != nil {
-		res.ExitCode = -1
-		var d *DiedError
-		if errors.As(err, &d) {
-			res.OOMKilled = d.OOMKilled
-		}
-		return res, err
-	}
-	ex := rr.exit
-	if ex.Error != "" {
-		return res, fmt.Errorf("sandbox: %s", sanitize.Text(ex.Error))
-	}
-	// What the agent says is shown to the model and a UI: no text of its
-	// (a process's name above all) may carry an escape or a new line.
-	res.ExitCode, res.Signal = ex.ExitCode, sanitize.Text(ex.Signal)
-	if !rr.got {
-		return res, nil
-	}
-	res.Dir, res.DirReset = ex.Dir, reset || ex.DirReset
-	res.InputWait, res.OOMKilled, res.ProcessLimit = ex.InputWait, ex.OOMKilled, ex.ProcessLimit
-	for _, p := range ex.Background {
-		res.Background = append(res.Background, Process{PID: p.PID, Command: sanitize.Text(p.Command)})
-	}
-	if res.InputWait {
-		res.TimedOut = false
-	}
-	c.mu.Lock()
-	switch {
-	case ex.Cwd == "":
-		c.dir = ex.Dir
-	case envpath.Within(c.cfg.Workspace, ex.Cwd):
-		c.dir = ex.Cwd
-	default:
-		c.dir, c.dirReset = c.cfg.Workspace, true
-	}
-	c.mu.Unlock()
-	return res, nil
+	res.Restarted, res.RestartReason = reason != "", reason
+	return res, err
 }
 
 // Shell runs an interactive shell in the sandbox, wired to stdin and stdout
@@ -722,36 +659,11 @@ func (c *Container) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer
 	if reason != "" {
 		c.log.Info("sandbox restarted", "reason", reason)
 	}
-	size := WindowSize{Cols: 80, Rows: 24}
-	select {
-	case ws, ok := <-resize:
-		if ok && ws.Cols > 0 && ws.Rows > 0 {
-			size = ws
-		}
-	default:
-	}
-	c.mu.Lock()
-	dir := c.dir
-	c.mu.Unlock()
 	g := c.shadow()
 	g.syncIn()
-	rr, err := conn.run(ctx, runParams{
-		start:  proto.StartMsg{Interactive: true, Dir: dir, Cols: size.Cols, Rows: size.Rows},
-		output: stdout,
-		stdin:  stdin,
-		resize: resize,
-	})
+	code, err := conn.Shell(ctx, stdin, stdout, resize)
 	g.syncOut()
-	if err != nil {
-		return -1, err
-	}
-	if rr.exit.Error != "" {
-		return -1, fmt.Errorf("sandbox: %s", sanitize.Text(rr.exit.Error))
-	}
-	if rr.canceled {
-		return rr.exit.ExitCode, ctx.Err()
-	}
-	return rr.exit.ExitCode, nil
+	return code, err
 }
 
 // Close removes the container (and any dead ones left). It works with an
@@ -772,12 +684,12 @@ func (c *Container) Close(ctx context.Context) error {
 	//lint:ignore SA2001 the lock is taken only to wait for a start in progress
 	c.startMu.Unlock()
 	c.mu.Lock()
-	conn := c.conn
+	conn := c.client
 	ids := slices.Clone(c.dead)
 	c.mu.Unlock()
 	if conn != nil {
-		conn.close()
-		ids = append(ids, conn.container)
+		conn.Close()
+		ids = append(ids, conn.name)
 	}
 	var errs []error
 	for _, id := range ids {

@@ -2,7 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 
 	"github.com/docker/docker/api/types"
@@ -47,4 +50,58 @@ func engine() (dockerAPI, error) {
 		return nil, dockerErr
 	}
 	return dockerClient, nil
+}
+
+// attachConn is a container's attach stream as the agent's byte stream:
+// reads yield the container's stdout, writes go to its stdin, and what it
+// prints on stderr goes to the agent's log.
+type attachConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func newAttachConn(conn net.Conn, r io.Reader, stderr io.Writer) *attachConn {
+	return &attachConn{Conn: conn, r: &demuxReader{r: r, stderr: stderr}}
+}
+
+func (a *attachConn) Read(p []byte) (int, error) { return a.r.Read(p) }
+
+// demuxReader yields the container's stdout out of the attach stream (which,
+// without a TTY, interleaves stdout and stderr in frames with 8-byte headers)
+// and sends stderr to a sink.
+type demuxReader struct {
+	r      io.Reader
+	stderr io.Writer
+	left   int // bytes left in the current stdout frame
+}
+
+func (d *demuxReader) Read(p []byte) (int, error) {
+	for d.left == 0 {
+		var h [8]byte
+		if _, err := io.ReadFull(d.r, h[:]); err != nil {
+			return 0, err
+		}
+		n := int(binary.BigEndian.Uint32(h[4:]))
+		switch h[0] {
+		case 1:
+			d.left = n
+		case 2:
+			if _, err := io.CopyN(d.stderr, d.r, int64(n)); err != nil {
+				return 0, err
+			}
+		default:
+			if _, err := io.CopyN(io.Discard, d.r, int64(n)); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if len(p) > d.left {
+		p = p[:d.left]
+	}
+	n, err := d.r.Read(p)
+	d.left -= n
+	if err == io.EOF && d.left > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
 }

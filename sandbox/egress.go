@@ -53,7 +53,7 @@ func EgressEnv() []string {
 }
 
 // listen asks the agent to open the egress listeners and waits for its answer.
-func (c *agentConn) listen(ctx context.Context) error {
+func (c *Client) listen(ctx context.Context) error {
 	if err := c.send(proto.JSONFrame(proto.NetListen, 0, proto.NetListenMsg{HTTP: EgressHTTPAddr, SOCKS: EgressSOCKSAddr})); err != nil {
 		return fmt.Errorf("sandbox agent: %w", err)
 	}
@@ -76,7 +76,7 @@ func (c *agentConn) listen(ctx context.Context) error {
 
 // dispatchNet handles the frames of relayed connections; it reports whether f
 // was one. It never blocks.
-func (c *agentConn) dispatchNet(f proto.Frame) (bool, error) {
+func (c *Client) dispatchNet(f proto.Frame) (bool, error) {
 	switch f.Type {
 	case proto.NetListen:
 		var m proto.NetListenMsg
@@ -107,11 +107,11 @@ func (a sandboxAddr) String() string  { return string(a) }
 
 // netOpen hands a connection the agent accepted to the egress proxy, or
 // refuses it: the sandbox chooses nothing of what the host does with it.
-func (c *agentConn) netOpen(id uint32, listener string) {
+func (c *Client) netOpen(id uint32, listener string) {
 	var conn *netrelay.Conn
 	ok := c.egress != nil && id&proto.NetStreamBit != 0 && (listener == "http" || listener == "socks")
 	if ok {
-		conn, ok = c.nets.Open(id, sandboxAddr(c.container), sandboxAddr("sandbox "+listener))
+		conn, ok = c.nets.Open(id, sandboxAddr(c.name), sandboxAddr("sandbox "+listener))
 	}
 	if !ok {
 		go func() { _ = c.send(proto.NetEndFrame(id, true)) }()

@@ -97,7 +97,7 @@ func TestInputWait(t *testing.T) {
 	cfg.InputWait = 2 * time.Second
 	c := newSandbox(t, cfg)
 	c.mu.Lock()
-	supported := c.conn.hello.InputWait
+	supported := c.client.hello.InputWait
 	c.mu.Unlock()
 	if !supported {
 		t.Skip("this kernel does not expose /proc/<pid>/syscall")

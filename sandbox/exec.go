@@ -1,8 +1,15 @@
 package sandbox
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"time"
+
+	"github.com/corralhq/corral/internal/sanitize"
+	"github.com/corralhq/corral/sandbox/internal/envpath"
+	"github.com/corralhq/corral/sandbox/proto"
 )
 
 // ExecRequest is one shell command to run in the sandbox.
@@ -69,4 +76,95 @@ type ExecResult struct {
 type Process struct {
 	PID     int    `json:"pid"`
 	Command string `json:"command"`
+}
+
+// Exec runs one command to its end through the agent. It starts in the
+// client's directory (see Dir), which becomes the command's final directory
+// when that is inside the workspace. A command that ran and failed is a
+// result, not an error; errors are for a sandbox that could not run it (a
+// *DiedError when it died under the call).
+func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	begin := time.Now()
+	if err := ctx.Err(); err != nil {
+		return ExecResult{}, err
+	}
+	c.mu.Lock()
+	dir, reset := c.dir, c.dirReset
+	c.dirReset = false
+	c.mu.Unlock()
+	start := proto.StartMsg{Command: req.Command, Dir: dir, Cols: req.Cols, Rows: req.Rows}
+	if c.hello.InputWait && c.inputWait > 0 {
+		start.InputWaitMS = int(c.inputWait / time.Millisecond)
+	}
+	rr, err := c.run(ctx, runParams{start: start, output: req.Output, timeout: req.Timeout})
+	res := ExecResult{Duration: time.Since(begin), TimedOut: rr.timedOut, Canceled: rr.canceled, Dir: dir, DirReset: reset}
+	if err != nil {
+		res.ExitCode = -1
+		var d *DiedError
+		if errors.As(err, &d) {
+			res.OOMKilled = d.OOMKilled
+		}
+		return res, err
+	}
+	ex := rr.exit
+	if ex.Error != "" {
+		return res, fmt.Errorf("sandbox: %s", sanitize.Text(ex.Error))
+	}
+	// What the agent says is shown to the model and a UI: no text of its
+	// (a process's name above all) may carry an escape or a new line.
+	res.ExitCode, res.Signal = ex.ExitCode, sanitize.Text(ex.Signal)
+	if !rr.got {
+		return res, nil
+	}
+	res.Dir, res.DirReset = ex.Dir, reset || ex.DirReset
+	res.InputWait, res.OOMKilled, res.ProcessLimit = ex.InputWait, ex.OOMKilled, ex.ProcessLimit
+	for _, p := range ex.Background {
+		res.Background = append(res.Background, Process{PID: p.PID, Command: sanitize.Text(p.Command)})
+	}
+	if res.InputWait {
+		res.TimedOut = false
+	}
+	c.mu.Lock()
+	switch {
+	case ex.Cwd == "":
+		c.dir = ex.Dir
+	case envpath.Within(c.workspace, ex.Cwd):
+		c.dir = ex.Cwd
+	default:
+		c.dir, c.dirReset = c.workspace, true
+	}
+	c.mu.Unlock()
+	return res, nil
+}
+
+// Shell runs an interactive shell through the agent, in the client's
+// directory; see Container.Shell.
+func (c *Client) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer, resize <-chan WindowSize) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return -1, err
+	}
+	size := WindowSize{Cols: 80, Rows: 24}
+	select {
+	case ws, ok := <-resize:
+		if ok && ws.Cols > 0 && ws.Rows > 0 {
+			size = ws
+		}
+	default:
+	}
+	rr, err := c.run(ctx, runParams{
+		start:  proto.StartMsg{Interactive: true, Dir: c.Dir(), Cols: size.Cols, Rows: size.Rows},
+		output: stdout,
+		stdin:  stdin,
+		resize: resize,
+	})
+	if err != nil {
+		return -1, err
+	}
+	if rr.exit.Error != "" {
+		return -1, fmt.Errorf("sandbox: %s", sanitize.Text(rr.exit.Error))
+	}
+	if rr.canceled {
+		return rr.exit.ExitCode, ctx.Err()
+	}
+	return rr.exit.ExitCode, nil
 }

@@ -325,8 +325,8 @@ func runHelper() int {
 func containerIDOf(c *Container) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.conn == nil {
+	if c.client == nil {
 		return ""
 	}
-	return c.conn.container
+	return c.client.name
 }

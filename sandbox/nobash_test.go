@@ -54,7 +54,7 @@ func TestImageWithoutBash(t *testing.T) {
 	cfg.Image = buildImage(t, "FROM "+testImage+"\nRUN rm -f /bin/bash /usr/bin/bash /usr/local/bin/bash\n")
 	c := newSandbox(t, cfg)
 	c.mu.Lock()
-	shell := c.conn.hello.Shell
+	shell := c.client.hello.Shell
 	c.mu.Unlock()
 	if shell != "/bin/sh" {
 		t.Fatalf("shell %q, want /bin/sh", shell)

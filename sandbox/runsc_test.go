@@ -63,7 +63,7 @@ func TestRunsc(t *testing.T) {
 		t.Errorf("background: %+v %q", res, out)
 	}
 	c.mu.Lock()
-	iw := c.conn.hello.InputWait
+	iw := c.client.hello.InputWait
 	c.mu.Unlock()
 	t.Logf("input-wait detection under gVisor: %v", iw)
 	res, _ = run(t, c, ExecRequest{Command: "read x", Timeout: 5 * time.Second})

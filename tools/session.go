@@ -32,7 +32,7 @@ func errorResult(format string, args ...any) Result {
 	return Result{Content: fmt.Sprintf(format, args...), IsError: true}
 }
 
-// Executor runs a command in a sandbox. *sandbox.Container implements it.
+// Executor runs a command in a sandbox. Every sandbox.Sandbox implements it.
 type Executor interface {
 	Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error)
 }

@@ -46,7 +46,7 @@ func runShell(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdin io.R
 		return err
 	}
 	cfg.Logger = log
-	box, err := sandbox.New(cfg)
+	box, err := sandbox.Docker.New(cfg)
 	if err != nil {
 		return err
 	}
