@@ -25,10 +25,10 @@ func isBuiltin(name string) bool { return bashBuiltins[name] }
 // registerBuiltins describes the builtins no other file describes.
 func registerBuiltins() {
 	reg("bind", pShell)
-	reg("fc", program{decision: Allow, rule: "shell-builtin", reason: "fc -l lists the shell history", exempt: true, check: func(w *walker, c *call) {
+	reg("fc", program{decision: Allow, rule: ruleShellBuiltin, reason: "fc -l lists the shell history", exempt: true, check: func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec("e"))
 		if !p.has("-l") {
-			w.add(Confirm, "history-exec", "fc without -l runs commands again from the shell's history, which the policy cannot see; run the commands directly", c.part)
+			w.add(Confirm, ruleHistoryExec, "fc without -l runs commands again from the shell's history, which the policy cannot see; run the commands directly", c.part)
 		}
 	}})
 }

@@ -41,7 +41,7 @@ func TestBuiltins(t *testing.T) {
 			t.Errorf("the builtin %s has no description: it would be an unknown program", n)
 			continue
 		}
-		if p.rule == "agent" || p.rule == "unknown-program" {
+		if p.rule == ruleAgent || p.rule == ruleUnknownProgram {
 			t.Errorf("the builtin %s is described as %s", n, p.rule)
 		}
 	}

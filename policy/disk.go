@@ -116,12 +116,12 @@ func (w *walker) bigFile(c *call, what string, size float64, known bool) {
 	if !known {
 		reason = fmt.Sprintf("%s would make a file of a size the policy cannot read; the sandbox has no disk quota — write the size as a number with K, M or G, or ask for approval", what)
 	}
-	w.add(Confirm, "disk-fill", reason, c.part)
+	w.add(Confirm, ruleDiskFill, reason, c.part)
 }
 
 // endlessWrite records a command writing an endless stream into a file.
 func (w *walker) endlessWrite(what, part string) {
-	w.add(Confirm, "disk-fill", what+" writes an endless stream into a file, which fills the disk (the sandbox has no quota); bound it (head -c 10M, dd count=), or ask for approval", part)
+	w.add(Confirm, ruleDiskFill, what+" writes an endless stream into a file, which fills the disk (the sandbox has no quota); bound it (head -c 10M, dd count=), or ask for approval", part)
 }
 
 func checkFallocate(w *walker, c *call) {
@@ -139,7 +139,7 @@ func checkFallocate(w *walker, c *call) {
 		size, known = size+o, ok
 	}
 	for _, f := range p.ops {
-		w.pathOp(opWrite, f, actor(c), "", false)
+		w.pathOp(opWrite, f, actor(c), false)
 	}
 	if len(p.ops) > 0 {
 		w.bigFile(c, "fallocate", size, known)

@@ -179,7 +179,7 @@ func advice(o op, c pathClass) string {
 
 // pathOp records the finding for doing o to the path a names. actor names what
 // does it, e.g. "rm -rf /" or "tee".
-func (w *walker) pathOp(o op, a field, actor, rule string, structural bool) Decision {
+func (w *walker) pathOp(o op, a field, actor string, structural bool) Decision {
 	info := w.classifyPath(a)
 	if o != opRead && o != opCopy && info.class != pcHarmless {
 		w.changes = true
@@ -208,9 +208,7 @@ func (w *walker) pathOp(o op, a field, actor, rule string, structural bool) Deci
 	} else {
 		reason = fmt.Sprintf("%s would %s %s; %s", actor, verb, what, advice(o, info.class))
 	}
-	if rule == "" {
-		rule = pathRule(o, info.class)
-	}
+	rule := pathRule(o, info.class)
 	if structural {
 		w.addS(d, rule, reason, actor)
 	} else {
@@ -219,63 +217,62 @@ func (w *walker) pathOp(o op, a field, actor, rule string, structural bool) Deci
 	return d
 }
 
-func pathRule(o op, c pathClass) string {
-	var what string
+func pathRule(o op, c pathClass) ruleID {
+	var n pathNoun
 	switch c {
 	case pcRoot:
-		what = "root"
+		n = nounRoot
 	case pcHome:
-		what = "home"
+		n = nounHome
 	case pcSystem:
-		what = "system"
+		n = nounSystem
 	case pcAncestor:
-		what = "above-workspace"
+		n = nounAboveWorkspace
 	case pcTmpRoot:
-		what = "tmp"
+		n = nounTmp
 	case pcSecret:
-		what = "secret"
+		n = nounSecret
 	case pcHistory:
-		what = "history"
+		n = nounHistory
 	case pcStartup:
-		what = "startup-file"
+		n = nounStartupFile
 	case pcSSH:
-		what = "ssh-config"
+		n = nounSSHConfig
 	case pcDevice, pcHarmless:
-		what = "device"
+		n = nounDevice
 	case pcKernel:
-		what = "kernel"
+		n = nounKernel
 	case pcNet:
-		what = "dev-tcp"
+		n = nounDevTCP
 	case pcEmptyVar:
-		what = "empty-variable"
+		n = nounEmptyVariable
 	case pcHomeDir:
-		what = "home-dir"
+		n = nounHomeDir
 	case pcUnknown:
-		what = "computed-path"
+		n = nounComputedPath
 	case pcWorkspace, pcWorkspaceRoot:
-		what = "workspace"
+		n = nounWorkspace
 	case pcTmp:
-		what = "tmp-file"
+		n = nounTmpFile
 	case pcAgentConfig:
-		what = "agent-config"
+		n = nounAgentConfig
 	default:
-		what = "outside-workspace"
+		n = nounOutsideWorkspace
 	}
+	v := verbRead
 	switch o {
-	case opRead, opCopy:
-		return "read-" + what
 	case opWrite:
-		return "write-" + what
+		v = verbWrite
 	case opDelete:
-		return "delete-" + what
+		v = verbDelete
 	case opDeleteTree:
-		return "delete-tree-" + what
+		v = verbDeleteTree
 	case opMeta, opMetaTree:
-		return "chmod-" + what
+		v = verbChmod
 	case opLink:
-		return "link-" + what
+		v = verbLink
 	}
-	return what
+	return pathRuleID(v, n)
 }
 
 // actor shortens a command for use as the subject of a message.
@@ -310,7 +307,7 @@ func (w *walker) redirect(s *syntax.Stmt, r *syntax.Redirect) (data, bool) {
 	case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll, syntax.AppAll,
 		syntax.RdrAllClob, syntax.AppAllClob:
 		f := target()
-		w.pathOp(opWrite, f, "the redirection "+part, "", true)
+		w.pathOp(opWrite, f, "the redirection "+part, true)
 	case syntax.DplOut, syntax.DplIn:
 		f := target()
 		if isFD(f.s) || f.s == "-" {
@@ -318,17 +315,17 @@ func (w *walker) redirect(s *syntax.Stmt, r *syntax.Redirect) (data, bool) {
 		}
 		// >& FILE writes both outputs to FILE.
 		if r.Op == syntax.DplOut {
-			w.pathOp(opWrite, f, "the redirection "+part, "", true)
+			w.pathOp(opWrite, f, "the redirection "+part, true)
 		}
 	case syntax.RdrIn:
 		f := target()
-		if d := w.pathOp(opRead, f, "the redirection "+part, "", true); d == Deny {
+		if d := w.pathOp(opRead, f, "the redirection "+part, true); d == Deny {
 			return data{kind: dSecret}, fd == "" || fd == "0"
 		}
 		return w.inputData(r), fd == "" || fd == "0"
 	case syntax.RdrInOut:
 		f := target()
-		w.pathOp(opWrite, f, "the redirection "+part, "", true)
+		w.pathOp(opWrite, f, "the redirection "+part, true)
 		return w.inputData(&syntax.Redirect{Op: syntax.RdrIn, Word: r.Word}), fd == "" || fd == "0"
 	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
 		if r.Hdoc != nil {
@@ -380,15 +377,15 @@ func (w *walker) envVar(name string, val field, part string, forCommand bool) {
 	switch {
 	case name == "HISTFILE" && (val.s == "" || val.s == "/dev/null"),
 		(name == "HISTSIZE" || name == "HISTFILESIZE" || name == "SAVEHIST") && val.s == "0":
-		w.addS(Deny, "history-wipe", name+"="+val.show()+" stops the shell history from being kept, which hides what was run; leave the history settings alone", part)
+		w.addS(Deny, ruleHistoryWipe, name+"="+val.show()+" stops the shell history from being kept, which hides what was run; leave the history settings alone", part)
 		return
 	case name == "PATH":
 		if val.known() && !strings.Contains(val.s, "/bin") && !strings.Contains(val.s, "$PATH") && val.raw != "" && !strings.Contains(val.raw, "PATH") {
-			w.addS(Confirm, "env-injection", "PATH="+val.show()+" replaces where programs are found, so names no longer mean the system's programs; prefer full paths", part)
+			w.addS(Confirm, ruleEnvInjection, "PATH="+val.show()+" replaces where programs are found, so names no longer mean the system's programs; prefer full paths", part)
 			return
 		}
 		if val.known() && (strings.HasPrefix(val.s, ".") || strings.HasPrefix(val.s, "/tmp")) {
-			w.addS(Confirm, "env-injection", "PATH="+val.show()+" puts "+strings.SplitN(val.s, ":", 2)[0]+" first, so its programs replace the system's; run them by path instead", part)
+			w.addS(Confirm, ruleEnvInjection, "PATH="+val.show()+" puts "+strings.SplitN(val.s, ":", 2)[0]+" first, so its programs replace the system's; run them by path instead", part)
 		}
 		return
 	case name == "GIT_DIR" || name == "GIT_COMMON_DIR":
@@ -402,9 +399,9 @@ func (w *walker) envVar(name string, val field, part string, forCommand bool) {
 		return // memory and other settings (--max-old-space-size=4096, -Xmx2g)
 	case injectionVars[name]:
 		if val.data&(dDownload|dDecoded) != 0 || val.known() && w.downloaded(w.canon(val.s)) {
-			w.addS(Deny, "remote-code", name+"="+val.show()+" makes programs load code downloaded or decoded in this command, unseen; download it to a file, read it, then decide", part)
+			w.addS(Deny, ruleRemoteCode, name+"="+val.show()+" makes programs load code downloaded or decoded in this command, unseen; download it to a file, read it, then decide", part)
 		}
-		w.addS(Confirm, "env-injection", name+" makes programs load code or settings of the command's choosing ("+name+"="+val.show()+"); run the program without it", part)
+		w.addS(Confirm, ruleEnvInjection, name+" makes programs load code or settings of the command's choosing ("+name+"="+val.show()+"); run the program without it", part)
 		if name == "PROMPT_COMMAND" || name == "PS4" || name == "BASH_ENV" || name == "ENV" {
 			w.programString(val, part, name)
 		}
@@ -424,7 +421,7 @@ func (w *walker) gitDirElsewhere(val field, how, part string) {
 			return
 		}
 	}
-	w.addS(Confirm, "git-config-program", fmt.Sprintf("%s%s makes git use a repository outside the workspace, whose configuration and hooks can make git run programs; work in the workspace's repository, or ask for approval", how, val.show()), part)
+	w.addS(Confirm, ruleGitConfigProgram, fmt.Sprintf("%s%s makes git use a repository outside the workspace, whose configuration and hooks can make git run programs; work in the workspace's repository, or ask for approval", how, val.show()), part)
 }
 
 // codeLoadingOption matches the options of NODE_OPTIONS and the JVM's option
@@ -435,7 +432,7 @@ var codeLoadingOption = regexp.MustCompile(`(^|\s)(-r|--require|--import|--loade
 // line some program will run.
 func (w *walker) programString(val field, part, where string) {
 	if !val.known() {
-		w.addS(Confirm, "program-option", where+" names a program computed at run time; write it literally", part)
+		w.addS(Confirm, ruleProgramOption, where+" names a program computed at run time; write it literally", part)
 		return
 	}
 	s := strings.TrimSpace(val.s)
@@ -461,22 +458,22 @@ func (w *walker) execData(c *call, d data, runner string, shell bool) {
 	case d.kind == 0:
 		return
 	case d.kind&dDownload != 0:
-		w.add(Deny, "remote-code", fmt.Sprintf("%s would run %s as code, unseen; download it to a file, read it, then run what you have checked", runner, d.kind.String()), c.part)
+		w.add(Deny, ruleRemoteCode, fmt.Sprintf("%s would run %s as code, unseen; download it to a file, read it, then run what you have checked", runner, d.kind.String()), c.part)
 	case d.kind&dDecoded != 0:
-		w.add(Deny, "decoded-code", fmt.Sprintf("%s would run %s, hiding what actually runs; run the plain command instead so it can be checked", runner, d.kind.String()), c.part)
+		w.add(Deny, ruleDecodedCode, fmt.Sprintf("%s would run %s, hiding what actually runs; run the plain command instead so it can be checked", runner, d.kind.String()), c.part)
 	case d.kind&(dSecret|dEnv) != 0:
-		w.add(Deny, "exec-data", fmt.Sprintf("%s would run %s as code; run the commands you need directly", runner, d.kind.String()), c.part)
+		w.add(Deny, ruleExecData, fmt.Sprintf("%s would run %s as code; run the commands you need directly", runner, d.kind.String()), c.part)
 	case d.hasText && d.kind == dLiteral:
 		// The text is written in the command: its commands are checked as
 		// if run directly, and decide.
-		w.add(Allow, "piped-script", fmt.Sprintf("%s runs text written in the command as a script; its commands are checked", runner), c.part)
+		w.add(Allow, rulePipedScript, fmt.Sprintf("%s runs text written in the command as a script; its commands are checked", runner), c.part)
 		if shell {
 			w.script(d.text, c.part)
 		} else {
 			w.inlineCode(c, d.text, runner)
 		}
 	default:
-		w.add(Confirm, "piped-script", fmt.Sprintf("%s runs %s as a script, which the policy cannot see; run the commands directly", runner, d.kind.String()), c.part)
+		w.add(Confirm, rulePipedScript, fmt.Sprintf("%s runs %s as a script, which the policy cannot see; run the commands directly", runner, d.kind.String()), c.part)
 		for _, p := range d.lits {
 			if shell {
 				w.scriptQuiet(p, c.part)

@@ -134,12 +134,12 @@ func (e *Engine) explain(command string, all bool) (ex Explanation) {
 			return
 		}
 		if r := recover(); r != nil {
-			ex = Explanation{Verdict: Verdict{Decision: Deny, Rule: "default:internal-error",
+			ex = Explanation{Verdict: Verdict{Decision: Deny, Rule: ruleInternalError.name(),
 				Reason: fmt.Sprintf("the policy failed to check this command (%v); rewrite it more simply", r)}}
 		}
 	}()
 	if len(command) > maxInput {
-		return Explanation{Verdict: Verdict{Decision: Deny, Rule: "default:too-long",
+		return Explanation{Verdict: Verdict{Decision: Deny, Rule: ruleTooLong.name(),
 			Reason: fmt.Sprintf("the command is %d bytes long, more than the policy checks (%d); write long scripts to a file in the workspace and run that", len(command), maxInput)}}
 	}
 	w := &walker{e: e, explain: all, top: command}

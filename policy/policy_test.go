@@ -227,8 +227,8 @@ func TestDecisionText(t *testing.T) {
 // rule, since it is what a verdict shows when the check adds nothing.
 func TestProgramsHaveReasons(t *testing.T) {
 	for name, p := range programs {
-		if p.reason == "" || p.rule == "" {
-			t.Errorf("%s: rule %q, reason %q", name, p.rule, p.reason)
+		if p.reason == "" || p.rule.id() == "" {
+			t.Errorf("%s: rule %q, reason %q", name, p.rule.id(), p.reason)
 		}
 	}
 }

@@ -10,48 +10,48 @@ import (
 // containers, clusters and clouds.
 
 func registerDev() {
-	reg("git", program{decision: Allow, rule: "git", reason: "git reads or changes the local repository", check: checkGit})
-	reg("npm", program{decision: Allow, rule: "build", reason: "npm runs a project script", check: checkNpm})
-	reg("pnpm", program{decision: Allow, rule: "build", reason: "pnpm runs a project script", check: checkPnpm})
-	reg("yarn", program{decision: Allow, rule: "build", reason: "yarn runs a project script", check: checkYarn})
+	reg("git", program{decision: Allow, rule: ruleGit, reason: "git reads or changes the local repository", check: checkGit})
+	reg("npm", program{decision: Allow, rule: ruleBuild, reason: "npm runs a project script", check: checkNpm})
+	reg("pnpm", program{decision: Allow, rule: ruleBuild, reason: "pnpm runs a project script", check: checkPnpm})
+	reg("yarn", program{decision: Allow, rule: ruleBuild, reason: "yarn runs a project script", check: checkYarn})
 	for _, n := range strings.Fields("pip pip3 pip2 uv poetry pipenv conda mamba micromamba gem bundle bundler composer " +
 		"cargo rustup go apt apt-get aptitude dnf yum zypper pacman yay paru apk port brew snap flatpak nix-env nix " +
 		"emerge pkg choco winget scoop cpan cpanm luarocks opam stack cabal mix hex deno-install dotnet-install " +
 		"helm-install sdk asdf mise rtx volta nvm fnm pyenv rbenv goenv jenv") {
 		name := n
 		base := programs[name]
-		if base.rule == "" {
-			base = program{decision: Allow, rule: "build", reason: "%s manages the project's packages locally"}
+		if base.rule == ruleNone {
+			base = program{decision: Allow, rule: ruleBuild, reason: "%s manages the project's packages locally"}
 		}
 		base.check = func(w *walker, c *call) { checkPackageManager(w, c, name) }
 		programs[name] = base
 	}
-	reg("docker podman nerdctl finch lima colima", program{decision: Confirm, rule: "docker", reason: "%s manages containers; approval is needed", check: checkDocker})
-	reg("docker-compose podman-compose", program{decision: Confirm, rule: "docker", reason: "%s starts or changes containers; approval is needed", check: checkDockerCompose})
-	reg("kubectl oc k9s kubectx kubens minikube kind k3d", program{decision: Confirm, rule: "cluster", reason: "%s talks to a cluster with the user's credentials; approval is needed", check: checkKubectl})
-	reg("helm helmfile kustomize skaffold tilt argocd flux istioctl linkerd", program{decision: Confirm, rule: "cluster", reason: "%s changes or reads a cluster with the user's credentials; approval is needed", check: checkCloud})
+	reg("docker podman nerdctl finch lima colima", program{decision: Confirm, rule: ruleDocker, reason: "%s manages containers; approval is needed", check: checkDocker})
+	reg("docker-compose podman-compose", program{decision: Confirm, rule: ruleDocker, reason: "%s starts or changes containers; approval is needed", check: checkDockerCompose})
+	reg("kubectl oc k9s kubectx kubens minikube kind k3d", program{decision: Confirm, rule: ruleCluster, reason: "%s talks to a cluster with the user's credentials; approval is needed", check: checkKubectl})
+	reg("helm helmfile kustomize skaffold tilt argocd flux istioctl linkerd", program{decision: Confirm, rule: ruleCluster, reason: "%s changes or reads a cluster with the user's credentials; approval is needed", check: checkCloud})
 	reg("terraform tofu terragrunt pulumi cdk cdktf serverless sls sam ansible ansible-playbook vagrant packer",
-		program{decision: Confirm, rule: "infrastructure", reason: "%s reads or changes infrastructure with the user's credentials; approval is needed", check: checkInfra})
+		program{decision: Confirm, rule: ruleInfrastructure, reason: "%s reads or changes infrastructure with the user's credentials; approval is needed", check: checkInfra})
 	reg("aws gcloud gsutil bq az doctl heroku fly flyctl vercel netlify firebase wrangler railway supabase linode-cli "+
 		"hcloud oci ibmcloud scw vultr-cli aliyun tccli s3cmd rclone azcopy eksctl sam-cli amplify",
-		program{decision: Confirm, rule: "cloud", reason: "%s talks to a cloud provider with the user's credentials; approval is needed", check: checkCloud})
+		program{decision: Confirm, rule: ruleCloud, reason: "%s talks to a cloud provider with the user's credentials; approval is needed", check: checkCloud})
 	reg("psql mysql mariadb sqlcmd mongo mongosh redis-cli cqlsh clickhouse-client clickhouse influx cockroach pgcli mycli litecli usql",
-		program{decision: Confirm, rule: "database", reason: "%s connects to a database server; approval is needed", check: checkDatabase})
-	reg("dropdb dropuser mysqladmin pg_dropcluster", program{decision: Deny, rule: "db-wipe", reason: "%s deletes databases or their users; do not drop data — ask the user"})
-	reg("createdb pg_dump pg_restore mysqldump mongodump mongorestore", program{decision: Confirm, rule: "database", reason: "%s reads or writes a whole database; approval is needed"})
-	reg("make gmake", program{decision: Allow, rule: "build", reason: "%s builds the project", check: func(w *walker, c *call) {
+		program{decision: Confirm, rule: ruleDatabase, reason: "%s connects to a database server; approval is needed", check: checkDatabase})
+	reg("dropdb dropuser mysqladmin pg_dropcluster", program{decision: Deny, rule: ruleDbWipe, reason: "%s deletes databases or their users; do not drop data — ask the user"})
+	reg("createdb pg_dump pg_restore mysqldump mongodump mongorestore", program{decision: Confirm, rule: ruleDatabase, reason: "%s reads or writes a whole database; approval is needed"})
+	reg("make gmake", program{decision: Allow, rule: ruleBuild, reason: "%s builds the project", check: func(w *walker, c *call) {
 		for _, a := range parseArgs(c.args(), spec("fCIjloW", "--file", "--makefile", "--directory", "--include-dir", "--jobs", "--load-average", "--old-file", "--what-if", "--eval")).ops {
 			if a.s == "install" || a.s == "uninstall" {
-				w.add(Confirm, "install", c.name+" "+a.s+" installs into system directories; approval is needed", c.part)
+				w.add(Confirm, ruleInstall, c.name+" "+a.s+" installs into system directories; approval is needed", c.part)
 			}
 		}
 		for _, a := range c.args() {
 			if strings.HasPrefix(a.s, "SHELL=") || strings.HasPrefix(a.s, "--eval") {
-				w.add(Confirm, "env-injection", c.name+" "+a.show()+" changes the shell or rules make uses; approval is needed", c.part)
+				w.add(Confirm, ruleEnvInjection, c.name+" "+a.show()+" changes the shell or rules make uses; approval is needed", c.part)
 			}
 		}
 	}})
-	reg("dotnet", program{decision: Allow, rule: "build", reason: "dotnet builds, runs or tests the project", check: func(w *walker, c *call) {
+	reg("dotnet", program{decision: Allow, rule: ruleBuild, reason: "dotnet builds, runs or tests the project", check: func(w *walker, c *call) {
 		words := fieldStrings(parseArgs(c.args(), spec("cfopv", "--configuration", "--framework", "--output", "--project", "--verbosity")).ops)
 		if len(words) == 0 {
 			return
@@ -60,23 +60,23 @@ func registerDev() {
 		case words[0] == "add" && len(words) > 1 && contains(words, "package"), words[0] == "restore",
 			words[0] == "tool" && len(words) > 1 && (words[1] == "install" || words[1] == "update" || words[1] == "restore" || words[1] == "run"),
 			words[0] == "workload" && len(words) > 1 && words[1] != "list":
-			w.add(Confirm, "package-install", "dotnet "+strings.Join(words[:min(2, len(words))], " ")+" fetches packages from the network; approval is needed", c.part)
+			w.add(Confirm, rulePackageInstall, "dotnet "+strings.Join(words[:min(2, len(words))], " ")+" fetches packages from the network; approval is needed", c.part)
 		case words[0] == "nuget" && len(words) > 1 && (words[1] == "push" || words[1] == "delete"):
-			w.add(Confirm, "publish", "dotnet nuget "+words[1]+" publishes or deletes a package on a registry; approval is needed", c.part)
+			w.add(Confirm, rulePublish, "dotnet nuget "+words[1]+" publishes or deletes a package on a registry; approval is needed", c.part)
 		}
 	}})
-	reg("mvn mvnw gradle gradlew ./gradlew ./mvnw", program{decision: Allow, rule: "build", reason: "%s builds or tests the project", check: func(w *walker, c *call) {
+	reg("mvn mvnw gradle gradlew ./gradlew ./mvnw", program{decision: Allow, rule: ruleBuild, reason: "%s builds or tests the project", check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			switch l := strings.ToLower(a.s); {
 			case l == "deploy" || l == "publish" || strings.HasPrefix(l, "release:") || strings.HasPrefix(l, "publish") || l == "uploadarchives":
-				w.add(Confirm, "publish", c.name+" "+a.s+" publishes the project's artifacts; approval is needed", c.part)
+				w.add(Confirm, rulePublish, c.name+" "+a.s+" publishes the project's artifacts; approval is needed", c.part)
 				return
 			}
 		}
 	}})
-	reg("code cursor subl atom idea pycharm goland webstorm zed", program{decision: Confirm, rule: "gui", reason: "%s opens an editor window outside the sandbox's terminal; approval is needed"})
-	reg("vim vi nvim emacs nano ed ex pico micro joe mg kak hx helix", program{decision: Allow, rule: "editor", reason: "%s edits files", check: checkEditor})
-	reg("man info", program{decision: Allow, rule: "read-only", reason: "%s shows documentation", check: checkMan, exempt: true})
+	reg("code cursor subl atom idea pycharm goland webstorm zed", program{decision: Confirm, rule: ruleGui, reason: "%s opens an editor window outside the sandbox's terminal; approval is needed"})
+	reg("vim vi nvim emacs nano ed ex pico micro joe mg kak hx helix", program{decision: Allow, rule: ruleEditor, reason: "%s edits files", check: checkEditor})
+	reg("man info", program{decision: Allow, rule: ruleReadOnly, reason: "%s shows documentation", check: checkMan, exempt: true})
 }
 
 // Package managers: installing, updating and removing packages fetches code
@@ -120,7 +120,7 @@ func checkPackageManager(w *walker, c *call, name string) {
 	if i >= len(args) {
 		switch name {
 		case "bundle", "bundler", "composer", "poetry", "pipenv":
-			w.add(Confirm, "package-install", fmt.Sprintf("%s without a command installs the project's dependencies from the network; approval is needed", name), c.part)
+			w.add(Confirm, rulePackageInstall, fmt.Sprintf("%s without a command installs the project's dependencies from the network; approval is needed", name), c.part)
 		}
 		return
 	}
@@ -158,18 +158,18 @@ func checkPackageManager(w *walker, c *call, name string) {
 		}
 	case "nix":
 		if sub == "shell" || sub == "develop" || sub == "run" || sub == "profile" || sub == "build" {
-			w.add(Confirm, "package-install", "nix "+sub+" fetches and builds packages from the network; approval is needed", c.part)
+			w.add(Confirm, rulePackageInstall, "nix "+sub+" fetches and builds packages from the network; approval is needed", c.part)
 			return
 		}
 	case "apt", "apt-get", "aptitude", "dnf", "yum", "zypper", "apk", "pkg", "snap", "flatpak", "port", "emerge":
 		if sub == "source" || sub == "build-dep" || sub == "download" || sub == "changelog" {
-			w.add(Confirm, "package-install", fmt.Sprintf("%s %s downloads packages; approval is needed", name, sub), c.part)
+			w.add(Confirm, rulePackageInstall, fmt.Sprintf("%s %s downloads packages; approval is needed", name, sub), c.part)
 			return
 		}
 	case "pacman", "yay", "paru":
 		if strings.HasPrefix(sub, "-S") || strings.HasPrefix(sub, "-R") || strings.HasPrefix(sub, "-U") || strings.HasPrefix(sub, "-D") {
 			if !strings.ContainsAny(sub, "si") || strings.HasPrefix(sub, "-R") || strings.HasPrefix(sub, "-U") || strings.Contains(sub, "y") || strings.Contains(sub, "u") || len(sub) == 2 {
-				w.add(Confirm, "package-install", fmt.Sprintf("%s %s installs or removes system packages; approval is needed", name, sub), c.part)
+				w.add(Confirm, rulePackageInstall, fmt.Sprintf("%s %s installs or removes system packages; approval is needed", name, sub), c.part)
 				return
 			}
 		}
@@ -178,7 +178,7 @@ func checkPackageManager(w *walker, c *call, name string) {
 		if sub == "use" || sub == "current" || sub == "which" || sub == "ls" || sub == "list" || sub == "version" || sub == "versions" || sub == "show" || sub == "doc" || sub == "--version" || sub == "help" {
 			return
 		}
-		w.add(Confirm, "package-install", fmt.Sprintf("%s %s installs or switches tool versions from the network; approval is needed", name, sub), c.part)
+		w.add(Confirm, rulePackageInstall, fmt.Sprintf("%s %s installs or switches tool versions from the network; approval is needed", name, sub), c.part)
 		return
 	case "gem":
 		if sub == "build" || sub == "env" || sub == "contents" || sub == "specification" {
@@ -190,25 +190,25 @@ func checkPackageManager(w *walker, c *call, name string) {
 		}
 	case "brew":
 		if sub == "services" || sub == "bundle" {
-			w.add(Confirm, "package-install", "brew "+sub+" installs packages or starts services; approval is needed", c.part)
+			w.add(Confirm, rulePackageInstall, "brew "+sub+" installs packages or starts services; approval is needed", c.part)
 			return
 		}
 	}
 	switch {
 	case sub == "cache" && (next == "clean" || next == "purge" || next == "remove" || next == "rm" || next == "clear"):
-		w.add(Confirm, "package-cache", fmt.Sprintf("%s cache %s deletes the package cache; approval is needed", name, next), c.part)
+		w.add(Confirm, rulePackageCache, fmt.Sprintf("%s cache %s deletes the package cache; approval is needed", name, next), c.part)
 	case sub == "config" && (next == "set" || next == "delete" || next == "edit" || next == "unset" || strings.Contains(strings.Join(fieldStrings(rest), " "), "--global")):
-		w.add(Confirm, "package-config", fmt.Sprintf("%s config %s changes the package manager's settings (registries, scripts); approval is needed", name, next), c.part)
+		w.add(Confirm, rulePackageConfig, fmt.Sprintf("%s config %s changes the package manager's settings (registries, scripts); approval is needed", name, next), c.part)
 	case sub == "publish" || sub == "unpublish" || sub == "yank" || sub == "owner" || sub == "push" || strings.HasSuffix(sub, ".publish") || sub == "hex.owner" || sub == "hex.retire":
-		w.add(Confirm, "publish", fmt.Sprintf("%s %s publishes or changes a package on a registry; approval is needed", name, sub), c.part)
+		w.add(Confirm, rulePublish, fmt.Sprintf("%s %s publishes or changes a package on a registry; approval is needed", name, sub), c.part)
 	case pkgInstall[sub]:
-		w.add(Confirm, "package-install", fmt.Sprintf("%s %s fetches packages from the network and may run their install scripts; approval is needed", name, sub), c.part)
+		w.add(Confirm, rulePackageInstall, fmt.Sprintf("%s %s fetches packages from the network and may run their install scripts; approval is needed", name, sub), c.part)
 	case pkgRead[sub], pkgRun[sub]:
 	default:
 		if name == "cargo" {
 			return // cargo subcommands from plugins: cargo-nextest, cargo-watch
 		}
-		w.add(w.e.unknown, "unknown-program", fmt.Sprintf("%s %s is not a subcommand the policy knows; %s", name, sub, w.e.unknownAdvice()), c.part)
+		w.add(w.e.unknown, ruleUnknownProgram, fmt.Sprintf("%s %s is not a subcommand the policy knows; %s", name, sub, w.e.unknownAdvice()), c.part)
 	}
 }
 
@@ -250,41 +250,41 @@ func checkGo(w *walker, c *call, sub string, rest []field) {
 	p := parseArgs(rest, spec("oCpX", "-o", "-C", "-p", "-exec", "-toolexec", "-overlay", "-modfile", "-pkgdir", "-tags", "-ldflags", "-gcflags", "-asmflags"))
 	for _, a := range rest {
 		if strings.HasPrefix(a.s, "-exec") || strings.HasPrefix(a.s, "-toolexec") || strings.HasPrefix(a.s, "--exec") || strings.HasPrefix(a.s, "--toolexec") {
-			w.add(Confirm, "build-program", "go "+sub+" -exec/-toolexec runs a program of the command's choosing around the build; drop the option", c.part)
+			w.add(Confirm, ruleBuildProgram, "go "+sub+" -exec/-toolexec runs a program of the command's choosing around the build; drop the option", c.part)
 		}
 	}
 	switch sub {
 	case "get":
-		w.add(Confirm, "package-install", "go get downloads modules and changes go.mod; approval is needed", c.part)
+		w.add(Confirm, rulePackageInstall, "go get downloads modules and changes go.mod; approval is needed", c.part)
 	case "install":
 		for _, o := range p.ops {
 			if strings.Contains(o.s, "@") {
-				w.add(Confirm, "package-install", "go install "+o.show()+" downloads and builds a program from the network; approval is needed", c.part)
+				w.add(Confirm, rulePackageInstall, "go install "+o.show()+" downloads and builds a program from the network; approval is needed", c.part)
 				return
 			}
 		}
 	case "run":
 		for _, o := range p.ops {
 			if strings.Contains(o.s, "@") {
-				w.add(Confirm, "package-install", "go run "+o.show()+" downloads and runs a program from the network; approval is needed", c.part)
+				w.add(Confirm, rulePackageInstall, "go run "+o.show()+" downloads and runs a program from the network; approval is needed", c.part)
 				return
 			}
 		}
 	case "mod":
 		if len(p.ops) > 0 && (p.ops[0].s == "download" || p.ops[0].s == "tidy" || p.ops[0].s == "vendor") {
-			w.add(Confirm, "package-install", "go mod "+p.ops[0].s+" downloads modules from the network; approval is needed", c.part)
+			w.add(Confirm, rulePackageInstall, "go mod "+p.ops[0].s+" downloads modules from the network; approval is needed", c.part)
 		}
 	case "clean":
 		if p.has("-modcache", "-cache", "-fuzzcache", "--modcache") || strings.Contains(c.part, "-modcache") {
-			w.add(Confirm, "package-cache", "go clean -modcache deletes the module cache; approval is needed", c.part)
+			w.add(Confirm, rulePackageCache, "go clean -modcache deletes the module cache; approval is needed", c.part)
 		}
 	case "env":
 		if p.has("-w", "-u") {
-			w.add(Confirm, "package-config", "go env -w changes Go's settings for the user; approval is needed", c.part)
+			w.add(Confirm, rulePackageConfig, "go env -w changes Go's settings for the user; approval is needed", c.part)
 		}
 	case "build", "test", "vet", "fmt", "doc", "list", "version", "generate", "tool", "work", "fix", "bug", "help", "telemetry":
 	default:
-		w.add(w.e.unknown, "unknown-program", fmt.Sprintf("go %s is not a subcommand the policy knows; %s", sub, w.e.unknownAdvice()), c.part)
+		w.add(w.e.unknown, ruleUnknownProgram, fmt.Sprintf("go %s is not a subcommand the policy knows; %s", sub, w.e.unknownAdvice()), c.part)
 	}
 }
 
@@ -329,17 +329,17 @@ func checkNpm(w *walker, c *call) {
 		}
 	case "init", "create", "innit":
 		if len(parseArgs(rest, spec("w", "--workspace", "--scope")).ops) > 0 {
-			w.add(Confirm, "npx-download", "npm "+sub+" <initializer> downloads and runs a create-* package; approval is needed", c.part)
+			w.add(Confirm, ruleNpxDownload, "npm "+sub+" <initializer> downloads and runs a create-* package; approval is needed", c.part)
 		}
 	case "run", "run-script", "rum", "urn", "test", "tst", "t", "start", "stop", "restart", "ls", "list", "ll", "la",
 		"outdated", "view", "info", "show", "v", "help", "prefix", "root", "bin", "explain", "why", "fund", "doctor",
 		"pack", "version", "query", "completion", "help-search", "search", "find", "s", "se", "ping", "whoami", "sbom", "diff", "repo", "docs", "home", "bugs":
 	case "audit":
 		if len(rest) > 0 && rest[0].s == "fix" {
-			w.add(Confirm, "package-install", "npm audit fix installs package updates; approval is needed", c.part)
+			w.add(Confirm, rulePackageInstall, "npm audit fix installs package updates; approval is needed", c.part)
 		}
 	case "token":
-		w.add(Confirm, "publish", "npm token manages the user's registry tokens; approval is needed", c.part)
+		w.add(Confirm, rulePublish, "npm token manages the user's registry tokens; approval is needed", c.part)
 	default:
 		checkPackageManager(w, c, "npm")
 	}
@@ -349,7 +349,7 @@ func checkPnpm(w *walker, c *call) {
 	args := c.args()
 	i := skipOpts(args, pnpmValued)
 	if i >= len(args) {
-		w.add(Confirm, "package-install", "pnpm without a command installs dependencies; approval is needed", c.part)
+		w.add(Confirm, rulePackageInstall, "pnpm without a command installs dependencies; approval is needed", c.part)
 		return
 	}
 	sub, rest := args[i].s, args[i+1:]
@@ -363,7 +363,7 @@ func checkPnpm(w *walker, c *call) {
 			w.npmPkgSet(c, rest[1:])
 		}
 	case "create":
-		w.add(Confirm, "npx-download", "pnpm create downloads and runs a create-* package; approval is needed", c.part)
+		w.add(Confirm, ruleNpxDownload, "pnpm create downloads and runs a create-* package; approval is needed", c.part)
 	default:
 		if pkgInstall[sub] || sub == "import" || sub == "setup" || sub == "env" {
 			checkPackageManager(w, c, "pnpm")
@@ -376,7 +376,7 @@ func checkYarn(w *walker, c *call) {
 	args := c.args()
 	i := skipOpts(args, yarnValued)
 	if i >= len(args) {
-		w.add(Confirm, "package-install", "yarn without a command installs dependencies from the network; approval is needed", c.part)
+		w.add(Confirm, rulePackageInstall, "yarn without a command installs dependencies from the network; approval is needed", c.part)
 		return
 	}
 	sub, rest := args[i].s, args[i+1:]
@@ -389,7 +389,7 @@ func checkYarn(w *walker, c *call) {
 		// yarn node ARGS is node ARGS.
 		w.command(c.sub(append([]field{lit("node")}, rest...)))
 	case "create":
-		w.add(Confirm, "npx-download", "yarn create downloads and runs a create-* package; approval is needed", c.part)
+		w.add(Confirm, ruleNpxDownload, "yarn create downloads and runs a create-* package; approval is needed", c.part)
 	case "workspace", "workspaces":
 		if len(rest) > 1 && sub == "workspace" {
 			w.command(c.sub(append([]field{lit("yarn")}, rest[1:]...)))
@@ -420,14 +420,14 @@ var (
 func checkDocker(w *walker, c *call) {
 	args := c.args()
 	if versionOnly(c) || len(args) == 1 && args[0].s == "-v" {
-		w.add(Allow, "info", c.name+" "+args[0].s+" prints the client's version or help", c.part)
+		w.add(Allow, ruleInfo, c.name+" "+args[0].s+" prints the client's version or help", c.part)
 		return
 	}
 	i := 0
 	for i < len(args) && isOpt(args[i].s) {
 		s := args[i].s
 		if s == "-H" || s == "--host" || strings.HasPrefix(s, "--host=") || s == "--context" || s == "-c" {
-			w.add(Confirm, "docker-remote", c.name+" "+s+" talks to another container engine; approval is needed", c.part)
+			w.add(Confirm, ruleDockerRemote, c.name+" "+s+" talks to another container engine; approval is needed", c.part)
 		}
 		if dockerValued[s] {
 			i++
@@ -444,7 +444,7 @@ func checkDocker(w *walker, c *call) {
 		if len(rest) > 0 {
 			verb := rest[0].s
 			if verb == "ls" || verb == "list" || verb == "inspect" || verb == "df" || verb == "history" || verb == "show" || verb == "logs" {
-				w.add(Confirm, "docker-read", fmt.Sprintf("%s %s %s only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.name, sub, verb), c.part)
+				w.add(Confirm, ruleDockerRead, fmt.Sprintf("%s %s %s only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.name, sub, verb), c.part)
 				return
 			}
 			if sub == "container" && (verb == "run" || verb == "create") {
@@ -457,11 +457,11 @@ func checkDocker(w *walker, c *call) {
 	}
 	if dockerReadOnly[sub] {
 		if sub == "help" || sub == "--version" || sub == "-v" || sub == "--help" {
-			w.add(Allow, "info", fmt.Sprintf("%s %s prints the client's version or help", c.name, sub), c.part)
+			w.add(Allow, ruleInfo, fmt.Sprintf("%s %s prints the client's version or help", c.name, sub), c.part)
 			return
 		}
 		if sub == "logs" || sub == "inspect" || sub == "ps" || sub == "images" || sub == "version" || sub == "info" || sub == "stats" || sub == "top" || sub == "history" || sub == "port" || sub == "diff" || strings.HasPrefix(sub, "-") {
-			w.add(Confirm, "docker-read", fmt.Sprintf("%s %s only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.name, sub), c.part)
+			w.add(Confirm, ruleDockerRead, fmt.Sprintf("%s %s only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.name, sub), c.part)
 			return
 		}
 	}
@@ -471,13 +471,13 @@ func checkDocker(w *walker, c *call) {
 	case "cp":
 		for _, a := range rest {
 			if !strings.Contains(a.s, ":") {
-				w.pathOp(opCopy, a, c.name+" cp", "", false)
-				w.pathOp(opWrite, a, c.name+" cp", "", false)
+				w.pathOp(opCopy, a, c.name+" cp", false)
+				w.pathOp(opWrite, a, c.name+" cp", false)
 			}
 		}
-		w.add(Confirm, "docker", c.name+" cp copies files between the host and a container; approval is needed", c.part)
+		w.add(Confirm, ruleDocker, c.name+" cp copies files between the host and a container; approval is needed", c.part)
 	default:
-		w.add(Confirm, "docker", fmt.Sprintf("%s %s manages containers or images; approval is needed", c.name, sub), c.part)
+		w.add(Confirm, ruleDocker, fmt.Sprintf("%s %s manages containers or images; approval is needed", c.name, sub), c.part)
 	}
 }
 
@@ -487,7 +487,7 @@ func checkDocker(w *walker, c *call) {
 // /tmp and named volumes are left alone.
 func (w *walker) hostMount(c *call, src field, how string) {
 	if strings.HasSuffix(src.s, "docker.sock") || strings.HasSuffix(src.s, "containerd.sock") || strings.HasSuffix(src.s, "podman.sock") {
-		w.add(Deny, "docker-host-mount", fmt.Sprintf("%s mounts the container engine's socket (%s), which controls the host as root; do not mount it", how, src.show()), c.part)
+		w.add(Deny, ruleDockerHostMount, fmt.Sprintf("%s mounts the container engine's socket (%s), which controls the host as root; do not mount it", how, src.show()), c.part)
 		return
 	}
 	if !strings.HasPrefix(src.s, "/") && !strings.HasPrefix(src.s, "~") && !strings.HasPrefix(src.s, ".") && !strings.HasPrefix(src.s, unknown) {
@@ -496,9 +496,9 @@ func (w *walker) hostMount(c *call, src field, how string) {
 	info := w.classifyPath(src)
 	switch info.class {
 	case pcRoot, pcHome, pcSystem, pcSecret, pcSSH, pcDevice, pcKernel, pcAncestor, pcStartup, pcHistory:
-		w.add(Deny, "docker-host-mount", fmt.Sprintf("%s mounts %s into a container, giving it the host's files; mount only directories of the workspace", how, info.what), c.part)
+		w.add(Deny, ruleDockerHostMount, fmt.Sprintf("%s mounts %s into a container, giving it the host's files; mount only directories of the workspace", how, info.what), c.part)
 	case pcEmptyVar, pcUnknown, pcOutside, pcHomeFile, pcHomeDir:
-		w.add(Confirm, "docker-host-mount", fmt.Sprintf("%s mounts %s into a container; approval is needed", how, info.what), c.part)
+		w.add(Confirm, ruleDockerHostMount, fmt.Sprintf("%s mounts %s into a container; approval is needed", how, info.what), c.part)
 	}
 }
 
@@ -519,25 +519,25 @@ func checkDockerRun(w *walker, c *call, sub string, args []field) {
 		}
 		switch name {
 		case "--privileged":
-			w.add(Deny, "docker-privileged", c.name+" "+sub+" --privileged gives the container full control of the host; run it without --privileged", c.part)
+			w.add(Deny, ruleDockerPrivileged, c.name+" "+sub+" --privileged gives the container full control of the host; run it without --privileged", c.part)
 		case "--pid", "--ipc", "--userns", "--uts", "--cgroupns":
 			if val == "host" {
-				w.add(Deny, "docker-privileged", fmt.Sprintf("%s %s=host shares the host's namespace with the container; drop the option", c.name, name), c.part)
+				w.add(Deny, ruleDockerPrivileged, fmt.Sprintf("%s %s=host shares the host's namespace with the container; drop the option", c.name, name), c.part)
 			}
 		case "--net", "--network":
 			if val == "host" {
-				w.add(Confirm, "docker", c.name+" --network=host gives the container the host's network; approval is needed", c.part)
+				w.add(Confirm, ruleDocker, c.name+" --network=host gives the container the host's network; approval is needed", c.part)
 			}
 		case "--cap-add":
 			if v := strings.ToUpper(val); v == "ALL" || strings.Contains(v, "SYS_ADMIN") || strings.Contains(v, "SYS_MODULE") || strings.Contains(v, "SYS_PTRACE") || strings.Contains(v, "DAC_READ_SEARCH") || strings.Contains(v, "SYS_RAWIO") {
-				w.add(Deny, "docker-privileged", fmt.Sprintf("%s --cap-add=%s lets the container break out to the host; drop the capability", c.name, val), c.part)
+				w.add(Deny, ruleDockerPrivileged, fmt.Sprintf("%s --cap-add=%s lets the container break out to the host; drop the capability", c.name, val), c.part)
 			}
 		case "--security-opt":
 			if strings.Contains(val, "unconfined") || strings.Contains(val, "label=disable") || strings.Contains(val, "label:disable") {
-				w.add(Deny, "docker-privileged", c.name+" --security-opt "+val+" turns off the container's confinement; drop the option", c.part)
+				w.add(Deny, ruleDockerPrivileged, c.name+" --security-opt "+val+" turns off the container's confinement; drop the option", c.part)
 			}
 		case "--device":
-			w.add(Deny, "docker-privileged", c.name+" --device "+val+" gives the container a host device; drop the option", c.part)
+			w.add(Deny, ruleDockerPrivileged, c.name+" --device "+val+" gives the container a host device; drop the option", c.part)
 		case "-v", "--volume":
 			src, _, _ := strings.Cut(val, ":")
 			f := vf
@@ -561,14 +561,14 @@ func checkDockerRun(w *walker, c *call, sub string, args []field) {
 	}
 	if i < len(args) && sub != "exec" {
 		if img := args[i]; minerImage.MatchString(img.s) {
-			w.add(Deny, "miner", c.name+" "+sub+" "+img.show()+" runs a cryptocurrency miner; mining is not allowed", c.part)
+			w.add(Deny, ruleMiner, c.name+" "+sub+" "+img.show()+" runs a cryptocurrency miner; mining is not allowed", c.part)
 		}
 	}
 	if sub == "exec" {
-		w.add(Confirm, "docker", c.name+" exec runs a command in another container; approval is needed", c.part)
+		w.add(Confirm, ruleDocker, c.name+" exec runs a command in another container; approval is needed", c.part)
 		return
 	}
-	w.add(Confirm, "docker", fmt.Sprintf("%s %s starts a container; approval is needed", c.name, sub), c.part)
+	w.add(Confirm, ruleDocker, fmt.Sprintf("%s %s starts a container; approval is needed", c.name, sub), c.part)
 }
 
 func checkDockerCompose(w *walker, c *call) {
@@ -580,16 +580,16 @@ func checkDockerCompose(w *walker, c *call) {
 	switch args[i].s {
 	case "ps", "logs", "config", "ls", "images", "version", "top", "port", "events":
 		if args[i].s == "version" {
-			w.add(Allow, "info", "docker compose version prints the client's version", c.part)
+			w.add(Allow, ruleInfo, "docker compose version prints the client's version", c.part)
 			return
 		}
-		w.add(Confirm, "docker-read", "docker compose "+args[i].s+" only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.part)
+		w.add(Confirm, ruleDockerRead, "docker compose "+args[i].s+" only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.part)
 		return
 	case "run", "exec":
 		checkDockerRun(w, c, args[i].s, args[i+1:])
 		return
 	}
-	w.add(Confirm, "docker", "docker compose "+args[i].s+" starts, stops or changes containers; approval is needed", c.part)
+	w.add(Confirm, ruleDocker, "docker compose "+args[i].s+" starts, stops or changes containers; approval is needed", c.part)
 }
 
 // Clusters and clouds: everything needs approval; deleting whole namespaces,
@@ -604,32 +604,32 @@ func checkKubectl(w *walker, c *call) {
 	}
 	switch ops[0] {
 	case "version", "help", "completion", "api-resources", "api-versions", "explain":
-		w.add(Allow, "info", c.name+" "+ops[0]+" prints information about the tool", c.part)
+		w.add(Allow, ruleInfo, c.name+" "+ops[0]+" prints information about the tool", c.part)
 		return
 	case "delete":
 		if len(ops) > 1 && (ops[1] == "namespace" || ops[1] == "ns" || ops[1] == "namespaces" || ops[1] == "node" || ops[1] == "nodes" ||
 			strings.HasPrefix(ops[1], "namespace/") || ops[1] == "pv" || ops[1] == "persistentvolume" || ops[1] == "crd") ||
 			p.has("--all", "-A", "--all-namespaces") {
-			w.add(Deny, "cluster-destroy", c.name+" delete of namespaces, nodes or everything at once destroys a cluster's workloads; delete only the resources you mean, and ask the user", c.part)
+			w.add(Deny, ruleClusterDestroy, c.name+" delete of namespaces, nodes or everything at once destroys a cluster's workloads; delete only the resources you mean, and ask the user", c.part)
 			return
 		}
 	case "config":
 		if p.has("--raw") || len(ops) > 1 && ops[1] == "view" && p.has("--flatten") {
-			w.add(Deny, "secret-read", c.name+" config view --raw prints the cluster credentials; credentials must not be read — ask the user", c.part)
+			w.add(Deny, ruleSecretRead, c.name+" config view --raw prints the cluster credentials; credentials must not be read — ask the user", c.part)
 			return
 		}
 	case "get", "describe":
 		if len(ops) > 1 && (ops[1] == "secret" || ops[1] == "secrets" || strings.HasPrefix(ops[1], "secret/")) {
 			if out := p.values("-o", "--output"); len(out) > 0 && !strings.HasPrefix(out[0].s, "name") {
-				w.add(Deny, "secret-read", c.name+" get secret -o prints the secrets' values; credentials must not be read — ask the user", c.part)
+				w.add(Deny, ruleSecretRead, c.name+" get secret -o prints the secrets' values; credentials must not be read — ask the user", c.part)
 				return
 			}
 		}
 	case "exec", "cp", "port-forward", "proxy", "debug", "attach", "run":
-		w.add(Confirm, "cluster", fmt.Sprintf("%s %s runs or reaches into workloads on a cluster; approval is needed", c.name, ops[0]), c.part)
+		w.add(Confirm, ruleCluster, fmt.Sprintf("%s %s runs or reaches into workloads on a cluster; approval is needed", c.name, ops[0]), c.part)
 		return
 	}
-	w.add(Confirm, "cluster", fmt.Sprintf("%s %s talks to a cluster with the user's credentials; approval is needed", c.name, ops[0]), c.part)
+	w.add(Confirm, ruleCluster, fmt.Sprintf("%s %s talks to a cluster with the user's credentials; approval is needed", c.name, ops[0]), c.part)
 }
 
 func checkInfra(w *walker, c *call) {
@@ -644,20 +644,20 @@ func checkInfra(w *walker, c *call) {
 	switch sub {
 	case "fmt", "validate", "version", "providers", "-version", "--version", "help", "graph", "syntax-check", "lint", "init-check":
 		if c.name != "ansible" && c.name != "ansible-playbook" {
-			w.add(Allow, "infrastructure-local", fmt.Sprintf("%s %s works on local files only", c.name, sub), c.part)
+			w.add(Allow, ruleInfrastructureLocal, fmt.Sprintf("%s %s works on local files only", c.name, sub), c.part)
 			return
 		}
 	case "destroy", "down", "nuke":
-		w.add(Deny, "infrastructure-destroy", fmt.Sprintf("%s %s destroys infrastructure; do not destroy resources — ask the user", c.name, sub), c.part)
+		w.add(Deny, ruleInfrastructureDestroy, fmt.Sprintf("%s %s destroys infrastructure; do not destroy resources — ask the user", c.name, sub), c.part)
 		return
 	}
 	for _, a := range args {
 		if a == "-destroy" || a == "--destroy" || (sub == "state" && (a == "rm" || a == "push")) {
-			w.add(Deny, "infrastructure-destroy", fmt.Sprintf("%s %s destroys infrastructure or its state; do not destroy resources — ask the user", c.name, sub), c.part)
+			w.add(Deny, ruleInfrastructureDestroy, fmt.Sprintf("%s %s destroys infrastructure or its state; do not destroy resources — ask the user", c.name, sub), c.part)
 			return
 		}
 	}
-	w.add(Confirm, "infrastructure", fmt.Sprintf("%s %s reads or changes infrastructure with the user's credentials; approval is needed", c.name, sub), c.part)
+	w.add(Confirm, ruleInfrastructure, fmt.Sprintf("%s %s reads or changes infrastructure with the user's credentials; approval is needed", c.name, sub), c.part)
 }
 
 var cloudSecretVerb = regexp.MustCompile(`(?i)^(get-secret-value|print-access-token|print-identity-token|get-access-token|get-session-token|get-login-password|export-credentials|get-authorization-token|decrypt|get-parameters?|access|auth:token|print-token|get-credentials-token)$`)
@@ -676,11 +676,11 @@ func checkCloud(w *walker, c *call) {
 	for i, v := range words {
 		if cloudSecretVerb.MatchString(v) && (v != "get-parameter" && v != "get-parameters" || strings.Contains(c.part, "--with-decryption")) &&
 			(v != "access" || i > 0 && words[i-1] == "versions") {
-			w.add(Deny, "secret-read", fmt.Sprintf("%s %s prints credentials or secrets; credentials must not be read or sent — ask the user", c.name, v), c.part)
+			w.add(Deny, ruleSecretRead, fmt.Sprintf("%s %s prints credentials or secrets; credentials must not be read or sent — ask the user", c.name, v), c.part)
 			return
 		}
 		if v == "configure" && i+1 < len(words) && (words[i+1] == "get" || words[i+1] == "export-credentials") {
-			w.add(Deny, "secret-read", c.name+" configure get prints stored credentials; credentials must not be read — ask the user", c.part)
+			w.add(Deny, ruleSecretRead, c.name+" configure get prints stored credentials; credentials must not be read — ask the user", c.part)
 			return
 		}
 	}
@@ -692,7 +692,7 @@ func checkCloud(w *walker, c *call) {
 			if (v == "rm" || v == "remove" || v == "uninstall") && (c.name == "helm" || c.name == "gsutil" || c.name == "rclone" || c.name == "s3cmd") && !c.flag("r", "--recursive") {
 				continue
 			}
-			w.add(Deny, "cloud-destroy", fmt.Sprintf("%s %s deletes cloud resources, which may not be recoverable; do not delete them — ask the user", c.name, strings.Join(words, " ")), c.part)
+			w.add(Deny, ruleCloudDestroy, fmt.Sprintf("%s %s deletes cloud resources, which may not be recoverable; do not delete them — ask the user", c.name, strings.Join(words, " ")), c.part)
 			return
 		}
 	}
@@ -700,7 +700,7 @@ func checkCloud(w *walker, c *call) {
 	if len(words) > 0 {
 		what += " " + strings.Join(words[:min(2, len(words))], " ")
 	}
-	w.add(Confirm, "cloud", fmt.Sprintf("%s talks to a cloud or cluster with the user's credentials; approval is needed", what), c.part)
+	w.add(Confirm, ruleCloud, fmt.Sprintf("%s talks to a cloud or cluster with the user's credentials; approval is needed", what), c.part)
 }
 
 var dbWipe = regexp.MustCompile(`(?i)\b(drop\s+(database|schema|table|user|role)|truncate\s+(table\s+)?\w|flushall|flushdb|dropDatabase|deleteMany\s*\(\s*\{\s*\}|delete\s+from\s+\w+\s*(;|$))`)
@@ -708,15 +708,15 @@ var dbWipe = regexp.MustCompile(`(?i)\b(drop\s+(database|schema|table|user|role)
 func checkDatabase(w *walker, c *call) {
 	for _, a := range c.args() {
 		if dbWipe.MatchString(a.s) {
-			w.add(Deny, "db-wipe", fmt.Sprintf("%s would delete a database, a table or all its data (%s); do not delete data — ask the user", c.name, a.show()), c.part)
+			w.add(Deny, ruleDbWipe, fmt.Sprintf("%s would delete a database, a table or all its data (%s); do not delete data — ask the user", c.name, a.show()), c.part)
 			return
 		}
 	}
 	if c.stdin.hasText && dbWipe.MatchString(c.stdin.text) {
-		w.add(Deny, "db-wipe", c.name+" would delete a database, a table or all its data; do not delete data — ask the user", c.part)
+		w.add(Deny, ruleDbWipe, c.name+" would delete a database, a table or all its data; do not delete data — ask the user", c.part)
 		return
 	}
-	w.add(Confirm, "database", c.name+" connects to a database server; approval is needed", c.part)
+	w.add(Confirm, ruleDatabase, c.name+" connects to a database server; approval is needed", c.part)
 }
 
 func checkEditor(w *walker, c *call) {
@@ -729,18 +729,18 @@ func checkEditor(w *walker, c *call) {
 		case (s == "-c" || s == "--cmd" || s == "-e" || s == "--eval") && i+1 < len(c.args()):
 			cmd = c.args()[i+1].s
 		case s == "-s" || s == "-S" || s == "-u" || s == "--script" || s == "-l" || s == "--load":
-			w.add(Confirm, "editor-script", c.name+" "+s+" runs an editor script; approval is needed", c.part)
+			w.add(Confirm, ruleEditorScript, c.name+" "+s+" runs an editor script; approval is needed", c.part)
 		}
 		if cmd == "" {
 			continue
 		}
 		if j := strings.IndexByte(cmd, '!'); j >= 0 || strings.Contains(cmd, "system(") || strings.Contains(cmd, "shell-command") || strings.Contains(cmd, "call-process") {
-			w.add(Confirm, "editor-exec", c.name+" runs a shell command from its command line; run the command directly", c.part)
+			w.add(Confirm, ruleEditorExec, c.name+" runs a shell command from its command line; run the command directly", c.part)
 			if j >= 0 {
 				w.script(cmd[j+1:], c.part)
 			}
 		} else if strings.ContainsAny(cmd, "wW") && strings.Contains(cmd, "w ") {
-			w.add(Allow, "editor", c.name+" runs editor commands", c.part)
+			w.add(Allow, ruleEditor, c.name+" runs editor commands", c.part)
 		}
 	}
 }
@@ -750,7 +750,7 @@ func checkMan(w *walker, c *call) {
 	for _, o := range p.opts {
 		switch o.name {
 		case "-P", "--pager", "-H", "--html":
-			w.add(Confirm, "program-option", c.name+" "+o.name+" runs a program of the command's choosing; drop the option", c.part)
+			w.add(Confirm, ruleProgramOption, c.name+" "+o.name+" runs a program of the command's choosing; drop the option", c.part)
 			if o.has {
 				w.programString(o.val, c.part, c.name+" "+o.name)
 			}

@@ -18,15 +18,15 @@ func registerFS() {
 	check("unlink rmdir", pEdit, func(w *walker, c *call) {
 		c.judgedPaths = true
 		for _, f := range parseArgs(c.args(), spec("")).ops {
-			w.pathOp(opDelete, f, actor(c), "", false)
+			w.pathOp(opDelete, f, actor(c), false)
 		}
 	})
 	check("shred", pEdit, func(w *walker, c *call) {
 		c.judgedPaths = true
 		p := parseArgs(c.args(), spec("nsx", "--iterations", "--size", "--random-source"))
 		for _, f := range p.ops {
-			if w.pathOp(opWrite, f, actor(c), "", false) == Allow {
-				w.add(Confirm, "shred", fmt.Sprintf("shred destroys %s beyond recovery; approval is needed", f.show()), c.part)
+			if w.pathOp(opWrite, f, actor(c), false) == Allow {
+				w.add(Confirm, ruleShred, fmt.Sprintf("shred destroys %s beyond recovery; approval is needed", f.show()), c.part)
 			}
 		}
 	})
@@ -39,14 +39,14 @@ func registerFS() {
 		c.judgedPaths = true
 		p := parseArgs(c.args(), spec("mrdtTZ", "--mode", "--reference", "--date", "--context"))
 		for _, f := range p.ops {
-			w.pathOp(opWrite, f, actor(c), "", false)
+			w.pathOp(opWrite, f, actor(c), false)
 		}
 	})
 	check("tee", pEdit, func(w *walker, c *call) {
 		c.judgedPaths = true
 		p := parseArgs(c.args(), spec("", "--output-error"))
 		for _, f := range p.ops {
-			w.pathOp(opWrite, f, actor(c), "", false)
+			w.pathOp(opWrite, f, actor(c), false)
 			w.wroteData(f, c.stdin, p.has("-a", "--append"))
 			if c.stdin.kind&dEndless != 0 && w.classifyPath(f).class != pcHarmless {
 				w.endlessWrite("tee "+f.show(), c.part)
@@ -57,12 +57,12 @@ func registerFS() {
 		c.judgedPaths = true
 		p := parseArgs(c.args(), spec("sr", "--size", "--reference"))
 		for _, f := range p.ops {
-			w.pathOp(opWrite, f, actor(c), "", false)
+			w.pathOp(opWrite, f, actor(c), false)
 		}
 		w.truncateSize(c, p)
 	})
 	check("dd", pEdit, checkDd)
-	reg("fallocate", program{decision: Allow, rule: "workspace-change", reason: "fallocate makes a file of a given size", check: checkFallocate})
+	reg("fallocate", program{decision: Allow, rule: ruleWorkspaceChange, reason: "fallocate makes a file of a given size", check: checkFallocate})
 	check("sed gsed", pEdit, checkSed)
 	check("awk gawk mawk nawk busybox-awk", pText, checkAwk)
 	check("find gfind", pRead, checkFind)
@@ -81,7 +81,7 @@ func registerFS() {
 			default:
 				continue
 			}
-			w.add(Confirm, "archive-exec", "zip -TT runs a program to test the archive; drop the option", c.part)
+			w.add(Confirm, ruleArchiveExec, "zip -TT runs a program to test the archive; drop the option", c.part)
 			w.programString(v, c.part, "zip -TT")
 		}
 		var rest []field
@@ -96,9 +96,9 @@ func registerFS() {
 		c.judgedPaths = true
 		for i, f := range p.ops {
 			if i == 0 {
-				w.pathOp(opWrite, f, actor(c), "", false)
+				w.pathOp(opWrite, f, actor(c), false)
 			} else {
-				w.pathOp(opCopy, f, actor(c), "", false)
+				w.pathOp(opCopy, f, actor(c), false)
 			}
 		}
 	})
@@ -106,7 +106,7 @@ func registerFS() {
 		p := parseArgs(c.args(), spec("dxP"))
 		c.judgedPaths = true
 		for _, d := range p.values("-d") {
-			w.pathOp(opWrite, d, actor(c), "", false)
+			w.pathOp(opWrite, d, actor(c), false)
 		}
 	})
 	check("gzip gunzip bzip2 bunzip2 xz unxz zstd unzstd lz4 compress uncompress", pEdit, func(w *walker, c *call) {
@@ -116,20 +116,20 @@ func registerFS() {
 		}
 		c.judgedPaths = true
 		for _, f := range p.ops {
-			w.pathOp(opCopy, f, actor(c), "", false)
-			w.pathOp(opWrite, f, actor(c), "", false)
+			w.pathOp(opCopy, f, actor(c), false)
+			w.pathOp(opWrite, f, actor(c), false)
 		}
 	})
 	check("patch", pEdit, func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec("pioDBFrVYzdgs", "--input", "--output", "--directory", "--reject-file"))
 		for _, f := range p.values("-o", "--output", "-r", "--reject-file") {
-			w.pathOp(opWrite, f, actor(c), "", false)
+			w.pathOp(opWrite, f, actor(c), false)
 		}
 		for _, f := range p.values("-d", "--directory") {
-			w.pathOp(opWrite, f, actor(c), "", false)
+			w.pathOp(opWrite, f, actor(c), false)
 		}
 		if len(p.ops) > 0 {
-			w.pathOp(opWrite, p.ops[0], actor(c), "", false)
+			w.pathOp(opWrite, p.ops[0], actor(c), false)
 		}
 	})
 }
@@ -142,14 +142,14 @@ func checkRm(w *walker, c *call) {
 	p := parseArgs(c.args(), spec(""))
 	recursive := p.has("-r", "-R", "--recursive")
 	if p.has("--no-preserve-root") {
-		w.add(Deny, "rm-no-preserve-root", "rm --no-preserve-root exists only to delete the whole filesystem; remove only the paths you mean, inside the workspace", c.part)
+		w.add(Deny, ruleRmNoPreserveRoot, "rm --no-preserve-root exists only to delete the whole filesystem; remove only the paths you mean, inside the workspace", c.part)
 	}
 	o := opDelete
 	if recursive {
 		o = opDeleteTree
 	}
 	for _, f := range p.ops {
-		w.pathOp(o, f, actor(c), "", false)
+		w.pathOp(o, f, actor(c), false)
 	}
 }
 
@@ -166,12 +166,12 @@ func checkCopy(w *walker, c *call, move bool) {
 	}
 	for _, f := range ops {
 		if move {
-			w.pathOp(opDelete, f, actor(c), "", false)
+			w.pathOp(opDelete, f, actor(c), false)
 		}
-		w.pathOp(opCopy, f, actor(c), "", false)
+		w.pathOp(opCopy, f, actor(c), false)
 	}
 	for _, d := range dests {
-		w.pathOp(opWrite, d, actor(c), "", false)
+		w.pathOp(opWrite, d, actor(c), false)
 		// Into a directory, each source lands under its own name: cp -r
 		// /tmp/x/.claude . writes ./.claude.
 		if !d.known() {
@@ -183,7 +183,7 @@ func checkCopy(w *walker, c *call, move bool) {
 			}
 			into := lit(path.Join(d.s, path.Base(f.s)))
 			if w.classifyPath(into).class == pcAgentConfig {
-				w.pathOp(opWrite, into, actor(c), "", false)
+				w.pathOp(opWrite, into, actor(c), false)
 			}
 		}
 	}
@@ -198,7 +198,7 @@ func checkInstall(w *walker, c *call) {
 	ops := p.ops
 	if p.has("-d", "--directory") {
 		for _, f := range ops {
-			w.pathOp(opWrite, f, actor(c), "", false)
+			w.pathOp(opWrite, f, actor(c), false)
 		}
 		return
 	}
@@ -208,10 +208,10 @@ func checkInstall(w *walker, c *call) {
 		ops = ops[:len(ops)-1]
 	}
 	for _, f := range ops {
-		w.pathOp(opCopy, f, actor(c), "", false)
+		w.pathOp(opCopy, f, actor(c), false)
 	}
 	for _, d := range dests {
-		w.pathOp(opWrite, d, actor(c), "", false)
+		w.pathOp(opWrite, d, actor(c), false)
 	}
 }
 
@@ -240,10 +240,10 @@ func checkLn(w *walker, c *call) {
 		return f
 	}
 	for _, f := range ops {
-		w.pathOp(opLink, target(f), actor(c), "", false)
+		w.pathOp(opLink, target(f), actor(c), false)
 	}
 	for _, d := range dests {
-		w.pathOp(opWrite, d, actor(c), "", false)
+		w.pathOp(opWrite, d, actor(c), false)
 	}
 	// Remember the links: later paths through one reach its target.
 	if symbolic && len(dests) == 1 && dests[0].known() {
@@ -321,17 +321,17 @@ func checkChmod(w *walker, c *call) {
 		ops = ops[1:]
 		if c.name == "chmod" && mode.known() && setuidMode.MatchString(mode.s) {
 			if setsUID(mode.s) {
-				w.add(Deny, "setuid", fmt.Sprintf("chmod %s sets the setuid bit, which makes a program run with its owner's rights, the way privileges are escalated; leave the mode bits alone", mode.s), c.part)
+				w.add(Deny, ruleSetuid, fmt.Sprintf("chmod %s sets the setuid bit, which makes a program run with its owner's rights, the way privileges are escalated; leave the mode bits alone", mode.s), c.part)
 			} else {
-				w.add(Confirm, "setuid", fmt.Sprintf("chmod %s sets the setgid bit, which lets a program run with its group's rights; approval is needed", mode.s), c.part)
+				w.add(Confirm, ruleSetuid, fmt.Sprintf("chmod %s sets the setgid bit, which lets a program run with its group's rights; approval is needed", mode.s), c.part)
 			}
 		}
 		if c.name != "chmod" && c.name != "setfacl" {
-			w.add(Confirm, "chown", c.name+" changes who owns files; approval is needed", c.part)
+			w.add(Confirm, ruleChown, c.name+" changes who owns files; approval is needed", c.part)
 		}
 	}
 	if c.name == "chattr" {
-		w.add(Confirm, "chattr", "chattr changes file attributes such as immutability; approval is needed", c.part)
+		w.add(Confirm, ruleChattr, "chattr changes file attributes such as immutability; approval is needed", c.part)
 		var rest []field
 		for _, f := range ops {
 			if !strings.HasPrefix(f.s, "+") && !strings.HasPrefix(f.s, "=") {
@@ -345,7 +345,7 @@ func checkChmod(w *walker, c *call) {
 		o = opMetaTree
 	}
 	for _, f := range ops {
-		w.pathOp(o, f, actor(c), "", false)
+		w.pathOp(o, f, actor(c), false)
 	}
 }
 
@@ -361,9 +361,9 @@ func checkDd(w *walker, c *call) {
 		f.s, f.raw, f.glob = v, "", false
 		switch k {
 		case "of":
-			w.pathOp(opWrite, f, actor(c), "", false)
+			w.pathOp(opWrite, f, actor(c), false)
 		case "if":
-			w.pathOp(opRead, f, actor(c), "", false)
+			w.pathOp(opRead, f, actor(c), false)
 		}
 	}
 }
@@ -392,16 +392,16 @@ func checkSed(w *walker, c *call) {
 	}
 	for _, f := range ops {
 		if inPlace {
-			w.pathOp(opWrite, f, actor(c), "", false)
+			w.pathOp(opWrite, f, actor(c), false)
 		} else {
-			w.pathOp(opRead, f, actor(c), "", false)
+			w.pathOp(opRead, f, actor(c), false)
 		}
 	}
 	followed := len(p.values("-f", "--file")) == 0
 	var inserted []string
 	for _, s := range scripts {
 		if !s.known() {
-			w.add(Confirm, "sed-dynamic", "the sed script is computed at run time, and sed scripts can write files and run commands; write the script literally", c.part)
+			w.add(Confirm, ruleSedDynamic, "the sed script is computed at run time, and sed scripts can write files and run commands; write the script literally", c.part)
 			followed = false
 			continue
 		}
@@ -489,29 +489,29 @@ func (w *walker) sedScript(c *call, script string) (inserted []string) {
 					exec = true
 				case 'w':
 					i++
-					w.pathOp(opWrite, lit(restOfLine()), actor(c), "", false)
+					w.pathOp(opWrite, lit(restOfLine()), actor(c), false)
 					continue
 				}
 				i++
 			}
 			if exec {
-				w.add(Confirm, "sed-exec", "the e flag makes sed run the result of the substitution as a shell command; use sed for text only", c.part)
+				w.add(Confirm, ruleSedExec, "the e flag makes sed run the result of the substitution as a shell command; use sed for text only", c.part)
 				cmd := strings.NewReplacer(`\n`, "\n", "&", "", `\1`, "", `\2`, "").Replace(repl)
 				w.script(cmd, c.part)
 			}
 		case ch == 'e':
 			i++
 			cmd := restOfLine()
-			w.add(Confirm, "sed-exec", "the sed e command runs a shell command; use sed for text only", c.part)
+			w.add(Confirm, ruleSedExec, "the sed e command runs a shell command; use sed for text only", c.part)
 			if cmd != "" {
 				w.script(cmd, c.part)
 			}
 		case ch == 'w' || ch == 'W':
 			i++
-			w.pathOp(opWrite, lit(restOfLine()), actor(c), "", false)
+			w.pathOp(opWrite, lit(restOfLine()), actor(c), false)
 		case ch == 'r' || ch == 'R':
 			i++
-			w.pathOp(opRead, lit(restOfLine()), actor(c), "", false)
+			w.pathOp(opRead, lit(restOfLine()), actor(c), false)
 		case ch == 'a' || ch == 'i' || ch == 'c':
 			i++
 			inserted = append(inserted, strings.TrimPrefix(restOfLine(), "\\"))
@@ -540,31 +540,31 @@ func checkAwk(w *walker, c *call) {
 		progs, ops = ops[:1], ops[1:]
 	}
 	if len(p.values("-l", "--load")) > 0 {
-		w.add(Confirm, "awk-exec", "gawk -l loads a compiled extension, which runs native code; drop the option", c.part)
+		w.add(Confirm, ruleAwkExec, "gawk -l loads a compiled extension, which runs native code; drop the option", c.part)
 	}
 	for _, f := range ops {
 		if !strings.Contains(f.s, "=") {
-			w.pathOp(opRead, f, actor(c), "", false)
+			w.pathOp(opRead, f, actor(c), false)
 		}
 	}
 	c.judgedPaths = true
 	for _, prog := range progs {
 		if !prog.known() {
-			w.add(Confirm, "awk-dynamic", "the awk program is computed at run time, and awk can run commands; write the program literally", c.part)
+			w.add(Confirm, ruleAwkDynamic, "the awk program is computed at run time, and awk can run commands; write the program literally", c.part)
 			continue
 		}
 		code := stripStrings(prog.s)
 		if strings.Contains(prog.s, "/inet/") {
-			w.add(Deny, "reverse-shell", c.name+" opens a network connection through /inet/ and exchanges commands over it (a reverse shell); run the commands you need directly", c.part)
+			w.add(Deny, ruleReverseShell, c.name+" opens a network connection through /inet/ and exchanges commands over it (a reverse shell); run the commands you need directly", c.part)
 		}
 		if awkExec.MatchString(code) {
-			w.add(Confirm, "awk-exec", c.name+" runs shell commands from its program (system, or a pipe to or from a command); run the commands directly", c.part)
+			w.add(Confirm, ruleAwkExec, c.name+" runs shell commands from its program (system, or a pipe to or from a command); run the commands directly", c.part)
 			for _, s := range stringLiterals(prog.s) {
 				w.scriptQuiet(s, c.part)
 			}
 		}
 		for _, m := range awkWrite.FindAllStringSubmatch(prog.s, 8) {
-			w.pathOp(opWrite, lit(m[1]), actor(c), "", false)
+			w.pathOp(opWrite, lit(m[1]), actor(c), false)
 		}
 	}
 }
@@ -698,14 +698,14 @@ func checkFind(w *walker, c *call) {
 		}
 	}
 	for _, r := range roots {
-		w.pathOp(opRead, r, actor(c), "", false)
+		w.pathOp(opRead, r, actor(c), false)
 		switch w.classifyPath(r).class {
 		case pcHome, pcRoot, pcHomeDir:
 			for j := i; j+1 < len(args); j++ {
 				switch args[j].s {
 				case "-name", "-iname", "-path", "-ipath", "-regex", "-iregex", "-wholename", "-iwholename":
 					if credentialName.MatchString(args[j+1].s) {
-						w.add(Deny, "credential-search", fmt.Sprintf("%s searches %s for credential files (%s); do not harvest secrets — ask the user if the task needs one", c.name, r.show(), args[j+1].show()), c.part)
+						w.add(Deny, ruleCredentialSearch, fmt.Sprintf("%s searches %s for credential files (%s); do not harvest secrets — ask the user if the task needs one", c.name, r.show(), args[j+1].show()), c.part)
 					}
 				}
 			}
@@ -721,7 +721,7 @@ func checkFind(w *walker, c *call) {
 				for _, a := range args[j:] {
 					switch a.s {
 					case "-exec", "-execdir", "-ok", "-okdir", "-delete":
-						w.add(Confirm, "write-agent-config", fmt.Sprintf("%s %s %s acts on an AI agent's or editor's configuration (%s); changing it reconfigures the agent or the user's tools, so approval is needed", c.name, args[j].s, args[j+1].show(), args[j+1].show()), c.part)
+						w.add(Confirm, ruleWriteAgentConfig, fmt.Sprintf("%s %s %s acts on an AI agent's or editor's configuration (%s); changing it reconfigures the agent or the user's tools, so approval is needed", c.name, args[j].s, args[j+1].show(), args[j+1].show()), c.part)
 						goto done
 					}
 				}
@@ -739,11 +739,11 @@ done:
 		case "-delete":
 			for _, r := range roots {
 				if !w.findDeleteDenied(r, "find -delete") {
-					w.add(Confirm, "find-delete", fmt.Sprintf("find -delete deletes every match under %s; approval is needed", r.show()), c.part)
+					w.add(Confirm, ruleFindDelete, fmt.Sprintf("find -delete deletes every match under %s; approval is needed", r.show()), c.part)
 				}
 			}
 			if len(roots) == 0 {
-				w.add(Confirm, "find-delete", "find -delete deletes every match; approval is needed", c.part)
+				w.add(Confirm, ruleFindDelete, "find -delete deletes every match; approval is needed", c.part)
 			}
 		case "-exec", "-execdir", "-ok", "-okdir":
 			j := i + 1
@@ -763,12 +763,12 @@ done:
 						sub[k] = placeholder(a, "{}", strings.TrimSuffix(r.s, "/")+"/"+namePat)
 					}
 				}
-				w.add(Allow, "find-exec", fmt.Sprintf("find %s runs %s on every match; that command is checked", s, sub[0].show()), c.part)
+				w.add(Allow, ruleFindExec, fmt.Sprintf("find %s runs %s on every match; that command is checked", s, sub[0].show()), c.part)
 				if deleters[path.Base(sub[0].s)] {
 					// Whatever the filters, the matches may be anywhere under
 					// the root, as with -delete.
 					if !w.findDeleteDenied(r, "find "+s+" "+sub[0].show()) {
-						w.add(Confirm, "find-exec-delete", fmt.Sprintf("find %s %s deletes or destroys every file find matches under %s; approval is needed", s, sub[0].show(), r.show()), c.part)
+						w.add(Confirm, ruleFindExecDelete, fmt.Sprintf("find %s %s deletes or destroys every file find matches under %s; approval is needed", s, sub[0].show(), r.show()), c.part)
 					}
 				}
 				w.command(c.sub(sub))
@@ -778,7 +778,7 @@ done:
 			}
 		case "-fprint", "-fprint0", "-fprintf", "-fls":
 			if i+1 < len(args) {
-				w.pathOp(opWrite, args[i+1], actor(c), "", false)
+				w.pathOp(opWrite, args[i+1], actor(c), false)
 			}
 		}
 	}
@@ -791,7 +791,7 @@ func (w *walker) findDeleteDenied(root field, actor string) bool {
 	if pathDecision(opDeleteTree, w.classifyPath(root).class) != Deny {
 		return false
 	}
-	w.pathOp(opDeleteTree, root, actor, "", false)
+	w.pathOp(opDeleteTree, root, actor, false)
 	return true
 }
 
@@ -841,7 +841,7 @@ func checkFd(w *walker, c *call) {
 		}
 	}
 	if deleters[path.Base(sub[0].s)] {
-		w.add(Confirm, "find-exec-delete", "fd --exec "+sub[0].show()+" deletes every file fd matches; approval is needed", c.part)
+		w.add(Confirm, ruleFindExecDelete, "fd --exec "+sub[0].show()+" deletes every file fd matches; approval is needed", c.part)
 	}
 	w.command(c.sub(sub))
 }
@@ -891,7 +891,7 @@ func checkXargs(w *walker, c *call) {
 			if hasVal {
 				f = lit(val)
 			}
-			w.pathOp(opRead, f, actor(c), "", false)
+			w.pathOp(opRead, f, actor(c), false)
 		}
 	}
 	c.judgedPaths = true
@@ -902,7 +902,7 @@ func checkXargs(w *walker, c *call) {
 	}
 	c.delegated = true
 	if deleters[path.Base(inner[0].s)] {
-		w.add(Confirm, "xargs-delete", fmt.Sprintf("xargs %s deletes or destroys every file named on its input; approval is needed", inner[0].show()), c.part)
+		w.add(Confirm, ruleXargsDelete, fmt.Sprintf("xargs %s deletes or destroys every file named on its input; approval is needed", inner[0].show()), c.part)
 	}
 	if replace != "" && c.stdin.hasText && c.stdin.kind == dLiteral {
 		// The input is known: run the command once per line, as xargs -I does.
@@ -973,11 +973,11 @@ func checkTar(w *walker, c *call) {
 	for _, o := range p.opts {
 		switch o.name {
 		case "-I", "--use-compress-program", "--to-command", "-F", "--info-script", "--new-volume-script", "--rsh-command":
-			w.add(Confirm, "archive-exec", fmt.Sprintf("tar %s runs a program (%s); use tar's own options instead", o.name, o.val.show()), c.part)
+			w.add(Confirm, ruleArchiveExec, fmt.Sprintf("tar %s runs a program (%s); use tar's own options instead", o.name, o.val.show()), c.part)
 			w.programString(o.val, c.part, "tar "+o.name)
 		case "--checkpoint-action":
 			if v, ok := strings.CutPrefix(o.val.s, "exec="); ok {
-				w.add(Confirm, "archive-exec", "tar --checkpoint-action=exec runs a program; drop the option", c.part)
+				w.add(Confirm, ruleArchiveExec, "tar --checkpoint-action=exec runs a program; drop the option", c.part)
 				val := o.val
 				val.s = v
 				w.programString(val, c.part, "tar --checkpoint-action")
@@ -989,23 +989,23 @@ func checkTar(w *walker, c *call) {
 	create := p.has("-c", "--create", "-r", "--append", "-u", "--update")
 	for _, f := range p.values("-f", "--file") {
 		if create {
-			w.pathOp(opWrite, f, actor(c), "", false)
+			w.pathOp(opWrite, f, actor(c), false)
 		} else {
-			w.pathOp(opRead, f, actor(c), "", false)
+			w.pathOp(opRead, f, actor(c), false)
 		}
 	}
 	if extract {
 		dirs := p.values("-C", "--directory")
 		for _, d := range dirs {
-			w.pathOp(opWrite, d, "tar -x -C "+d.show(), "", false)
+			w.pathOp(opWrite, d, "tar -x -C "+d.show(), false)
 		}
 		if p.has("-P", "--absolute-names") {
-			w.add(Confirm, "archive-absolute", "tar -P extracts members to absolute paths, anywhere on the filesystem; extract into the workspace", c.part)
+			w.add(Confirm, ruleArchiveAbsolute, "tar -P extracts members to absolute paths, anywhere on the filesystem; extract into the workspace", c.part)
 		}
 	}
 	if create {
 		for _, f := range p.ops {
-			w.pathOp(opCopy, f, actor(c), "", false)
+			w.pathOp(opCopy, f, actor(c), false)
 		}
 	}
 }

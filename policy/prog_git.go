@@ -82,12 +82,12 @@ func (w *walker) gitConfig(c *call, key string, val field, how string) {
 		// (alias.lg = log --graph): that git command is checked now.
 		words := w.splitString(val)
 		if len(words) > 0 && words[0].known() && !isOpt(words[0].s) {
-			w.add(Allow, "git-alias", fmt.Sprintf("%s sets %s, which runs git %s; that command is checked", how, key, val.s), c.part)
+			w.add(Allow, ruleGitAlias, fmt.Sprintf("%s sets %s, which runs git %s; that command is checked", how, key, val.s), c.part)
 			w.command(c.sub(append([]field{lit("git")}, words...)))
 			return
 		}
 	}
-	w.add(Confirm, "git-config-program", fmt.Sprintf("%s sets %s, which makes git run a program or load settings of the command's choosing; approval is needed", how, key), c.part)
+	w.add(Confirm, ruleGitConfigProgram, fmt.Sprintf("%s sets %s, which makes git run a program or load settings of the command's choosing; approval is needed", how, key), c.part)
 	switch {
 	case strings.HasPrefix(k, "alias."):
 		if strings.HasPrefix(val.s, "!") {
@@ -128,13 +128,13 @@ func checkGit(w *walker, c *call) {
 			v.s, v.raw = val, ""
 			w.gitConfig(c, key, v, "git -c")
 		case "--config-env":
-			w.add(Confirm, "git-config-program", "git --config-env takes configuration from a variable, which can name a program; write -c key=value", c.part)
+			w.add(Confirm, ruleGitConfigProgram, "git --config-env takes configuration from a variable, which can name a program; write -c key=value", c.part)
 		case "--exec-path":
 			if g.has {
-				w.add(Confirm, "git-program-option", "git --exec-path runs git's subcommands from another directory; drop the option", c.part)
+				w.add(Confirm, ruleGitProgramOption, "git --exec-path runs git's subcommands from another directory; drop the option", c.part)
 			}
 		case "--git-dir", "--work-tree":
-			w.pathOp(opRead, g.val, "git "+g.name, "", false)
+			w.pathOp(opRead, g.val, "git "+g.name, false)
 			if g.name == "--git-dir" {
 				w.gitDirElsewhere(g.val, "git --git-dir=", c.part)
 			}
@@ -154,15 +154,15 @@ func checkGit(w *walker, c *call) {
 		switch o.name {
 		case "--upload-pack", "--receive-pack", "--exec":
 			if sub == "rebase" {
-				w.add(Confirm, "git-program-option", "git rebase --exec runs a command after each commit; run it directly instead", c.part)
+				w.add(Confirm, ruleGitProgramOption, "git rebase --exec runs a command after each commit; run it directly instead", c.part)
 				w.programString(o.val, c.part, "git rebase --exec")
 				continue
 			}
-			w.add(Confirm, "git-program-option", fmt.Sprintf("git %s %s runs a program (%s); drop the option", sub, o.name, o.val.show()), c.part)
+			w.add(Confirm, ruleGitProgramOption, fmt.Sprintf("git %s %s runs a program (%s); drop the option", sub, o.name, o.val.show()), c.part)
 			w.programString(o.val, c.part, "git "+sub+" "+o.name)
 		case "-u":
 			if sub == "fetch" || sub == "clone" || sub == "ls-remote" || sub == "pull" || sub == "archive" {
-				w.add(Confirm, "git-program-option", fmt.Sprintf("git %s -u runs a program as the remote's upload-pack; drop the option", sub), c.part)
+				w.add(Confirm, ruleGitProgramOption, fmt.Sprintf("git %s -u runs a program as the remote's upload-pack; drop the option", sub), c.part)
 				w.programString(o.val, c.part, "git "+sub+" -u")
 			}
 		case "--config", "-c":
@@ -173,19 +173,19 @@ func checkGit(w *walker, c *call) {
 				w.gitConfig(c, key, v, "git "+sub+" --config")
 			}
 		case "--template":
-			w.add(Confirm, "git-program-option", "git "+sub+" --template copies hooks from a template directory; drop the option", c.part)
+			w.add(Confirm, ruleGitProgramOption, "git "+sub+" --template copies hooks from a template directory; drop the option", c.part)
 		case "--ext-diff":
-			w.add(Confirm, "git-program-option", "git "+sub+" --ext-diff runs the external diff program configured in the repository; drop the option", c.part)
+			w.add(Confirm, ruleGitProgramOption, "git "+sub+" --ext-diff runs the external diff program configured in the repository; drop the option", c.part)
 		case "--output":
-			w.pathOp(opWrite, o.val, "git "+sub+" --output", "", false)
+			w.pathOp(opWrite, o.val, "git "+sub+" --output", false)
 		case "-O", "--open-files-in-pager":
 			if sub == "grep" && o.has {
-				w.add(Confirm, "git-program-option", "git grep "+o.name+" runs a program on the files it finds; drop the option", c.part)
+				w.add(Confirm, ruleGitProgramOption, "git grep "+o.name+" runs a program on the files it finds; drop the option", c.part)
 				w.programString(o.val, c.part, "git grep "+o.name)
 			}
 		case "-x", "--extcmd":
 			if sub == "rebase" || sub == "difftool" {
-				w.add(Confirm, "git-program-option", fmt.Sprintf("git %s %s runs a command; run it directly instead", sub, o.name), c.part)
+				w.add(Confirm, ruleGitProgramOption, fmt.Sprintf("git %s %s runs a command; run it directly instead", sub, o.name), c.part)
 				w.programString(o.val, c.part, "git "+sub+" "+o.name)
 			}
 		case "--index-filter", "--tree-filter", "--env-filter", "--msg-filter", "--commit-filter", "--parent-filter", "--tag-name-filter":
@@ -194,7 +194,7 @@ func checkGit(w *walker, c *call) {
 	}
 	for _, a := range p.ops {
 		if strings.HasPrefix(a.s, "ext::") || strings.HasPrefix(a.s, "fd::") {
-			w.add(Confirm, "git-program-option", "git "+sub+" "+a.show()+" uses a transport that runs a command; use an ssh or https URL", c.part)
+			w.add(Confirm, ruleGitProgramOption, "git "+sub+" "+a.show()+" uses a transport that runs a command; use an ssh or https URL", c.part)
 			v := a
 			v.s = strings.TrimPrefix(strings.TrimPrefix(a.s, "ext::"), "fd::")
 			if strings.HasPrefix(a.s, "ext::") && v.known() {
@@ -209,26 +209,26 @@ func checkGit(w *walker, c *call) {
 		if p.has("-f", "--force", "--force-with-lease", "--mirror", "--delete", "-d", "--prune") {
 			reason = "git push with --force, --mirror or --delete rewrites or deletes history on the remote; approval is needed"
 		}
-		w.add(Confirm, "git-push", reason, c.part)
+		w.add(Confirm, ruleGitPush, reason, c.part)
 	case sub == "pull" || sub == "fetch" || sub == "clone" || sub == "ls-remote":
-		w.add(Confirm, "git-network", fmt.Sprintf("git %s talks to a remote repository over the network; approval is needed", sub), c.part)
+		w.add(Confirm, ruleGitNetwork, fmt.Sprintf("git %s talks to a remote repository over the network; approval is needed", sub), c.part)
 		if sub == "clone" && len(p.ops) > 0 {
 			dir := lit(strings.TrimSuffix(urlBase(p.ops[0].s), ".git"))
 			if len(p.ops) > 1 {
 				dir = p.ops[1]
-				w.pathOp(opWrite, dir, "git clone", "", false)
+				w.pathOp(opWrite, dir, "git clone", false)
 			}
 			w.download(dir)
 		}
 	case gitNetwork[sub]:
-		w.add(Confirm, "git-network", fmt.Sprintf("git %s talks to another machine or serves the repository; approval is needed", sub), c.part)
+		w.add(Confirm, ruleGitNetwork, fmt.Sprintf("git %s talks to another machine or serves the repository; approval is needed", sub), c.part)
 	case sub == "reset":
 		if p.has("--hard", "--merge", "--keep") {
-			w.add(Confirm, "git-discard", "git reset --hard discards uncommitted changes and moves the branch; approval is needed", c.part)
+			w.add(Confirm, ruleGitDiscard, "git reset --hard discards uncommitted changes and moves the branch; approval is needed", c.part)
 		}
 	case sub == "clean":
 		if !p.has("-n", "--dry-run") {
-			w.add(Confirm, "git-discard", "git clean deletes untracked files (with -x, ignored ones too); run git clean -n first to see what it would delete, then ask for approval", c.part)
+			w.add(Confirm, ruleGitDiscard, "git clean deletes untracked files (with -x, ignored ones too); run git clean -n first to see what it would delete, then ask for approval", c.part)
 		}
 	case sub == "checkout" || sub == "restore" || sub == "switch":
 		discard := p.has("-f", "--force", "--discard-changes", "-p", "--patch", "--ours", "--theirs", "--overlay", "--no-overlay", "-W", "--worktree")
@@ -246,43 +246,43 @@ func checkGit(w *walker, c *call) {
 			}
 		}
 		if discard {
-			w.add(Confirm, "git-discard", fmt.Sprintf("git %s overwrites files in the working tree, discarding uncommitted changes; approval is needed", sub), c.part)
+			w.add(Confirm, ruleGitDiscard, fmt.Sprintf("git %s overwrites files in the working tree, discarding uncommitted changes; approval is needed", sub), c.part)
 		}
 	case sub == "branch":
 		if p.has("-D") || p.has("-d", "--delete") && p.has("-f", "--force") || p.has("-M", "-C") {
-			w.add(Confirm, "git-discard", "git branch -D deletes a branch even if it is not merged, losing its commits; approval is needed", c.part)
+			w.add(Confirm, ruleGitDiscard, "git branch -D deletes a branch even if it is not merged, losing its commits; approval is needed", c.part)
 		}
 	case sub == "stash":
 		if len(p.ops) > 0 && (p.ops[0].s == "drop" || p.ops[0].s == "clear") {
-			w.add(Confirm, "git-discard", "git stash "+p.ops[0].s+" deletes stashed changes; approval is needed", c.part)
+			w.add(Confirm, ruleGitDiscard, "git stash "+p.ops[0].s+" deletes stashed changes; approval is needed", c.part)
 		}
 	case sub == "tag":
 		if p.has("-d", "--delete", "-f", "--force") {
-			w.add(Confirm, "git-discard", "git tag -d or -f deletes or moves a tag; approval is needed", c.part)
+			w.add(Confirm, ruleGitDiscard, "git tag -d or -f deletes or moves a tag; approval is needed", c.part)
 		}
 	case sub == "reflog":
 		if len(p.ops) > 0 && (p.ops[0].s == "expire" || p.ops[0].s == "delete") {
-			w.add(Confirm, "git-history-rewrite", "git reflog "+p.ops[0].s+" deletes the record that lets lost commits be recovered; approval is needed", c.part)
+			w.add(Confirm, ruleGitHistoryRewrite, "git reflog "+p.ops[0].s+" deletes the record that lets lost commits be recovered; approval is needed", c.part)
 		}
 	case sub == "gc" || sub == "prune" || sub == "prune-packed":
 		if sub != "gc" || p.has("--prune", "--aggressive") {
-			w.add(Confirm, "git-history-rewrite", "git "+sub+" deletes unreachable objects, which makes lost work unrecoverable; approval is needed", c.part)
+			w.add(Confirm, ruleGitHistoryRewrite, "git "+sub+" deletes unreachable objects, which makes lost work unrecoverable; approval is needed", c.part)
 		}
 	case sub == "filter-branch" || sub == "filter-repo" || sub == "replace" || sub == "update-ref" && p.has("-d") || sub == "rebase" && p.has("--root"):
-		w.add(Confirm, "git-history-rewrite", fmt.Sprintf("git %s rewrites history; approval is needed", sub), c.part)
+		w.add(Confirm, ruleGitHistoryRewrite, fmt.Sprintf("git %s rewrites history; approval is needed", sub), c.part)
 	case sub == "config":
 		checkGitConfig(w, c, args)
 	case sub == "worktree":
 		if len(p.ops) > 0 && p.ops[0].s == "remove" && p.has("-f", "--force") {
-			w.add(Confirm, "git-discard", "git worktree remove --force deletes a working tree with its uncommitted and untracked changes; commit or stash them there first, or ask for approval", c.part)
+			w.add(Confirm, ruleGitDiscard, "git worktree remove --force deletes a working tree with its uncommitted and untracked changes; commit or stash them there first, or ask for approval", c.part)
 		}
 	case sub == "remote":
 		if len(p.ops) > 0 {
 			switch p.ops[0].s {
 			case "add", "set-url", "rename", "remove", "rm", "set-head", "set-branches":
-				w.add(Confirm, "git-remote", "git remote "+p.ops[0].s+" changes where the repository pushes and fetches; approval is needed", c.part)
+				w.add(Confirm, ruleGitRemote, "git remote "+p.ops[0].s+" changes where the repository pushes and fetches; approval is needed", c.part)
 			case "update", "prune":
-				w.add(Confirm, "git-network", "git remote "+p.ops[0].s+" talks to remote repositories; approval is needed", c.part)
+				w.add(Confirm, ruleGitNetwork, "git remote "+p.ops[0].s+" talks to remote repositories; approval is needed", c.part)
 			}
 		}
 	case sub == "submodule":
@@ -290,10 +290,10 @@ func checkGit(w *walker, c *call) {
 			switch p.ops[0].s {
 			case "status", "summary":
 			case "foreach":
-				w.add(Confirm, "git-program-option", "git submodule foreach runs a command in every submodule; approval is needed", c.part)
+				w.add(Confirm, ruleGitProgramOption, "git submodule foreach runs a command in every submodule; approval is needed", c.part)
 				w.script(joinFields(p.ops[1:]), c.part)
 			default:
-				w.add(Confirm, "git-network", "git submodule "+p.ops[0].s+" fetches or changes submodules; approval is needed", c.part)
+				w.add(Confirm, ruleGitNetwork, "git submodule "+p.ops[0].s+" fetches or changes submodules; approval is needed", c.part)
 			}
 		}
 	case sub == "bisect":
@@ -301,34 +301,34 @@ func checkGit(w *walker, c *call) {
 			w.command(c.sub(p.ops[1:]))
 		}
 	case sub == "credential" || sub == "credential-store" || sub == "credential-cache" || strings.HasPrefix(sub, "credential-"):
-		w.add(Deny, "secret-read", "git "+sub+" reads or stores the user's credentials; credentials must not be read or sent — ask the user if the task needs them", c.part)
+		w.add(Deny, ruleSecretRead, "git "+sub+" reads or stores the user's credentials; credentials must not be read or sent — ask the user if the task needs them", c.part)
 	case sub == "difftool" || sub == "mergetool":
-		w.add(Confirm, "git-program-option", "git "+sub+" runs an external program configured in the repository; approval is needed", c.part)
+		w.add(Confirm, ruleGitProgramOption, "git "+sub+" runs an external program configured in the repository; approval is needed", c.part)
 	case sub == "hook":
-		w.add(Confirm, "git-program-option", "git hook runs the repository's hooks; approval is needed", c.part)
+		w.add(Confirm, ruleGitProgramOption, "git hook runs the repository's hooks; approval is needed", c.part)
 	case sub == "maintenance":
-		w.add(Confirm, "persistence", "git maintenance can register scheduled jobs; approval is needed", c.part)
+		w.add(Confirm, rulePersistence, "git maintenance can register scheduled jobs; approval is needed", c.part)
 	case sub == "lfs":
 		if len(p.ops) > 0 {
 			switch p.ops[0].s {
 			case "track", "untrack", "ls-files", "status", "env", "version", "migrate-info":
 			default:
-				w.add(Confirm, "git-network", "git lfs "+p.ops[0].s+" transfers or installs large-file data; approval is needed", c.part)
+				w.add(Confirm, ruleGitNetwork, "git lfs "+p.ops[0].s+" transfers or installs large-file data; approval is needed", c.part)
 			}
 		}
 	case sub == "archive":
 		if p.has("--remote") {
-			w.add(Confirm, "git-network", "git archive --remote fetches from another repository; approval is needed", c.part)
+			w.add(Confirm, ruleGitNetwork, "git archive --remote fetches from another repository; approval is needed", c.part)
 		}
 		for _, f := range p.values("-o", "--output") {
-			w.pathOp(opWrite, f, "git archive -o", "", false)
+			w.pathOp(opWrite, f, "git archive -o", false)
 		}
 	case gitReadOnly[sub], gitLocal[sub], sub == "rebase":
 	case w.gitAliases[sub] != "":
 		// An alias set earlier in the command: what it runs was checked
 		// where it was set; with this call's arguments it is checked again.
 		v := strings.TrimSpace(w.gitAliases[sub])
-		w.add(Allow, "git-alias", "git "+sub+" is an alias set earlier in this command, for "+v+"; what it runs is checked", c.part)
+		w.add(Allow, ruleGitAlias, "git "+sub+" is an alias set earlier in this command, for "+v+"; what it runs is checked", c.part)
 		if strings.HasPrefix(v, "!") {
 			w.script(strings.TrimPrefix(v, "!")+" "+quoteArgs(rest[1:]), c.part)
 		} else {
@@ -337,10 +337,10 @@ func checkGit(w *walker, c *call) {
 		}
 	default:
 		if !rest[0].known() {
-			w.add(Confirm, "dynamic-command", "the git subcommand is computed at run time; write it literally", c.part)
+			w.add(Confirm, ruleDynamicCommand, "the git subcommand is computed at run time; write it literally", c.part)
 			return
 		}
-		w.add(Confirm, "git-unknown", fmt.Sprintf("git %s is not a git command the policy knows; it may be an alias in the repository's configuration that runs a program — approval is needed", sub), c.part)
+		w.add(Confirm, ruleGitUnknown, fmt.Sprintf("git %s is not a git command the policy knows; it may be an alias in the repository's configuration that runs a program — approval is needed", sub), c.part)
 	}
 }
 
@@ -385,7 +385,7 @@ func checkGitConfig(w *walker, c *call, args []field) {
 		switch ops[0].s {
 		case "get", "list", "get-regexp", "get-urlmatch", "get-color", "get-colorbool", "edit":
 			if ops[0].s == "edit" {
-				w.add(Confirm, "git-config", "git config edit opens the configuration in an editor; set keys one by one instead", c.part)
+				w.add(Confirm, ruleGitConfig, "git config edit opens the configuration in an editor; set keys one by one instead", c.part)
 			}
 			return
 		case "set", "unset", "rename-section", "remove-section":
@@ -396,7 +396,7 @@ func checkGitConfig(w *walker, c *call, args []field) {
 		return
 	}
 	if p.has("-e", "--edit") {
-		w.add(Confirm, "git-config", "git config --edit opens the configuration in an editor; set keys one by one instead", c.part)
+		w.add(Confirm, ruleGitConfig, "git config --edit opens the configuration in an editor; set keys one by one instead", c.part)
 		return
 	}
 	if len(ops) == 0 {
@@ -409,12 +409,12 @@ func checkGitConfig(w *walker, c *call, args []field) {
 	}
 	if p.has("--unset", "--unset-all", "--remove-section", "--rename-section") {
 		if p.has("--global", "--system") {
-			w.add(Confirm, "git-config", "git config --global or --system changes the user's or machine's git settings; approval is needed", c.part)
+			w.add(Confirm, ruleGitConfig, "git config --global or --system changes the user's or machine's git settings; approval is needed", c.part)
 		}
 		return
 	}
 	w.gitConfig(c, key, val, "git config")
 	if p.has("--global", "--system") || len(p.values("-f", "--file")) > 0 {
-		w.add(Confirm, "git-config", "git config --global or --system changes the user's or machine's git settings; approval is needed", c.part)
+		w.add(Confirm, ruleGitConfig, "git config --global or --system changes the user's or machine's git settings; approval is needed", c.part)
 	}
 }

@@ -10,7 +10,7 @@ import (
 // Programs that talk to the network.
 
 func registerNet() {
-	net := func(names, rule, reason string, fn func(w *walker, c *call)) {
+	net := func(names string, rule ruleID, reason string, fn func(w *walker, c *call)) {
 		reg(names, program{decision: Confirm, rule: rule, reason: reason, check: func(w *walker, c *call) {
 			c.network = true
 			if fn != nil {
@@ -18,30 +18,30 @@ func registerNet() {
 			}
 		}})
 	}
-	net("curl", "download", "curl fetches data from the network; approval is needed", checkCurl)
-	net("wget", "download", "wget fetches data from the network; approval is needed", checkWget)
-	net("aria2c axel lwp-request lynx w3m links elinks http https xh httpie curlie fetch", "download", "%s fetches data from the network; approval is needed", nil)
-	net("nc ncat netcat nc.openbsd nc.traditional", "network", "%s opens a raw network connection; approval is needed", checkNetcat)
-	net("socat", "network", "socat relays data over the network; approval is needed", checkSocat)
-	net("telnet ftp lftp tftp sftp smbclient mosh rlogin rsh rexec", "network", "%s connects to another machine; approval is needed", nil)
-	net("ssh", "ssh", "ssh connects to another machine; approval is needed", checkSSH)
-	net("scp", "ssh", "scp copies files to or from another machine; approval is needed", checkScp)
-	net("rsync", "network", "rsync copies files; to or from another machine it needs approval", checkRsync)
-	net("ping ping6 arping traceroute traceroute6 tracepath mtr dig host nslookup drill whois", "network", "%s sends packets to another host; approval is needed", nil)
-	net("nmap masscan zmap nikto sqlmap hydra", "network-scan", "%s scans or attacks other machines; approval is needed", nil)
-	net("tcpdump tshark wireshark ngrep", "network-capture", "%s captures network traffic; approval is needed", nil)
-	net("mail mailx sendmail mutt msmtp swaks", "network", "%s sends email; approval is needed", nil)
-	net("gh glab hub tea", "forge", "%s talks to the code host with the user's credentials; approval is needed", checkForge)
-	net("ssh-copy-id", "ssh", "ssh-copy-id installs a key on another machine; approval is needed", nil)
-	net("ngrok cloudflared localtunnel lt bore frpc chisel inlets rathole zrok pinggy", "tunnel", "%s exposes this machine to the internet through a tunnel, a way in for anyone; do not open tunnels — ask the user to expose what they need", func(w *walker, c *call) {
+	net("curl", ruleDownload, "curl fetches data from the network; approval is needed", checkCurl)
+	net("wget", ruleDownload, "wget fetches data from the network; approval is needed", checkWget)
+	net("aria2c axel lwp-request lynx w3m links elinks http https xh httpie curlie fetch", ruleDownload, "%s fetches data from the network; approval is needed", nil)
+	net("nc ncat netcat nc.openbsd nc.traditional", ruleNetwork, "%s opens a raw network connection; approval is needed", checkNetcat)
+	net("socat", ruleNetwork, "socat relays data over the network; approval is needed", checkSocat)
+	net("telnet ftp lftp tftp sftp smbclient mosh rlogin rsh rexec", ruleNetwork, "%s connects to another machine; approval is needed", nil)
+	net("ssh", ruleSsh, "ssh connects to another machine; approval is needed", checkSSH)
+	net("scp", ruleSsh, "scp copies files to or from another machine; approval is needed", checkScp)
+	net("rsync", ruleNetwork, "rsync copies files; to or from another machine it needs approval", checkRsync)
+	net("ping ping6 arping traceroute traceroute6 tracepath mtr dig host nslookup drill whois", ruleNetwork, "%s sends packets to another host; approval is needed", nil)
+	net("nmap masscan zmap nikto sqlmap hydra", ruleNetworkScan, "%s scans or attacks other machines; approval is needed", nil)
+	net("tcpdump tshark wireshark ngrep", ruleNetworkCapture, "%s captures network traffic; approval is needed", nil)
+	net("mail mailx sendmail mutt msmtp swaks", ruleNetwork, "%s sends email; approval is needed", nil)
+	net("gh glab hub tea", ruleForge, "%s talks to the code host with the user's credentials; approval is needed", checkForge)
+	net("ssh-copy-id", ruleSsh, "ssh-copy-id installs a key on another machine; approval is needed", nil)
+	net("ngrok cloudflared localtunnel lt bore frpc chisel inlets rathole zrok pinggy", ruleTunnel, "%s exposes this machine to the internet through a tunnel, a way in for anyone; do not open tunnels — ask the user to expose what they need", func(w *walker, c *call) {
 		if versionOnly(c) || len(c.args()) == 1 && (c.args()[0].s == "version" || c.args()[0].s == "help") {
-			w.add(Allow, "info", c.name+" "+c.args()[0].s+" prints its version or help", c.part)
+			w.add(Allow, ruleInfo, c.name+" "+c.args()[0].s+" prints its version or help", c.part)
 			return
 		}
-		w.add(Deny, "tunnel", c.name+" exposes this machine to the internet through a tunnel, a way in for anyone; do not open tunnels — ask the user to expose what they need", c.part)
+		w.add(Deny, ruleTunnel, c.name+" exposes this machine to the internet through a tunnel, a way in for anyone; do not open tunnels — ask the user to expose what they need", c.part)
 	})
-	reg("openssl", program{decision: Allow, rule: "crypto", reason: "openssl works on keys, certificates and data locally", check: checkOpenssl})
-	reg("wall write", program{decision: Confirm, rule: "message", reason: "%s writes to other users' terminals; approval is needed"})
+	reg("openssl", program{decision: Allow, rule: ruleCrypto, reason: "openssl works on keys, certificates and data locally", check: checkOpenssl})
+	reg("wall write", program{decision: Confirm, rule: ruleMessage, reason: "%s writes to other users' terminals; approval is needed"})
 }
 
 // urlHost is the host a URL names, as curl reads it: after the scheme, before
@@ -96,7 +96,7 @@ func metadataURL(u string) bool {
 func (w *walker) metadataCheck(c *call, urls []field) bool {
 	for _, u := range urls {
 		if u.known() && metadataURL(u.s) {
-			w.add(Deny, "secret-read", fmt.Sprintf("%s would query the cloud metadata service (%s), which hands out the machine's cloud credentials; credentials must not be read — ask the user if the task needs them", c.name, u.show()), c.part)
+			w.add(Deny, ruleSecretRead, fmt.Sprintf("%s would query the cloud metadata service (%s), which hands out the machine's cloud credentials; credentials must not be read — ask the user if the task needs them", c.name, u.show()), c.part)
 			return true
 		}
 	}
@@ -130,7 +130,7 @@ func versionOnly(c *call) bool {
 
 func checkCurl(w *walker, c *call) {
 	if versionOnly(c) {
-		w.add(Allow, "info", "curl "+c.args()[0].s+" prints curl's version or help", c.part)
+		w.add(Allow, ruleInfo, "curl "+c.args()[0].s+" prints curl's version or help", c.part)
 		return
 	}
 	p := parseArgs(c.args(), curlSpec)
@@ -144,18 +144,18 @@ func checkCurl(w *walker, c *call) {
 		if strings.HasPrefix(strings.ToLower(u.s), "file://") {
 			f := u
 			f.s = strings.TrimPrefix(u.s, u.s[:7])
-			w.pathOp(opRead, f, "curl", "", false)
+			w.pathOp(opRead, f, "curl", false)
 		}
 	}
 	for _, o := range p.values("-o", "--output", "--dump-header", "-D", "--trace", "--trace-ascii", "-c", "--cookie-jar", "--stderr") {
 		if o.s == "-" {
 			continue
 		}
-		w.pathOp(opWrite, o, actor(c), "", false)
+		w.pathOp(opWrite, o, actor(c), false)
 		w.download(o)
 	}
 	for _, d := range p.values("--output-dir") {
-		w.pathOp(opWrite, d, actor(c), "", false)
+		w.pathOp(opWrite, d, actor(c), false)
 	}
 	if p.has("-O", "--remote-name", "--remote-name-all") {
 		for _, u := range urls {
@@ -164,31 +164,31 @@ func checkCurl(w *walker, c *call) {
 	}
 	for _, f := range p.values("-T", "--upload-file") {
 		if f.s != "-" {
-			w.pathOp(opCopy, f, actor(c), "", false)
+			w.pathOp(opCopy, f, actor(c), false)
 		}
 		if !local {
-			w.add(Confirm, "upload", fmt.Sprintf("curl uploads %s to another machine; approval is needed", f.show()), c.part)
+			w.add(Confirm, ruleUpload, fmt.Sprintf("curl uploads %s to another machine; approval is needed", f.show()), c.part)
 		}
 	}
 	for _, f := range p.values("-K", "--config", "--netrc-file") {
-		w.add(Confirm, "download", "curl "+f.show()+" reads options or credentials from a file; approval is needed", c.part)
+		w.add(Confirm, ruleDownload, "curl "+f.show()+" reads options or credentials from a file; approval is needed", c.part)
 	}
 	if len(p.values("-x", "--proxy", "--preproxy", "--socks4", "--socks4a", "--socks5", "--socks5-hostname", "--resolve", "--connect-to", "--doh-url")) > 0 {
 		local = false // the request goes elsewhere
 	}
 	if local {
-		w.add(Confirm, "local-http", "curl sends a request to a server on this machine; network requests need approval — run the server's tests, or ask", c.part)
+		w.add(Confirm, ruleLocalHttp, "curl sends a request to a server on this machine; network requests need approval — run the server's tests, or ask", c.part)
 		return
 	}
 	if len(p.values("-d", "--data", "--data-binary", "--data-raw", "--data-ascii", "--data-urlencode", "-F", "--form", "--json")) > 0 {
-		w.add(Confirm, "upload", "curl sends data to another machine; approval is needed", c.part)
+		w.add(Confirm, ruleUpload, "curl sends data to another machine; approval is needed", c.part)
 		return
 	}
 	target := "the network"
 	if len(urls) > 0 {
 		target = urls[0].show()
 	}
-	w.add(Confirm, "download", fmt.Sprintf("curl fetches %s from the network; approval is needed", target), c.part)
+	w.add(Confirm, ruleDownload, fmt.Sprintf("curl fetches %s from the network; approval is needed", target), c.part)
 }
 
 // urlBase is the file name curl -O and wget give a download.
@@ -275,7 +275,7 @@ var wgetSpec = spec("OoaPeiBtTwQUYlADRIXkH",
 
 func checkWget(w *walker, c *call) {
 	if versionOnly(c) {
-		w.add(Allow, "info", "wget "+c.args()[0].s+" prints wget's version or help", c.part)
+		w.add(Allow, ruleInfo, "wget "+c.args()[0].s+" prints wget's version or help", c.part)
 		return
 	}
 	p := parseArgs(c.args(), wgetSpec)
@@ -291,12 +291,12 @@ func checkWget(w *walker, c *call) {
 		if o.s == "-" {
 			continue
 		}
-		w.pathOp(opWrite, o, actor(c), "", false)
+		w.pathOp(opWrite, o, actor(c), false)
 		w.download(o)
 	}
 	dir := ""
 	for _, d := range p.values("-P", "--directory-prefix") {
-		w.pathOp(opWrite, d, actor(c), "", false)
+		w.pathOp(opWrite, d, actor(c), false)
 		dir = d.s + "/"
 	}
 	if len(outs) == 0 {
@@ -305,20 +305,20 @@ func checkWget(w *walker, c *call) {
 		}
 	}
 	for _, f := range p.values("--post-file", "--body-file", "--load-cookies", "--private-key") {
-		w.pathOp(opCopy, f, actor(c), "", false)
+		w.pathOp(opCopy, f, actor(c), false)
 	}
 	for _, f := range p.values("--use-askpass") {
 		w.programString(f, c.part, "wget --use-askpass")
 	}
 	if local {
-		w.add(Confirm, "local-http", "wget sends a request to a server on this machine; network requests need approval — run the server's tests, or ask", c.part)
+		w.add(Confirm, ruleLocalHttp, "wget sends a request to a server on this machine; network requests need approval — run the server's tests, or ask", c.part)
 		return
 	}
 	target := "the network"
 	if len(p.ops) > 0 {
 		target = p.ops[0].show()
 	}
-	w.add(Confirm, "download", fmt.Sprintf("wget fetches %s from the network; approval is needed", target), c.part)
+	w.add(Confirm, ruleDownload, fmt.Sprintf("wget fetches %s from the network; approval is needed", target), c.part)
 }
 
 func checkNetcat(w *walker, c *call) {
@@ -326,26 +326,26 @@ func checkNetcat(w *walker, c *call) {
 		s := a.s
 		if s == "-e" || s == "-c" || s == "--exec" || s == "--sh-exec" || s == "--lua-exec" ||
 			strings.HasPrefix(s, "--exec=") || strings.HasPrefix(s, "--sh-exec=") || (hasShort(s, "ec") && !strings.HasPrefix(s, "--")) {
-			w.add(Deny, "reverse-shell", fmt.Sprintf("%s %s connects a program's input and output to the network (a reverse or bind shell); run the commands you need directly", c.name, s), c.part)
+			w.add(Deny, ruleReverseShell, fmt.Sprintf("%s %s connects a program's input and output to the network (a reverse or bind shell); run the commands you need directly", c.name, s), c.part)
 			return
 		}
 	}
 	if c.flag("l", "--listen") {
-		w.add(Confirm, "listen", c.name+" -l listens for connections from other machines; approval is needed", c.part)
+		w.add(Confirm, ruleListen, c.name+" -l listens for connections from other machines; approval is needed", c.part)
 		return
 	}
-	w.add(Confirm, "network", c.name+" opens a raw network connection; approval is needed", c.part)
+	w.add(Confirm, ruleNetwork, c.name+" opens a raw network connection; approval is needed", c.part)
 }
 
 func checkSocat(w *walker, c *call) {
 	for _, a := range c.args() {
 		l := strings.ToLower(a.s)
 		if strings.HasPrefix(l, "exec:") || strings.HasPrefix(l, "system:") || strings.Contains(l, ",exec:") {
-			w.add(Deny, "reverse-shell", "socat "+a.show()+" runs a program connected to a socket (a reverse or bind shell); run the commands you need directly", c.part)
+			w.add(Deny, ruleReverseShell, "socat "+a.show()+" runs a program connected to a socket (a reverse or bind shell); run the commands you need directly", c.part)
 			return
 		}
 	}
-	w.add(Confirm, "network", "socat relays data over the network; approval is needed", c.part)
+	w.add(Confirm, ruleNetwork, "socat relays data over the network; approval is needed", c.part)
 }
 
 var sshSpec = spec("BbcDEeFIiJLlmOopQRSWw")
@@ -360,14 +360,14 @@ func (w *walker) sshOptions(c *call, p parsed) {
 		}
 		switch strings.ToLower(strings.TrimSpace(key)) {
 		case "proxycommand", "localcommand", "knownhostscommand", "remotecommand":
-			w.add(Confirm, "ssh-program", fmt.Sprintf("%s -o %s runs a program on this machine; connect without it", c.name, key), c.part)
+			w.add(Confirm, ruleSshProgram, fmt.Sprintf("%s -o %s runs a program on this machine; connect without it", c.name, key), c.part)
 			f := o
 			f.s = strings.TrimSpace(val)
 			w.programString(f, c.part, c.name+" "+key)
 		}
 	}
 	for range p.values("-F") {
-		w.add(Confirm, "ssh-program", c.name+" -F reads a configuration file that can run programs; approval is needed", c.part)
+		w.add(Confirm, ruleSshProgram, c.name+" -F reads a configuration file that can run programs; approval is needed", c.part)
 	}
 }
 
@@ -376,21 +376,21 @@ func checkSSH(w *walker, c *call) {
 	p := parseArgs(c.args(), sshSpec.firstOperand())
 	w.sshOptions(c, p)
 	if len(p.values("-R")) > 0 {
-		w.add(Deny, "ssh-reverse-tunnel", "ssh -R opens a tunnel from another machine back into this one, exposing it; do not open tunnels", c.part)
+		w.add(Deny, ruleSshReverseTunnel, "ssh -R opens a tunnel from another machine back into this one, exposing it; do not open tunnels", c.part)
 	}
 	if len(p.values("-L", "-D", "-w")) > 0 {
-		w.add(Confirm, "ssh-tunnel", "ssh opens a network tunnel; approval is needed", c.part)
+		w.add(Confirm, ruleSshTunnel, "ssh opens a network tunnel; approval is needed", c.part)
 	}
 	if len(p.ops) == 0 {
 		return
 	}
 	host := p.ops[0].show()
 	if len(p.ops) > 1 {
-		w.add(Confirm, "ssh", fmt.Sprintf("ssh runs a command on %s, another machine; approval is needed", host), c.part)
+		w.add(Confirm, ruleSsh, fmt.Sprintf("ssh runs a command on %s, another machine; approval is needed", host), c.part)
 		w.script(joinFields(p.ops[1:]), c.part)
 		return
 	}
-	w.add(Confirm, "ssh", fmt.Sprintf("ssh logs in to %s, another machine; approval is needed", host), c.part)
+	w.add(Confirm, ruleSsh, fmt.Sprintf("ssh logs in to %s, another machine; approval is needed", host), c.part)
 }
 
 // isRemote reports whether an scp or rsync operand names another machine.
@@ -410,7 +410,7 @@ func (w *walker) copySources(c *call, srcs []field, dest field) {
 		if isRemote(src.s) {
 			continue
 		}
-		w.pathOp(opCopy, src, actor(c), "", false)
+		w.pathOp(opCopy, src, actor(c), false)
 		if isRemote(dest.s) {
 			w.sendsDotenv(c, src)
 		}
@@ -421,7 +421,7 @@ func checkScp(w *walker, c *call) {
 	p := parseArgs(c.args(), spec("cFiJloPSXD"))
 	w.sshOptions(c, p)
 	for _, s := range p.values("-S") {
-		w.add(Confirm, "ssh-program", "scp -S runs a program instead of ssh; approval is needed", c.part)
+		w.add(Confirm, ruleSshProgram, "scp -S runs a program instead of ssh; approval is needed", c.part)
 		w.programString(s, c.part, "scp -S")
 	}
 	c.judgedPaths = true
@@ -432,9 +432,9 @@ func checkScp(w *walker, c *call) {
 	dest := ops[len(ops)-1]
 	w.copySources(c, ops[:len(ops)-1], dest)
 	if !isRemote(dest.s) {
-		w.pathOp(opWrite, dest, actor(c), "", false)
+		w.pathOp(opWrite, dest, actor(c), false)
 	}
-	w.add(Confirm, "ssh", "scp copies files to or from another machine; approval is needed", c.part)
+	w.add(Confirm, ruleSsh, "scp copies files to or from another machine; approval is needed", c.part)
 }
 
 var rsyncSpec = spec("eBfTM",
@@ -446,15 +446,15 @@ var rsyncSpec = spec("eBfTM",
 func checkRsync(w *walker, c *call) {
 	p := parseArgs(c.args(), rsyncSpec)
 	for _, o := range p.values("-e", "--rsh") {
-		w.add(Confirm, "ssh-program", "rsync -e runs a program as the remote shell; approval is needed", c.part)
+		w.add(Confirm, ruleSshProgram, "rsync -e runs a program as the remote shell; approval is needed", c.part)
 		w.programString(o, c.part, "rsync -e")
 	}
 	for _, o := range p.values("--rsync-path") {
-		w.add(Confirm, "ssh-program", "rsync --rsync-path runs a program on the other machine; approval is needed", c.part)
+		w.add(Confirm, ruleSshProgram, "rsync --rsync-path runs a program on the other machine; approval is needed", c.part)
 		w.programString(o, c.part, "rsync --rsync-path")
 	}
 	for _, f := range p.values("--password-file", "--files-from", "--exclude-from", "--include-from") {
-		w.pathOp(opRead, f, actor(c), "", false)
+		w.pathOp(opRead, f, actor(c), false)
 	}
 	c.judgedPaths = true
 	ops := p.ops
@@ -475,14 +475,14 @@ func checkRsync(w *walker, c *call) {
 		w.copySources(c, ops[:len(ops)-1], dest)
 		if !isRemote(dest.s) {
 			if del {
-				w.pathOp(opDeleteTree, dest, "rsync --delete", "", false)
+				w.pathOp(opDeleteTree, dest, "rsync --delete", false)
 			} else {
-				w.pathOp(opWrite, dest, actor(c), "", false)
+				w.pathOp(opWrite, dest, actor(c), false)
 			}
 		}
 	}
 	if remote {
-		w.add(Confirm, "network", "rsync copies files to or from another machine; approval is needed", c.part)
+		w.add(Confirm, ruleNetwork, "rsync copies files to or from another machine; approval is needed", c.part)
 	} else {
 		c.network = false
 	}
@@ -501,17 +501,17 @@ func checkForge(w *walker, c *call) {
 	switch {
 	case sub == "--version" || sub == "version" || sub == "help" || sub == "--help":
 		c.network = false
-		w.add(Allow, "info", c.name+" prints help or its version", c.part)
+		w.add(Allow, ruleInfo, c.name+" prints help or its version", c.part)
 	case sub == "auth" && next == "token":
-		w.add(Deny, "secret-read", c.name+" auth token prints the user's access token; credentials must not be read or sent — ask the user if the task needs them", c.part)
+		w.add(Deny, ruleSecretRead, c.name+" auth token prints the user's access token; credentials must not be read or sent — ask the user if the task needs them", c.part)
 	case sub == "auth":
-		w.add(Confirm, "forge", c.name+" auth changes or shows the user's login; approval is needed", c.part)
+		w.add(Confirm, ruleForge, c.name+" auth changes or shows the user's login; approval is needed", c.part)
 	case sub == "extension" || sub == "ext":
-		w.add(Confirm, "package-install", c.name+" extension installs or runs extensions from the network; approval is needed", c.part)
+		w.add(Confirm, rulePackageInstall, c.name+" extension installs or runs extensions from the network; approval is needed", c.part)
 	case sub == "gist" && next == "create", sub == "release" && next == "upload":
-		w.add(Confirm, "upload", fmt.Sprintf("%s %s %s publishes files; approval is needed", c.name, sub, next), c.part)
+		w.add(Confirm, ruleUpload, fmt.Sprintf("%s %s %s publishes files; approval is needed", c.name, sub, next), c.part)
 	default:
-		w.add(Confirm, "forge", fmt.Sprintf("%s %s talks to the code host with the user's credentials; approval is needed", c.name, sub), c.part)
+		w.add(Confirm, ruleForge, fmt.Sprintf("%s %s talks to the code host with the user's credentials; approval is needed", c.name, sub), c.part)
 	}
 }
 
@@ -523,6 +523,6 @@ func checkOpenssl(w *walker, c *call) {
 	switch args[0].s {
 	case "s_client", "s_server", "s_time", "ocsp":
 		c.network = true
-		w.add(Confirm, "network", "openssl "+args[0].s+" connects to another machine; approval is needed", c.part)
+		w.add(Confirm, ruleNetwork, "openssl "+args[0].s+" connects to another machine; approval is needed", c.part)
 	}
 }

@@ -10,23 +10,23 @@ import (
 // debuggers, profilers, environment managers, daemon starters.
 
 func registerRunners() {
-	reg("srm wipe", program{decision: Allow, rule: "workspace-change", reason: "%s securely deletes files", check: checkRm})
-	reg("hyperfine", program{decision: Allow, rule: "build", reason: "hyperfine benchmarks commands; they are checked", check: checkHyperfine})
-	reg("nodemon", program{decision: Allow, rule: "build", reason: "nodemon runs a program again when files change", check: checkNodemon})
-	reg("pee", program{decision: Allow, rule: "text", reason: "pee feeds its input to commands; they are checked", check: checkPee})
-	reg("nix-shell", program{decision: Confirm, rule: "package-install", reason: "nix-shell builds an environment from packages it may fetch from the network; approval is needed", check: checkNixShell})
-	reg("gdb lldb", program{decision: Allow, rule: "build", reason: "%s debugs a program", check: checkDebugger})
-	reg("perf", program{decision: Allow, rule: "build", reason: "perf profiles a program", check: checkPerf})
-	reg("direnv", program{decision: Allow, rule: "info", reason: "direnv shows the environment of a directory", check: checkDirenv})
-	reg("aws-vault", program{decision: Confirm, rule: "cloud", reason: "aws-vault runs commands with cloud credentials; approval is needed", check: checkAwsVault})
-	reg("start-stop-daemon", program{decision: Confirm, rule: "persistence", reason: "start-stop-daemon starts or stops a daemon outside this session; approval is needed", check: checkStartStopDaemon})
+	reg("srm wipe", program{decision: Allow, rule: ruleWorkspaceChange, reason: "%s securely deletes files", check: checkRm})
+	reg("hyperfine", program{decision: Allow, rule: ruleBuild, reason: "hyperfine benchmarks commands; they are checked", check: checkHyperfine})
+	reg("nodemon", program{decision: Allow, rule: ruleBuild, reason: "nodemon runs a program again when files change", check: checkNodemon})
+	reg("pee", program{decision: Allow, rule: ruleText, reason: "pee feeds its input to commands; they are checked", check: checkPee})
+	reg("nix-shell", program{decision: Confirm, rule: rulePackageInstall, reason: "nix-shell builds an environment from packages it may fetch from the network; approval is needed", check: checkNixShell})
+	reg("gdb lldb", program{decision: Allow, rule: ruleBuild, reason: "%s debugs a program", check: checkDebugger})
+	reg("perf", program{decision: Allow, rule: ruleBuild, reason: "perf profiles a program", check: checkPerf})
+	reg("direnv", program{decision: Allow, rule: ruleInfo, reason: "direnv shows the environment of a directory", check: checkDirenv})
+	reg("aws-vault", program{decision: Confirm, rule: ruleCloud, reason: "aws-vault runs commands with cloud credentials; approval is needed", check: checkAwsVault})
+	reg("start-stop-daemon", program{decision: Confirm, rule: rulePersistence, reason: "start-stop-daemon starts or stops a daemon outside this session; approval is needed", check: checkStartStopDaemon})
 	registerPublishers()
 	registerWritten()
-	reg("hash", program{decision: Allow, rule: "shell-builtin", reason: "hash remembers where programs are", exempt: true, check: func(w *walker, c *call) {
+	reg("hash", program{decision: Allow, rule: ruleShellBuiltin, reason: "hash remembers where programs are", exempt: true, check: func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec("pd"))
 		for _, target := range p.values("-p") {
 			if !target.known() {
-				w.add(Confirm, "dynamic-command", "hash -p binds a name to a program computed at run time; run the program by its own name", c.part)
+				w.add(Confirm, ruleDynamicCommand, "hash -p binds a name to a program computed at run time; run the program by its own name", c.part)
 				continue
 			}
 			for _, n := range p.ops {
@@ -39,32 +39,32 @@ func registerRunners() {
 			}
 		}
 	}})
-	reg("corepack", program{decision: Confirm, rule: "package-install", reason: "corepack installs package managers and their shims; approval is needed", check: func(w *walker, c *call) {
+	reg("corepack", program{decision: Confirm, rule: rulePackageInstall, reason: "corepack installs package managers and their shims; approval is needed", check: func(w *walker, c *call) {
 		if versionOnly(c) || len(c.args()) == 0 {
-			w.add(Allow, "info", "corepack prints its version or help", c.part)
+			w.add(Allow, ruleInfo, "corepack prints its version or help", c.part)
 		}
 	}})
-	reg("sort", program{decision: Allow, rule: "text", reason: "sort processes text and prints the result", check: func(w *walker, c *call) {
+	reg("sort", program{decision: Allow, rule: ruleText, reason: "sort processes text and prints the result", check: func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec("kostTS", "--key", "--output", "--field-separator", "--temporary-directory", "--buffer-size", "--compress-program", "--files0-from", "--random-source", "--batch-size", "--parallel"))
 		for _, v := range p.values("--compress-program") {
-			w.add(Confirm, "program-option", "sort --compress-program runs a program of the command's choosing; drop the option", c.part)
+			w.add(Confirm, ruleProgramOption, "sort --compress-program runs a program of the command's choosing; drop the option", c.part)
 			w.programString(v, c.part, "sort --compress-program")
 		}
 		for _, o := range p.values("-o", "--output") {
-			w.pathOp(opWrite, o, actor(c), "", false)
+			w.pathOp(opWrite, o, actor(c), false)
 		}
 	}})
-	reg("less more most", program{decision: Allow, rule: "read-only", reason: "%s shows a file page by page", check: func(w *walker, c *call) {
+	reg("less more most", program{decision: Allow, rule: ruleReadOnly, reason: "%s shows a file page by page", check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			if cmd, ok := strings.CutPrefix(a.s, "+"); ok {
 				if j := strings.IndexByte(cmd, '!'); j >= 0 {
-					w.add(Confirm, "editor-exec", c.name+" "+a.show()+" runs a shell command when it starts; run the command directly", c.part)
+					w.add(Confirm, ruleEditorExec, c.name+" "+a.show()+" runs a shell command when it starts; run the command directly", c.part)
 					w.shellStrings(c, c.name+" +!", []field{lit(cmd[j+1:])})
 				}
 			}
 		}
 	}})
-	reg("dc", program{decision: Allow, rule: "text", reason: "dc computes and prints", check: func(w *walker, c *call) {
+	reg("dc", program{decision: Allow, rule: ruleText, reason: "dc computes and prints", check: func(w *walker, c *call) {
 		// dc runs the rest of a line after ! as a shell command.
 		var code []string
 		p := parseArgs(c.args(), spec("ef", "--expression", "--file"))
@@ -77,14 +77,14 @@ func registerRunners() {
 		for _, s := range code {
 			for _, line := range strings.Split(s, "\n") {
 				if j := strings.IndexByte(line, '!'); j >= 0 && !strings.HasPrefix(line[j+1:], "=") && !strings.HasPrefix(line[j+1:], "<") && !strings.HasPrefix(line[j+1:], ">") {
-					w.add(Confirm, "inline-code", "dc ! runs a shell command; run the command directly", c.part)
+					w.add(Confirm, ruleInlineCode, "dc ! runs a shell command; run the command directly", c.part)
 					w.script(line[j+1:], c.part)
 				}
 			}
 		}
 	}})
-	reg("sqlite3 sqlite duckdb", program{decision: Allow, rule: "build", reason: "%s queries a local database file", check: checkSqlite})
-	reg("xterm uxterm rxvt urxvt", program{decision: Allow, rule: "terminal", reason: "%s opens a terminal window", check: func(w *walker, c *call) {
+	reg("sqlite3 sqlite duckdb", program{decision: Allow, rule: ruleBuild, reason: "%s queries a local database file", check: checkSqlite})
+	reg("xterm uxterm rxvt urxvt", program{decision: Allow, rule: ruleTerminal, reason: "%s opens a terminal window", check: func(w *walker, c *call) {
 		args := c.args()
 		for i, a := range args {
 			switch a.s {
@@ -92,7 +92,7 @@ func registerRunners() {
 				if i+1 < len(args) {
 					host, _, _ := strings.Cut(args[i+1].s, ":")
 					if host != "" && host != "localhost" && host != "unix" && !isLocalURL(host) {
-						w.add(Deny, "reverse-shell", c.name+" "+a.s+" "+args[i+1].show()+" opens a shell on another machine's display (a reverse shell); run the commands you need directly", c.part)
+						w.add(Deny, ruleReverseShell, c.name+" "+a.s+" "+args[i+1].show()+" opens a shell on another machine's display (a reverse shell); run the commands you need directly", c.part)
 					}
 				}
 			case "-e":
@@ -104,20 +104,20 @@ func registerRunners() {
 			}
 		}
 	}})
-	reg("shopt", program{decision: Allow, rule: "shell-builtin", reason: "shopt changes shell options", exempt: true, check: func(w *walker, c *call) {
+	reg("shopt", program{decision: Allow, rule: ruleShellBuiltin, reason: "shopt changes shell options", exempt: true, check: func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec(""))
 		if p.has("-u") && p.has("-o") && contains(fieldStrings(p.ops), "history") {
-			w.add(Deny, "history-wipe", "shopt -u -o history stops the shell from recording commands, which hides what was run; leave the history on", c.part)
+			w.add(Deny, ruleHistoryWipe, "shopt -u -o history stops the shell from recording commands, which hides what was run; leave the history on", c.part)
 		}
 	}})
-	reg("loginctl", program{decision: Confirm, rule: "service", reason: "loginctl manages login sessions; approval is needed", check: checkLoginctl})
+	reg("loginctl", program{decision: Confirm, rule: ruleService, reason: "loginctl manages login sessions; approval is needed", check: checkLoginctl})
 }
 
 // shellStrings classifies strings a program runs through a shell.
 func (w *walker) shellStrings(c *call, what string, strs []field) {
 	for _, s := range strs {
 		if !s.known() {
-			w.add(Confirm, "dynamic-command", fmt.Sprintf("%s runs a command computed at run time (%s); write it literally", what, s.show()), c.part)
+			w.add(Confirm, ruleDynamicCommand, fmt.Sprintf("%s runs a command computed at run time (%s); write it literally", what, s.show()), c.part)
 			continue
 		}
 		w.script(s.s, c.part)
@@ -180,12 +180,12 @@ func checkDebugger(w *walker, c *call) {
 				i++
 			}
 			if isOpt(s) {
-				w.add(Confirm, "inline-code", c.name+" "+s+" runs the debugger commands in a file, which can run shell commands; approval is needed", c.part)
+				w.add(Confirm, ruleInlineCode, c.name+" "+s+" runs the debugger commands in a file, which can run shell commands; approval is needed", c.part)
 			}
 			continue
 		case "p", "pid", "attach-pid", "n", "attach-name":
 			if isOpt(s) {
-				w.add(Confirm, "debug-attach", c.name+" "+s+" attaches to a running process and can change what it does; approval is needed", c.part)
+				w.add(Confirm, ruleDebugAttach, c.name+" "+s+" attaches to a running process and can change what it does; approval is needed", c.part)
 			}
 			continue
 		case "args", "-":
@@ -200,7 +200,7 @@ func checkDebugger(w *walker, c *call) {
 			continue
 		}
 		if !cmd.known() {
-			w.add(Confirm, "dynamic-command", c.name+" "+s+" runs a debugger command computed at run time; write it literally", c.part)
+			w.add(Confirm, ruleDynamicCommand, c.name+" "+s+" runs a debugger command computed at run time; write it literally", c.part)
 			continue
 		}
 		text := strings.TrimSpace(cmd.s)
@@ -251,7 +251,7 @@ func checkDirenv(w *walker, c *call) {
 			w.command(c.sub(args[2:]))
 		}
 	case "allow", "permit", "grant":
-		w.add(Confirm, "persistence", "direnv allow lets the directory's .envrc run in every later shell that enters it; approval is needed", c.part)
+		w.add(Confirm, rulePersistence, "direnv allow lets the directory's .envrc run in every later shell that enters it; approval is needed", c.part)
 	}
 }
 
@@ -261,7 +261,7 @@ func checkAwsVault(w *walker, c *call) {
 		return
 	}
 	c.delegated = true
-	w.add(Confirm, "cloud", "aws-vault exec runs a command with the credentials of a cloud account; approval is needed", c.part)
+	w.add(Confirm, ruleCloud, "aws-vault exec runs a command with the credentials of a cloud account; approval is needed", c.part)
 	rest := args[1:]
 	for i, a := range rest {
 		if a.s == "--" {
@@ -309,7 +309,7 @@ func checkStartStopDaemon(w *walker, c *call) {
 			}
 		case "-c", "--chuid", "-u", "--user", "-g", "--group":
 			if name == "-c" || name == "--chuid" {
-				w.add(Deny, "privilege", "start-stop-daemon "+name+" runs the daemon as another user; privilege changes are not allowed", c.part)
+				w.add(Deny, rulePrivilege, "start-stop-daemon "+name+" runs the daemon as another user; privilege changes are not allowed", c.part)
 			}
 			if !hasVal {
 				i++
@@ -330,17 +330,17 @@ func checkLoginctl(w *walker, c *call) {
 		}
 		switch a.s {
 		case "poweroff", "reboot", "halt", "suspend", "hibernate", "hybrid-sleep", "suspend-then-hibernate", "kexec":
-			w.add(Deny, "power", "loginctl "+a.s+" would stop or suspend the machine; never stop the machine — finish the task instead", c.part)
+			w.add(Deny, rulePower, "loginctl "+a.s+" would stop or suspend the machine; never stop the machine — finish the task instead", c.part)
 		case "terminate-user", "kill-user", "terminate-session", "kill-session", "terminate-seat":
-			w.add(Deny, "kill", "loginctl "+a.s+" kills a whole login session, the user's other programs too; stop only the processes you started", c.part)
+			w.add(Deny, ruleKill, "loginctl "+a.s+" kills a whole login session, the user's other programs too; stop only the processes you started", c.part)
 		case "enable-linger":
-			w.add(Deny, "persistence", "loginctl enable-linger keeps the user's services running after logout, which is how persistence is installed; leave it alone", c.part)
+			w.add(Deny, rulePersistence, "loginctl enable-linger keeps the user's services running after logout, which is how persistence is installed; leave it alone", c.part)
 		case "list-sessions", "list-users", "list-seats", "session-status", "user-status", "seat-status", "show-session", "show-user", "show-seat":
-			w.add(Allow, "info", "loginctl "+a.s+" only shows sessions", c.part)
+			w.add(Allow, ruleInfo, "loginctl "+a.s+" only shows sessions", c.part)
 		}
 		return
 	}
-	w.add(Allow, "info", "loginctl only lists sessions", c.part)
+	w.add(Allow, ruleInfo, "loginctl only lists sessions", c.part)
 }
 
 // publishers: programs whose subcommands (the words listed) publish the
@@ -370,7 +370,7 @@ var publishers = map[string][]string{
 }
 
 func registerPublishers() {
-	base := program{decision: Allow, rule: "build", reason: "%s builds or packages the project"}
+	base := program{decision: Allow, rule: ruleBuild, reason: "%s builds or packages the project"}
 	for name, verbs := range publishers {
 		addCheck(name, base, func(w *walker, c *call) { checkPublish(w, c, verbs) })
 	}
@@ -407,7 +407,7 @@ func checkPublish(w *walker, c *call, verbs []string) {
 			ok = contains(words, v) && (c.name == "rake" || c.name == "sbt" || len(words) > 0 && words[0] == v)
 		}
 		if ok {
-			w.add(Confirm, "publish", fmt.Sprintf("%s %s publishes the project to a registry or store, for others to download; approval is needed", c.name, strings.TrimSpace(line)), c.part)
+			w.add(Confirm, rulePublish, fmt.Sprintf("%s %s publishes the project to a registry or store, for others to download; approval is needed", c.name, strings.TrimSpace(line)), c.part)
 			return
 		}
 	}
@@ -439,15 +439,15 @@ func checkSqlite(w *walker, c *call) {
 			rest = strings.TrimSpace(rest)
 			switch word {
 			case ".shell", ".system":
-				w.add(Confirm, "inline-code", c.name+" "+word+" runs a shell command; run the command directly", c.part)
+				w.add(Confirm, ruleInlineCode, c.name+" "+word+" runs a shell command; run the command directly", c.part)
 				w.script(strings.Trim(rest, "'\""), c.part)
 			case ".output", ".once", ".import", ".read":
 				if t := strings.Trim(rest, "'\""); strings.HasPrefix(t, "|") {
-					w.add(Confirm, "inline-code", c.name+" "+word+" |... runs a shell command; run the command directly", c.part)
+					w.add(Confirm, ruleInlineCode, c.name+" "+word+" |... runs a shell command; run the command directly", c.part)
 					w.script(strings.TrimPrefix(t, "|"), c.part)
 				}
 			case ".load":
-				w.add(Confirm, "inline-code", c.name+" .load loads a native extension, which runs code; approval is needed", c.part)
+				w.add(Confirm, ruleInlineCode, c.name+" .load loads a native extension, which runs code; approval is needed", c.part)
 			}
 		}
 	}

@@ -20,131 +20,131 @@ func registerChecks() {
 }
 
 func registerSys() {
-	deny := func(names, rule, reason string) {
+	deny := func(names string, rule ruleID, reason string) {
 		reg(names, program{decision: Deny, rule: rule, reason: reason})
 	}
-	deny("shutdown reboot poweroff halt kexec", "power", "%s would shut down or restart the machine; never stop the machine — finish the task instead")
+	deny("shutdown reboot poweroff halt kexec", rulePower, "%s would shut down or restart the machine; never stop the machine — finish the task instead")
 	deny("mkfs mke2fs mkswap mkdosfs mkntfs mkexfatfs fdisk sfdisk cfdisk gdisk sgdisk parted gparted wipefs blkdiscard "+
 		"hdparm badblocks tune2fs resize2fs e2fsck fsck debugfs lvremove vgremove pvremove lvcreate mdadm cryptsetup "+
-		"zpool zfs btrfs losetup dmsetup nvme sg_format", "disk", "%s would change disks, partitions or file systems, which can destroy all their data; do not touch disks")
-	reg("mount", program{decision: Deny, rule: "mount", reason: "mount changes what is mounted on the machine; work with the files already in the workspace", check: func(w *walker, c *call) {
+		"zpool zfs btrfs losetup dmsetup nvme sg_format", ruleDisk, "%s would change disks, partitions or file systems, which can destroy all their data; do not touch disks")
+	reg("mount", program{decision: Deny, rule: ruleMount, reason: "mount changes what is mounted on the machine; work with the files already in the workspace", check: func(w *walker, c *call) {
 		// mount alone, or with only -l and -t TYPE, lists what is mounted.
 		p := parseArgs(c.args(), spec("tOoLU", "--types", "--test-opts", "--options", "--label", "--uuid"))
 		if len(p.ops) == 0 && !p.has("-a", "--all", "-o", "--options", "-L", "--label", "-U", "--uuid", "--bind", "--rbind", "--move", "-B", "-R", "-M", "--make-shared", "--make-private") {
-			w.add(Allow, "info", "mount without a device or directory lists what is mounted", c.part)
+			w.add(Allow, ruleInfo, "mount without a device or directory lists what is mounted", c.part)
 			return
 		}
-		w.add(Deny, "mount", "mount changes what is mounted on the machine; work with the files already in the workspace", c.part)
+		w.add(Deny, ruleMount, "mount changes what is mounted on the machine; work with the files already in the workspace", c.part)
 	}})
-	deny("umount swapon swapoff", "mount", "%s changes what is mounted on the machine; work with the files already in the workspace")
+	deny("umount swapon swapoff", ruleMount, "%s changes what is mounted on the machine; work with the files already in the workspace")
 	deny("useradd userdel usermod adduser deluser groupadd groupdel groupmod passwd chpasswd chage chsh chfn gpasswd "+
-		"visudo vipw vigr pwconv", "user-admin", "%s changes users, groups or passwords; account changes are not allowed")
+		"visudo vipw vigr pwconv", ruleUserAdmin, "%s changes users, groups or passwords; account changes are not allowed")
 	deny("insmod rmmod modprobe depmod setenforce auditctl aa-disable aa-complain grub-install update-grub efibootmgr "+
-		"setcap capsh chroot nsenter pivot_root switch_root", "system-config", "%s changes the kernel, boot or security configuration of the machine, or escapes confinement; this is not allowed")
-	deny("iptables ip6tables iptables-restore nft firewall-cmd pfctl ebtables", "firewall", "%s changes the firewall; network security settings are not the task's to change")
-	reg("sysctl", program{decision: Allow, rule: "info", reason: "sysctl prints kernel settings", check: func(w *walker, c *call) {
+		"setcap capsh chroot nsenter pivot_root switch_root", ruleSystemConfig, "%s changes the kernel, boot or security configuration of the machine, or escapes confinement; this is not allowed")
+	deny("iptables ip6tables iptables-restore nft firewall-cmd pfctl ebtables", ruleFirewall, "%s changes the firewall; network security settings are not the task's to change")
+	reg("sysctl", program{decision: Allow, rule: ruleInfo, reason: "sysctl prints kernel settings", check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			if a.s == "-w" || a.s == "--write" || a.s == "-p" || a.s == "--load" || a.s == "--system" || strings.Contains(a.s, "=") {
-				w.add(Deny, "system-config", "sysctl -w changes kernel settings; this is not allowed", c.part)
+				w.add(Deny, ruleSystemConfig, "sysctl -w changes kernel settings; this is not allowed", c.part)
 				return
 			}
 		}
 	}})
-	reg("ufw", program{decision: Deny, rule: "firewall", reason: "ufw changes the firewall", check: func(w *walker, c *call) {
+	reg("ufw", program{decision: Deny, rule: ruleFirewall, reason: "ufw changes the firewall", check: func(w *walker, c *call) {
 		if a := c.args(); len(a) == 1 && (a[0].s == "status" || a[0].s == "version") {
-			w.add(Allow, "info", "ufw status only shows the firewall", c.part)
+			w.add(Allow, ruleInfo, "ufw status only shows the firewall", c.part)
 			return
 		}
-		w.add(Deny, "firewall", "ufw changes the firewall; network security settings are not the task's to change", c.part)
+		w.add(Deny, ruleFirewall, "ufw changes the firewall; network security settings are not the task's to change", c.part)
 	}})
-	reg("init telinit", program{decision: Confirm, rule: "power", reason: "%s changes the machine's run level", check: func(w *walker, c *call) {
+	reg("init telinit", program{decision: Confirm, rule: rulePower, reason: "%s changes the machine's run level", check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			switch a.s {
 			case "0", "6", "1", "s", "S", "single", "emergency":
-				w.add(Deny, "power", c.name+" "+a.s+" would halt, restart or take down the machine; never stop the machine", c.part)
+				w.add(Deny, rulePower, c.name+" "+a.s+" would halt, restart or take down the machine; never stop the machine", c.part)
 			}
 		}
 	}})
-	reg("printenv", program{decision: Allow, rule: "info", reason: "printenv prints the environment", exempt: true, check: func(w *walker, c *call) {
+	reg("printenv", program{decision: Allow, rule: ruleInfo, reason: "printenv prints the environment", exempt: true, check: func(w *walker, c *call) {
 		if len(parseArgs(c.args(), spec("")).ops) == 0 {
 			w.envDump("printenv", c.part)
 		}
 		for _, a := range c.args() {
 			if secretVarName(a.s) {
-				w.add(Confirm, "secret-var", fmt.Sprintf("printenv %s prints what looks like a credential into the transcript; use it without printing it", a.s), c.part)
+				w.add(Confirm, ruleSecretVar, fmt.Sprintf("printenv %s prints what looks like a credential into the transcript; use it without printing it", a.s), c.part)
 			}
 		}
 	}})
-	reg("diskutil", program{decision: Deny, rule: "disk", reason: "diskutil changes disks", check: func(w *walker, c *call) {
+	reg("diskutil", program{decision: Deny, rule: ruleDisk, reason: "diskutil changes disks", check: func(w *walker, c *call) {
 		if a := c.args(); len(a) > 0 {
 			switch a[0].s {
 			case "list", "info", "activity", "listFilesystems", "apfs":
 				if a[0].s != "apfs" || len(a) > 1 && a[1].s == "list" {
-					w.add(Allow, "info", "diskutil "+a[0].s+" only shows disks", c.part)
+					w.add(Allow, ruleInfo, "diskutil "+a[0].s+" only shows disks", c.part)
 					return
 				}
 			}
 		}
-		w.add(Deny, "disk", "diskutil would change disks, partitions or volumes, which can destroy all their data; do not touch disks", c.part)
+		w.add(Deny, ruleDisk, "diskutil would change disks, partitions or volumes, which can destroy all their data; do not touch disks", c.part)
 	}})
-	reg("zmodload", program{decision: Allow, rule: "shell-builtin", reason: "zmodload loads a zsh module", exempt: true, check: func(w *walker, c *call) {
+	reg("zmodload", program{decision: Allow, rule: ruleShellBuiltin, reason: "zmodload loads a zsh module", exempt: true, check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			if strings.HasPrefix(a.s, "zsh/net/") {
-				w.add(Deny, "reverse-shell", "zmodload "+a.s+" loads zsh's raw network sockets, the way zsh reverse shells are built; use curl for HTTP", c.part)
+				w.add(Deny, ruleReverseShell, "zmodload "+a.s+" loads zsh's raw network sockets, the way zsh reverse shells are built; use curl for HTTP", c.part)
 			}
 		}
 	}})
-	reg("fuser", program{decision: Allow, rule: "info", reason: "fuser shows which processes use a file or port", exempt: true, check: func(w *walker, c *call) {
+	reg("fuser", program{decision: Allow, rule: ruleInfo, reason: "fuser shows which processes use a file or port", exempt: true, check: func(w *walker, c *call) {
 		if c.flag("k", "--kill") {
-			w.add(Confirm, "kill", "fuser -k kills the processes that use a file or port; approval is needed", c.part)
+			w.add(Confirm, ruleKill, "fuser -k kills the processes that use a file or port; approval is needed", c.part)
 		}
 	}})
-	reg("kill", program{decision: Confirm, rule: "kill", reason: "kill", check: checkKill, exempt: true})
-	reg("pkill killall killall5 skill slay pkill5 xkill", program{decision: Confirm, rule: "kill", reason: "kill", check: checkPkill, exempt: true})
-	reg("systemctl", program{decision: Confirm, rule: "service", reason: "systemctl manages services; approval is needed", check: checkSystemctl})
-	reg("service rc-service sv", program{decision: Confirm, rule: "service", reason: "%s starts, stops or changes a service; approval is needed", check: func(w *walker, c *call) {
+	reg("kill", program{decision: Confirm, rule: ruleKill, reason: "kill", check: checkKill, exempt: true})
+	reg("pkill killall killall5 skill slay pkill5 xkill", program{decision: Confirm, rule: ruleKill, reason: "kill", check: checkPkill, exempt: true})
+	reg("systemctl", program{decision: Confirm, rule: ruleService, reason: "systemctl manages services; approval is needed", check: checkSystemctl})
+	reg("service rc-service sv", program{decision: Confirm, rule: ruleService, reason: "%s starts, stops or changes a service; approval is needed", check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			if a.s == "status" || a.s == "--status-all" {
-				w.add(Allow, "info", c.name+" "+a.s+" only shows services", c.part)
+				w.add(Allow, ruleInfo, c.name+" "+a.s+" only shows services", c.part)
 				return
 			}
 		}
 	}})
-	reg("launchctl", program{decision: Confirm, rule: "persistence", reason: "launchctl manages services that run outside this session; approval is needed", check: func(w *walker, c *call) {
+	reg("launchctl", program{decision: Confirm, rule: rulePersistence, reason: "launchctl manages services that run outside this session; approval is needed", check: func(w *walker, c *call) {
 		if a := c.args(); len(a) > 0 {
 			switch a[0].s {
 			case "list", "print", "print-disabled", "blame", "version", "help", "managerpid", "getenv":
-				w.add(Allow, "info", "launchctl "+a[0].s+" only shows services", c.part)
+				w.add(Allow, ruleInfo, "launchctl "+a[0].s+" only shows services", c.part)
 				return
 			case "reboot", "halt":
-				w.add(Deny, "power", "launchctl reboot would restart the machine; never stop the machine", c.part)
+				w.add(Deny, rulePower, "launchctl reboot would restart the machine; never stop the machine", c.part)
 				return
 			case "load", "bootstrap", "enable", "submit":
-				w.add(Deny, "persistence", "launchctl "+a[0].s+" installs a job that starts on its own at every login, which is how persistence is installed; run what you need now, in this session", c.part)
+				w.add(Deny, rulePersistence, "launchctl "+a[0].s+" installs a job that starts on its own at every login, which is how persistence is installed; run what you need now, in this session", c.part)
 				return
 			}
 		}
-		w.add(Confirm, "persistence", "launchctl loads or changes services that run outside this session; approval is needed", c.part)
+		w.add(Confirm, rulePersistence, "launchctl loads or changes services that run outside this session; approval is needed", c.part)
 	}})
-	reg("crontab", program{decision: Confirm, rule: "persistence", reason: "crontab manages jobs that run later; approval is needed", check: checkCrontab})
-	reg("at batch", program{decision: Confirm, rule: "deferred", reason: "%s runs commands later, outside this session; approval is needed", check: checkAt})
-	reg("atq atrm", program{decision: Allow, rule: "info", reason: "%s lists or removes scheduled jobs"})
-	reg("systemd-run", program{decision: Confirm, rule: "persistence", reason: "systemd-run runs a command as a service; approval is needed", check: func(w *walker, c *call) {
-		w.add(Confirm, "persistence", "systemd-run runs a command as a service outside this session; run it directly instead", c.part)
+	reg("crontab", program{decision: Confirm, rule: rulePersistence, reason: "crontab manages jobs that run later; approval is needed", check: checkCrontab})
+	reg("at batch", program{decision: Confirm, rule: ruleDeferred, reason: "%s runs commands later, outside this session; approval is needed", check: checkAt})
+	reg("atq atrm", program{decision: Allow, rule: ruleInfo, reason: "%s lists or removes scheduled jobs"})
+	reg("systemd-run", program{decision: Confirm, rule: rulePersistence, reason: "systemd-run runs a command as a service; approval is needed", check: func(w *walker, c *call) {
+		w.add(Confirm, rulePersistence, "systemd-run runs a command as a service outside this session; run it directly instead", c.part)
 		p := parseArgs(c.args(), spec("pMHuESt", "--property", "--machine", "--host", "--unit", "--setenv", "--slice", "--description", "--on-calendar", "--on-active", "--uid", "--gid", "--working-directory").firstOperand())
 		if len(p.ops) > 0 {
 			w.command(c.sub(p.ops))
 		}
 	}})
-	reg("history", program{decision: Allow, rule: "shell-builtin", reason: "history lists the shell history", exempt: true, check: func(w *walker, c *call) {
+	reg("history", program{decision: Allow, rule: ruleShellBuiltin, reason: "history lists the shell history", exempt: true, check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			if hasShort(a.s, "cdw") {
-				w.add(Deny, "history-wipe", "history "+a.s+" clears or rewrites the shell history, which hides what was run; leave the history alone", c.part)
+				w.add(Deny, ruleHistoryWipe, "history "+a.s+" clears or rewrites the shell history, which hides what was run; leave the history alone", c.part)
 				return
 			}
 		}
 	}})
-	reg("set", program{decision: Allow, rule: "shell-builtin", reason: "set changes shell options", exempt: true, check: func(w *walker, c *call) {
+	reg("set", program{decision: Allow, rule: ruleShellBuiltin, reason: "set changes shell options", exempt: true, check: func(w *walker, c *call) {
 		args := c.args()
 		if len(args) == 0 {
 			w.envDump("set", c.part)
@@ -171,11 +171,11 @@ func registerSys() {
 		}
 		for i, a := range args {
 			if a.s == "+o" && i+1 < len(args) && args[i+1].s == "history" {
-				w.add(Deny, "history-wipe", "set +o history stops the shell from recording commands, which hides what was run; leave the history on", c.part)
+				w.add(Deny, ruleHistoryWipe, "set +o history stops the shell from recording commands, which hides what was run; leave the history on", c.part)
 			}
 		}
 	}})
-	reg("unset", program{decision: Allow, rule: "shell-builtin", reason: "unset removes variables", exempt: true, check: func(w *walker, c *call) {
+	reg("unset", program{decision: Allow, rule: ruleShellBuiltin, reason: "unset removes variables", exempt: true, check: func(w *walker, c *call) {
 		fn := false
 		for _, a := range c.args() {
 			switch {
@@ -183,7 +183,7 @@ func registerSys() {
 				fn = true
 			case a.s == "-v" || a.s == "-n":
 			case a.s == "HISTFILE" || a.s == "HISTSIZE" || a.s == "HISTFILESIZE":
-				w.add(Deny, "history-wipe", "unset "+a.s+" stops the shell history from being saved, which hides what was run; leave the history settings alone", c.part)
+				w.add(Deny, ruleHistoryWipe, "unset "+a.s+" stops the shell history from being saved, which hides what was run; leave the history settings alone", c.part)
 			default:
 				w.embedded(a.s, c.part)
 				if fn {
@@ -194,8 +194,8 @@ func registerSys() {
 			}
 		}
 	}})
-	reg("cd pushd", program{decision: Allow, rule: "shell-builtin", reason: "%s changes the current directory", exempt: true, check: checkCd})
-	reg("read mapfile readarray", program{decision: Allow, rule: "shell-builtin", reason: "%s reads input into variables", exempt: true, check: func(w *walker, c *call) {
+	reg("cd pushd", program{decision: Allow, rule: ruleShellBuiltin, reason: "%s changes the current directory", exempt: true, check: checkCd})
+	reg("read mapfile readarray", program{decision: Allow, rule: ruleShellBuiltin, reason: "%s reads input into variables", exempt: true, check: func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec("adinNptuCcO"))
 		vars := append(p.ops, p.values("-a")...)
 		for _, v := range vars {
@@ -218,14 +218,14 @@ func registerSys() {
 			}
 		}
 	}})
-	reg("printf", program{decision: Allow, rule: "read-only", reason: "printf only prints", exempt: true, check: func(w *walker, c *call) {
+	reg("printf", program{decision: Allow, rule: ruleReadOnly, reason: "printf only prints", exempt: true, check: func(w *walker, c *call) {
 		if a := c.args(); len(a) > 1 && a[0].s == "-v" {
 			w.embedded(a[1].s, c.part)
 			d := printfData(a[2:], 0)
 			w.setVar(a[1].s, varState{s: d.text, known: d.hasText, data: d.kind &^ dLiteral})
 		}
 	}})
-	reg("test [", program{decision: Allow, rule: "read-only", reason: "%s only tests", exempt: true, check: func(w *walker, c *call) {
+	reg("test [", program{decision: Allow, rule: ruleReadOnly, reason: "%s only tests", exempt: true, check: func(w *walker, c *call) {
 		a := c.args()
 		for i := 0; i+1 < len(a); i++ {
 			if a[i].s == "-v" || a[i].s == "-R" {
@@ -233,88 +233,88 @@ func registerSys() {
 			}
 		}
 	}})
-	reg("enable", program{decision: Allow, rule: "shell-builtin", reason: "enable turns shell builtins on or off", exempt: true, check: func(w *walker, c *call) {
+	reg("enable", program{decision: Allow, rule: ruleShellBuiltin, reason: "enable turns shell builtins on or off", exempt: true, check: func(w *walker, c *call) {
 		if c.flag("f") {
-			w.add(Confirm, "env-injection", "enable -f loads a builtin from a shared library, which runs native code; approval is needed", c.part)
+			w.add(Confirm, ruleEnvInjection, "enable -f loads a builtin from a shared library, which runs native code; approval is needed", c.part)
 		}
 	}})
-	reg("locate mlocate plocate slocate", program{decision: Allow, rule: "read-only", reason: "%s lists file names from its database", check: func(w *walker, c *call) {
+	reg("locate mlocate plocate slocate", program{decision: Allow, rule: ruleReadOnly, reason: "%s lists file names from its database", check: func(w *walker, c *call) {
 		for _, a := range parseArgs(c.args(), spec("dlnr", "--database", "--limit", "--regexp")).ops {
 			if credentialName.MatchString(a.s) {
-				w.add(Deny, "credential-search", fmt.Sprintf("%s looks for credential files (%s) across the machine; do not harvest secrets — ask the user if the task needs one", c.name, a.show()), c.part)
+				w.add(Deny, ruleCredentialSearch, fmt.Sprintf("%s looks for credential files (%s) across the machine; do not harvest secrets — ask the user if the task needs one", c.name, a.show()), c.part)
 			}
 		}
 	}})
-	reg("grep egrep fgrep rg ag ack ugrep git-grep", program{decision: Allow, rule: "read-only", reason: "%s searches files and prints matches", check: checkGrep})
-	reg("hostname", program{decision: Allow, rule: "info", reason: "hostname prints the machine's name", exempt: true, check: func(w *walker, c *call) {
+	reg("grep egrep fgrep rg ag ack ugrep git-grep", program{decision: Allow, rule: ruleReadOnly, reason: "%s searches files and prints matches", check: checkGrep})
+	reg("hostname", program{decision: Allow, rule: ruleInfo, reason: "hostname prints the machine's name", exempt: true, check: func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec("F", "--file"))
 		if len(p.ops) > 0 || len(p.values("-F", "--file")) > 0 {
-			w.add(Deny, "system-config", "hostname NAME renames the machine; system settings are not the task's to change", c.part)
+			w.add(Deny, ruleSystemConfig, "hostname NAME renames the machine; system settings are not the task's to change", c.part)
 		}
 	}})
-	reg("ip", program{decision: Allow, rule: "info", reason: "ip shows the network configuration", exempt: true, check: func(w *walker, c *call) {
+	reg("ip", program{decision: Allow, rule: ruleInfo, reason: "ip shows the network configuration", exempt: true, check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			switch a.s {
 			case "add", "del", "delete", "set", "flush", "change", "replace", "append", "prepend":
-				w.add(Deny, "system-config", "ip "+a.s+" changes the machine's network configuration; this is not allowed", c.part)
+				w.add(Deny, ruleSystemConfig, "ip "+a.s+" changes the machine's network configuration; this is not allowed", c.part)
 				return
 			}
 		}
 	}})
-	reg("security", program{decision: Confirm, rule: "keychain", reason: "security manages the keychain; approval is needed", check: func(w *walker, c *call) {
+	reg("security", program{decision: Confirm, rule: ruleKeychain, reason: "security manages the keychain; approval is needed", check: func(w *walker, c *call) {
 		if a := c.args(); len(a) > 0 {
 			switch a[0].s {
 			case "find-generic-password", "find-internet-password", "dump-keychain", "export", "find-certificate", "unlock-keychain", "dump-trust-settings", "find-identity", "authorizationdb", "delete-keychain", "delete-generic-password", "delete-internet-password":
-				w.add(Deny, "keychain", "security "+a[0].s+" reads or changes the keychain's secrets; credentials must not be read — ask the user if the task needs them", c.part)
+				w.add(Deny, ruleKeychain, "security "+a[0].s+" reads or changes the keychain's secrets; credentials must not be read — ask the user if the task needs them", c.part)
 				return
 			}
 		}
-		w.add(Confirm, "keychain", "security manages the keychain; approval is needed", c.part)
+		w.add(Confirm, ruleKeychain, "security manages the keychain; approval is needed", c.part)
 	}})
-	deny("secret-tool kwallet-query keyctl", "keychain", "%s reads secrets from the keyring; credentials must not be read — ask the user if the task needs them")
-	reg("pass gopass op bw lpass vault doppler infisical chamber sops age", program{decision: Confirm, rule: "keychain", reason: "%s manages secrets; approval is needed", check: checkSecretTool})
-	reg("gpg gpg2", program{decision: Allow, rule: "crypto", reason: "gpg works on signatures and encrypted files", check: func(w *walker, c *call) {
+	deny("secret-tool kwallet-query keyctl", ruleKeychain, "%s reads secrets from the keyring; credentials must not be read — ask the user if the task needs them")
+	reg("pass gopass op bw lpass vault doppler infisical chamber sops age", program{decision: Confirm, rule: ruleKeychain, reason: "%s manages secrets; approval is needed", check: checkSecretTool})
+	reg("gpg gpg2", program{decision: Allow, rule: ruleCrypto, reason: "gpg works on signatures and encrypted files", check: func(w *walker, c *call) {
 		for _, a := range c.args() {
 			if strings.HasPrefix(a.s, "--export-secret") || a.s == "--export-ownertrust" {
-				w.add(Deny, "secret-read", "gpg "+a.s+" exports private keys; credentials must not be read or sent — ask the user", c.part)
+				w.add(Deny, ruleSecretRead, "gpg "+a.s+" exports private keys; credentials must not be read or sent — ask the user", c.part)
 				return
 			}
 			if a.s == "--delete-secret-keys" || a.s == "--delete-secret-and-public-key" || a.s == "--delete-keys" || a.s == "--import" || a.s == "--recv-keys" || a.s == "--send-keys" || a.s == "--gen-key" || a.s == "--full-generate-key" {
-				w.add(Confirm, "keychain", "gpg "+a.s+" changes the user's keyring or talks to a key server; approval is needed", c.part)
+				w.add(Confirm, ruleKeychain, "gpg "+a.s+" changes the user's keyring or talks to a key server; approval is needed", c.part)
 				return
 			}
 		}
 	}})
-	reg("ssh-keygen", program{decision: Allow, rule: "crypto", reason: "ssh-keygen works on keys", exempt: true, check: func(w *walker, c *call) {
+	reg("ssh-keygen", program{decision: Allow, rule: ruleCrypto, reason: "ssh-keygen works on keys", exempt: true, check: func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec("abCEfFGJjKMmNnOPrsSTtVwZzIhDRYlLkuUyeBQ", "-f"))
 		if p.has("-R", "-F", "-l", "-L", "-y", "-B", "-Y", "-Q") {
 			for _, f := range p.values("-f") {
 				if p.has("-y") {
-					w.pathOp(opRead, f, "ssh-keygen -y", "", false)
+					w.pathOp(opRead, f, "ssh-keygen -y", false)
 				}
 			}
 			return
 		}
 		out := p.values("-f")
 		if len(out) == 0 {
-			w.add(Confirm, "ssh-key", "ssh-keygen creates a key pair in ~/.ssh; pass -f with a path in the workspace, or ask for approval", c.part)
+			w.add(Confirm, ruleSshKey, "ssh-keygen creates a key pair in ~/.ssh; pass -f with a path in the workspace, or ask for approval", c.part)
 			return
 		}
 		for _, f := range out {
-			w.pathOp(opWrite, f, "ssh-keygen -f", "", false)
+			w.pathOp(opWrite, f, "ssh-keygen -f", false)
 		}
 	}})
-	reg("ssh-add", program{decision: Confirm, rule: "ssh-key", reason: "%s loads keys into the SSH agent; approval is needed", exempt: true})
-	reg("ssh-agent", program{decision: Confirm, rule: "ssh-key", reason: "%s starts an SSH agent that holds keys; approval is needed", exempt: true, check: func(w *walker, c *call) {
+	reg("ssh-add", program{decision: Confirm, rule: ruleSshKey, reason: "%s loads keys into the SSH agent; approval is needed", exempt: true})
+	reg("ssh-agent", program{decision: Confirm, rule: ruleSshKey, reason: "%s starts an SSH agent that holds keys; approval is needed", exempt: true, check: func(w *walker, c *call) {
 		// ssh-agent CMD runs CMD with the agent.
 		if inner := w.unwrap("ssh-agent", c.argv); len(inner) > 0 {
 			w.command(c.sub(inner))
 		}
 	}})
-	reg("open xdg-open gio gnome-open kde-open sensible-browser x-www-browser www-browser firefox chromium chromium-browser google-chrome start explorer.exe", program{decision: Confirm, rule: "open", reason: "%s opens a file, URL or program outside the terminal; approval is needed", exempt: true})
-	reg("osascript", program{decision: Confirm, rule: "inline-code", reason: "osascript runs AppleScript, which can control other applications; approval is needed", check: checkInterpreter})
+	reg("open xdg-open gio gnome-open kde-open sensible-browser x-www-browser www-browser firefox chromium chromium-browser google-chrome start explorer.exe", program{decision: Confirm, rule: ruleOpen, reason: "%s opens a file, URL or program outside the terminal; approval is needed", exempt: true})
+	reg("osascript", program{decision: Confirm, rule: ruleInlineCode, reason: "osascript runs AppleScript, which can control other applications; approval is needed", check: checkInterpreter})
 	// AI agents: another agent's actions are invisible to this policy.
-	reg("claude gemini codex aider cursor-agent opencode amp goose qwen crush cline plandex gptme interpreter llm sgpt q kiro", program{decision: Confirm, rule: "agent", reason: "%s starts another AI agent, whose actions this policy does not see; approval is needed", check: checkAgent})
+	reg("claude gemini codex aider cursor-agent opencode amp goose qwen crush cline plandex gptme interpreter llm sgpt q kiro", program{decision: Confirm, rule: ruleAgent, reason: "%s starts another AI agent, whose actions this policy does not see; approval is needed", check: checkAgent})
 }
 
 var minerNames = []string{"xmrig", "xmr-stak", "cpuminer", "minerd", "ethminer", "nbminer", "t-rex",
@@ -336,7 +336,7 @@ func checkKill(w *walker, c *call) {
 	args := c.args()
 	i := 0
 	if i < len(args) && (args[i].s == "-l" || args[i].s == "-L" || args[i].s == "--list" || args[i].s == "--table") {
-		w.add(Allow, "info", "kill -l lists signals", c.part)
+		w.add(Allow, ruleInfo, "kill -l lists signals", c.part)
 		return
 	}
 	if i < len(args) && isOpt(args[i].s) && args[i].s != "--" {
@@ -351,57 +351,57 @@ func checkKill(w *walker, c *call) {
 	for _, a := range args[min(i, len(args)):] {
 		switch a.s {
 		case "-1", "1":
-			w.add(Deny, "kill-all", fmt.Sprintf("kill of %s would kill init or every process the user can signal, the session and the agent included; kill only the process you started, by its id", a.s), c.part)
+			w.add(Deny, ruleKillAll, fmt.Sprintf("kill of %s would kill init or every process the user can signal, the session and the agent included; kill only the process you started, by its id", a.s), c.part)
 			return
 		}
 	}
-	w.add(Confirm, "kill", "kill stops processes; approval is needed — kill only processes you started, by their id", c.part)
+	w.add(Confirm, ruleKill, "kill stops processes; approval is needed — kill only processes you started, by their id", c.part)
 }
 
 func checkPkill(w *walker, c *call) {
 	if c.name == "killall5" {
-		w.add(Deny, "kill-all", "killall5 kills every process on the machine; kill only the process you started, by its id", c.part)
+		w.add(Deny, ruleKillAll, "killall5 kills every process on the machine; kill only the process you started, by its id", c.part)
 		return
 	}
 	if a := c.args(); len(a) > 0 && (a[0].s == "-l" || a[0].s == "--list" || a[0].s == "-L" || a[0].s == "--table") {
-		w.add(Allow, "info", c.name+" "+a[0].s+" lists the signal names", c.part)
+		w.add(Allow, ruleInfo, c.name+" "+a[0].s+" lists the signal names", c.part)
 		return
 	}
 	p := parseArgs(c.args(), spec("uUgGPsteFcnoO", "--euid", "--uid", "--group", "--pgroup", "--parent", "--session", "--terminal", "--signal", "--pidfile", "--ns", "--nslist", "--older", "--younger", "--user"))
 	if len(p.values("-u", "-U", "--euid", "--uid", "--user", "-G", "--group", "-s", "--session", "-t", "--terminal", "-P", "--parent")) > 0 && c.name != "killall" ||
 		c.name == "killall" && len(p.values("-u", "--user")) > 0 {
-		w.add(Deny, "kill-all", c.name+" -u kills every process of a user (or session), the agent's own session included; kill only the process you started, by its id", c.part)
+		w.add(Deny, ruleKillAll, c.name+" -u kills every process of a user (or session), the agent's own session included; kill only the process you started, by its id", c.part)
 		return
 	}
 	for _, o := range p.ops {
 		switch o.s {
 		case ".", ".*", "", "^", "init", "systemd", "sshd", "dockerd", "containerd", "bash", "sh", "zsh", "login", "-1":
-			w.add(Deny, "kill-all", fmt.Sprintf("%s %s would kill system processes or the shells everything runs in; kill only the process you started, by its id", c.name, o.show()), c.part)
+			w.add(Deny, ruleKillAll, fmt.Sprintf("%s %s would kill system processes or the shells everything runs in; kill only the process you started, by its id", c.name, o.show()), c.part)
 			return
 		}
 	}
-	w.add(Confirm, "kill", fmt.Sprintf("%s stops every process whose name matches; approval is needed — prefer kill with the id of a process you started", c.name), c.part)
+	w.add(Confirm, ruleKill, fmt.Sprintf("%s stops every process whose name matches; approval is needed — prefer kill with the id of a process you started", c.name), c.part)
 }
 
 func checkSystemctl(w *walker, c *call) {
 	p := parseArgs(c.args(), spec("tpHMno", "--type", "--property", "--host", "--machine", "--lines", "--output", "--signal", "--state", "--root", "--kill-whom"))
 	if len(p.ops) == 0 {
-		w.add(Allow, "info", "systemctl lists services", c.part)
+		w.add(Allow, ruleInfo, "systemctl lists services", c.part)
 		return
 	}
 	switch verb := p.ops[0].s; verb {
 	case "poweroff", "reboot", "halt", "kexec", "suspend", "hibernate", "hybrid-sleep", "suspend-then-hibernate", "emergency", "rescue", "default", "isolate", "soft-reboot", "exit", "switch-root":
-		w.add(Deny, "power", "systemctl "+verb+" would stop, restart or change the state of the whole machine; never stop the machine", c.part)
+		w.add(Deny, rulePower, "systemctl "+verb+" would stop, restart or change the state of the whole machine; never stop the machine", c.part)
 	case "status", "list-units", "list-unit-files", "list-timers", "list-sockets", "list-jobs", "list-dependencies", "list-machines",
 		"list-automounts", "list-paths", "is-active", "is-enabled", "is-failed", "is-system-running", "cat", "show", "help",
 		"get-default", "show-environment":
-		w.add(Allow, "info", "systemctl "+verb+" only shows services", c.part)
+		w.add(Allow, ruleInfo, "systemctl "+verb+" only shows services", c.part)
 	case "enable", "link", "preset", "preset-all", "set-default", "add-wants", "add-requires", "reenable":
-		w.add(Deny, "persistence", "systemctl "+verb+" makes a service start on its own at every boot or login, which is how persistence is installed; run what you need now, in this session", c.part)
+		w.add(Deny, rulePersistence, "systemctl "+verb+" makes a service start on its own at every boot or login, which is how persistence is installed; run what you need now, in this session", c.part)
 	case "edit", "revert":
-		w.add(Confirm, "persistence", "systemctl "+verb+" changes how a service starts; approval is needed", c.part)
+		w.add(Confirm, rulePersistence, "systemctl "+verb+" changes how a service starts; approval is needed", c.part)
 	default:
-		w.add(Confirm, "service", "systemctl "+verb+" starts, stops or changes services; approval is needed", c.part)
+		w.add(Confirm, ruleService, "systemctl "+verb+" starts, stops or changes services; approval is needed", c.part)
 	}
 }
 
@@ -409,13 +409,13 @@ func checkCrontab(w *walker, c *call) {
 	p := parseArgs(c.args(), spec("uTs"))
 	switch {
 	case p.has("-l"):
-		w.add(Allow, "info", "crontab -l lists scheduled jobs", c.part)
+		w.add(Allow, ruleInfo, "crontab -l lists scheduled jobs", c.part)
 	case p.has("-r"):
-		w.add(Deny, "crontab-remove", "crontab -r deletes every scheduled job of the user, with no backup; edit the crontab instead, with approval", c.part)
+		w.add(Deny, ruleCrontabRemove, "crontab -r deletes every scheduled job of the user, with no backup; edit the crontab instead, with approval", c.part)
 	case p.has("-e"):
-		w.add(Confirm, "persistence", "crontab -e changes jobs that run later, outside this session; approval is needed", c.part)
+		w.add(Confirm, rulePersistence, "crontab -e changes jobs that run later, outside this session; approval is needed", c.part)
 	default:
-		w.add(Deny, "persistence", "crontab FILE replaces the user's whole crontab with jobs that run later, unwatched, which is how persistence is installed; run the commands now, in this session", c.part)
+		w.add(Deny, rulePersistence, "crontab FILE replaces the user's whole crontab with jobs that run later, unwatched, which is how persistence is installed; run the commands now, in this session", c.part)
 		text := ""
 		if len(p.ops) == 0 || p.ops[0].s == "-" {
 			if c.stdin.hasText {
@@ -445,10 +445,10 @@ func checkCrontab(w *walker, c *call) {
 func checkAt(w *walker, c *call) {
 	p := parseArgs(c.args(), spec("qfmMt"))
 	if p.has("-l", "-d", "-r", "-c") {
-		w.add(Allow, "info", c.name+" lists or removes scheduled jobs", c.part)
+		w.add(Allow, ruleInfo, c.name+" lists or removes scheduled jobs", c.part)
 		return
 	}
-	w.add(Confirm, "deferred", c.name+" runs commands later, outside this session, where no one watches them; run them now instead", c.part)
+	w.add(Confirm, ruleDeferred, c.name+" runs commands later, outside this session, where no one watches them; run them now instead", c.part)
 	for _, f := range p.values("-f") {
 		w.scriptFile(c, f, c.name+" -f")
 	}
@@ -486,7 +486,7 @@ func checkGrep(w *walker, c *call) {
 		"--binary-files", "--devices", "--directories", "--color", "--colour", "--replace", "--pre", "--pre-glob", "--ignore-file",
 		"--max-filesize", "--threads", "--sort", "--sortr", "--field-match-separator", "--path-separator", "--engine"))
 	for _, v := range p.values("--pre") {
-		w.add(Confirm, "program-option", c.name+" --pre runs a program on every file it searches; drop the option", c.part)
+		w.add(Confirm, ruleProgramOption, c.name+" --pre runs a program on every file it searches; drop the option", c.part)
 		w.programString(v, c.part, c.name+" --pre")
 	}
 	patterns := p.values("-e", "--regexp")
@@ -503,7 +503,7 @@ func checkGrep(w *walker, c *call) {
 	}
 	c.judgedPaths = true
 	for _, f := range ops {
-		if d := w.pathOp(opRead, f, actor(c), "", false); d == Deny {
+		if d := w.pathOp(opRead, f, actor(c), false); d == Deny {
 			continue
 		}
 		if f.known() && dotenvFile(w.canon(f.s)) && !p.has("-l", "--files-with-matches", "-L", "--files-without-match", "-c", "--count", "-q", "--quiet") {
@@ -516,9 +516,9 @@ func checkGrep(w *walker, c *call) {
 		switch info.class {
 		case pcHome, pcRoot, pcSystem, pcSSH:
 			if credential {
-				w.add(Deny, "credential-search", fmt.Sprintf("%s searches %s for credentials; do not harvest secrets — ask the user if the task needs one", c.name, info.what), c.part)
+				w.add(Deny, ruleCredentialSearch, fmt.Sprintf("%s searches %s for credentials; do not harvest secrets — ask the user if the task needs one", c.name, info.what), c.part)
 			} else if info.class != pcSystem {
-				w.add(Confirm, "search-home", fmt.Sprintf("%s searches all of %s, which holds private files; search the workspace instead, or ask for approval", c.name, info.what), c.part)
+				w.add(Confirm, ruleSearchHome, fmt.Sprintf("%s searches all of %s, which holds private files; search the workspace instead, or ask for approval", c.name, info.what), c.part)
 			}
 		}
 	}
@@ -539,10 +539,10 @@ func checkSecretTool(w *walker, c *call) {
 		}
 	}
 	if read {
-		w.add(Deny, "secret-read", fmt.Sprintf("%s %s reads secrets from a password manager or vault; credentials must not be read — ask the user if the task needs them", c.name, strings.Join(args[:min(2, len(args))], " ")), c.part)
+		w.add(Deny, ruleSecretRead, fmt.Sprintf("%s %s reads secrets from a password manager or vault; credentials must not be read — ask the user if the task needs them", c.name, strings.Join(args[:min(2, len(args))], " ")), c.part)
 		return
 	}
-	w.add(Confirm, "keychain", c.name+" manages secrets; approval is needed", c.part)
+	w.add(Confirm, ruleKeychain, c.name+" manages secrets; approval is needed", c.part)
 }
 
 var yoloFlag = regexp.MustCompile(`^(--dangerously-skip-permissions|--dangerously-bypass-approvals-and-sandbox|--dangerously-allow-all|--yolo|-y|--yes|--yes-always|--force|-f|--full-auto|--approval-mode=yolo|--auto-approve|--trust-all-tools|--allow-all-tools|--no-confirm|--permission-mode=bypassPermissions|--bypass-permissions)$`)
@@ -560,9 +560,9 @@ func checkAgent(w *walker, c *call) {
 			}
 		}
 		if yoloFlag.MatchString(s) && !(s == "-y" && c.name == "llm") && !(s == "-f" && c.name != "cursor-agent") {
-			w.add(Deny, "yolo-agent", fmt.Sprintf("%s %s would start another AI agent that approves its own actions, out of this policy's sight; do the work here, step by step", c.name, a.show()), c.part)
+			w.add(Deny, ruleYoloAgent, fmt.Sprintf("%s %s would start another AI agent that approves its own actions, out of this policy's sight; do the work here, step by step", c.name, a.show()), c.part)
 			return
 		}
 	}
-	w.add(Confirm, "agent", c.name+" starts another AI agent, whose actions this policy does not see; approval is needed", c.part)
+	w.add(Confirm, ruleAgent, c.name+" starts another AI agent, whose actions this policy does not see; approval is needed", c.part)
 }

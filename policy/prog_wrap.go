@@ -311,32 +311,32 @@ func registerWrap() {
 		if name == "ssh-agent" {
 			continue // it needs approval itself: registered in registerSys
 		}
-		reg(name, program{decision: Allow, rule: "wrapper", reason: "%s runs the command after it; that command is checked", check: checkWrapper})
+		reg(name, program{decision: Allow, rule: ruleWrapper, reason: "%s runs the command after it; that command is checked", check: checkWrapper})
 	}
-	reg("env", program{decision: Allow, rule: "wrapper", reason: "env prints the environment or runs a command with changed variables", check: checkEnv, exempt: true})
+	reg("env", program{decision: Allow, rule: ruleWrapper, reason: "env prints the environment or runs a command with changed variables", check: checkEnv, exempt: true})
 	for name := range shells {
-		reg(name, program{decision: Allow, rule: "shell", reason: "%s runs a script; its commands are checked", check: checkShell})
+		reg(name, program{decision: Allow, rule: ruleShell, reason: "%s runs a script; its commands are checked", check: checkShell})
 	}
 	for name := range interpreters {
 		if name == "osascript" {
 			continue // it needs approval itself: registered in registerSys
 		}
-		reg(name, program{decision: Allow, rule: "interpreter", reason: "%s runs a program from a file in the workspace", check: checkInterpreter})
+		reg(name, program{decision: Allow, rule: ruleInterpreter, reason: "%s runs a program from a file in the workspace", check: checkInterpreter})
 	}
-	reg("eval", program{decision: Allow, rule: "eval", reason: "eval runs its arguments as a command; that command is checked", check: checkEval, exempt: true})
-	reg("source .", program{decision: Allow, rule: "source", reason: "%s runs a script in the current shell", check: checkSource})
-	reg("trap", program{decision: Allow, rule: "trap", reason: "trap sets a command to run on a signal; that command is checked", check: checkTrap, exempt: true})
-	reg("watch", program{decision: Allow, rule: "wrapper", reason: "watch runs a command repeatedly; that command is checked", check: checkWatch})
-	reg("script", program{decision: Allow, rule: "wrapper", reason: "script records a terminal session", check: checkScript})
-	reg("flock", program{decision: Allow, rule: "wrapper", reason: "flock runs a command holding a lock", check: checkFlock})
-	reg("alias", program{decision: Allow, rule: "alias", reason: "alias defines a shortcut; its command is checked", check: checkAlias, exempt: true})
+	reg("eval", program{decision: Allow, rule: ruleEval, reason: "eval runs its arguments as a command; that command is checked", check: checkEval, exempt: true})
+	reg("source .", program{decision: Allow, rule: ruleSource, reason: "%s runs a script in the current shell", check: checkSource})
+	reg("trap", program{decision: Allow, rule: ruleTrap, reason: "trap sets a command to run on a signal; that command is checked", check: checkTrap, exempt: true})
+	reg("watch", program{decision: Allow, rule: ruleWrapper, reason: "watch runs a command repeatedly; that command is checked", check: checkWatch})
+	reg("script", program{decision: Allow, rule: ruleWrapper, reason: "script records a terminal session", check: checkScript})
+	reg("flock", program{decision: Allow, rule: ruleWrapper, reason: "flock runs a command holding a lock", check: checkFlock})
+	reg("alias", program{decision: Allow, rule: ruleAlias, reason: "alias defines a shortcut; its command is checked", check: checkAlias, exempt: true})
 	reg("unalias", pShell)
-	reg("su", program{decision: Deny, rule: "privilege", reason: "su runs commands as another user; privilege escalation is not allowed", check: checkSu})
-	reg("sudoedit", program{decision: Deny, rule: "privilege", reason: "sudoedit edits files as root; privilege escalation is not allowed — change files in the workspace"})
-	reg("newgrp sg", program{decision: Deny, rule: "privilege", reason: "%s changes the group the shell runs as; privilege changes are not allowed"})
-	reg("npx bunx pnpx", program{decision: Allow, rule: "npx", reason: "%s runs a package's binary installed in the project", check: checkNpx})
-	reg("uvx pipx", program{decision: Confirm, rule: "npx", reason: "%s downloads and runs a package", check: checkUvx})
-	reg("tmux screen byobu", program{decision: Allow, rule: "terminal", reason: "%s manages terminal sessions", check: checkTmux})
+	reg("su", program{decision: Deny, rule: rulePrivilege, reason: "su runs commands as another user; privilege escalation is not allowed", check: checkSu})
+	reg("sudoedit", program{decision: Deny, rule: rulePrivilege, reason: "sudoedit edits files as root; privilege escalation is not allowed — change files in the workspace"})
+	reg("newgrp sg", program{decision: Deny, rule: rulePrivilege, reason: "%s changes the group the shell runs as; privilege changes are not allowed"})
+	reg("npx bunx pnpx", program{decision: Allow, rule: ruleNpx, reason: "%s runs a package's binary installed in the project", check: checkNpx})
+	reg("uvx pipx", program{decision: Confirm, rule: ruleNpx, reason: "%s downloads and runs a package", check: checkUvx})
+	reg("tmux screen byobu", program{decision: Allow, rule: ruleTerminal, reason: "%s manages terminal sessions", check: checkTmux})
 }
 
 // checkWrapper unwraps a wrapper and classifies the command it runs.
@@ -345,22 +345,22 @@ func checkWrapper(w *walker, c *call) {
 	c.delegated = true
 	switch name {
 	case "sudo", "doas", "pkexec", "runuser", "run0", "sudo-rs", "please", "pfexec", "ksu", "gosu", "setuidgid":
-		w.add(Deny, "privilege", fmt.Sprintf("%s would run a command as root (or another user); privilege escalation is not allowed — run the command without %s, on files inside the workspace", name, name), c.part)
+		w.add(Deny, rulePrivilege, fmt.Sprintf("%s would run a command as root (or another user); privilege escalation is not allowed — run the command without %s, on files inside the workspace", name, name), c.part)
 		// sudo -s, sudo -i: a root shell, and no command to check.
 	case "flatpak-spawn", "host-spawn", "distrobox-host-exec":
 		if name != "flatpak-spawn" || c.flag("", "--host") {
-			w.add(Deny, "sandbox-escape", name+" runs a command on the host, outside the sandbox; run the command here instead", c.part)
+			w.add(Deny, ruleSandboxEscape, name+" runs a command on the host, outside the sandbox; run the command here instead", c.part)
 		}
 	case "unshare", "bwrap", "proot", "setpriv":
-		w.add(Confirm, "namespaces", name+" runs a command with other namespaces, mounts, a different root or other privileges; run the command directly, or ask for approval", c.part)
+		w.add(Confirm, ruleNamespaces, name+" runs a command with other namespaces, mounts, a different root or other privileges; run the command directly, or ask for approval", c.part)
 	case "chpst":
 		if c.flag("uU/") {
-			w.add(Deny, "privilege", "chpst -u or -/ runs a command as another user or under another root; privilege changes are not allowed", c.part)
+			w.add(Deny, rulePrivilege, "chpst -u or -/ runs a command as another user or under another root; privilege changes are not allowed", c.part)
 		}
 	case "daemonize":
-		w.add(Confirm, "persistence", "daemonize starts a daemon that outlives this session; run the command directly instead", c.part)
+		w.add(Confirm, rulePersistence, "daemonize starts a daemon that outlives this session; run the command directly instead", c.part)
 	case "proxychains", "proxychains4", "torsocks", "tsocks":
-		w.add(Confirm, "network", name+" sends a program's connections through a proxy; approval is needed", c.part)
+		w.add(Confirm, ruleNetwork, name+" sends a program's connections through a proxy; approval is needed", c.part)
 	case "exec":
 		if len(c.args()) == 0 {
 			return
@@ -459,7 +459,7 @@ func checkEnv(w *walker, c *call) {
 		w.envVar(a.name, a.val, c.part, true)
 	}
 	if split {
-		w.add(Allow, "wrapper", "env -S splits a string into a command; that command is checked", c.part)
+		w.add(Allow, ruleWrapper, "env -S splits a string into a command; that command is checked", c.part)
 	}
 	if len(inner) == 0 {
 		if !split {
@@ -529,7 +529,7 @@ func checkShell(w *walker, c *call) {
 				continue
 			}
 			if strings.EqualFold(s, "-EncodedCommand") || strings.EqualFold(s, "-enc") || strings.EqualFold(s, "-e") && (name == "pwsh" || name == "powershell") {
-				w.add(Deny, "decoded-code", name+" "+s+" runs base64-encoded code, hiding what runs; run the plain command instead so it can be checked", c.part)
+				w.add(Deny, ruleDecodedCode, name+" "+s+" runs base64-encoded code, hiding what runs; run the plain command instead so it can be checked", c.part)
 				return
 			}
 			if strings.ContainsRune(s[1:], 'c') {
@@ -565,7 +565,7 @@ func checkShell(w *walker, c *call) {
 				return
 			}
 		}
-		w.add(Allow, "shell-string", fmt.Sprintf("%s -c runs the string as a script; its commands are checked one by one", name), c.part)
+		w.add(Allow, ruleShellString, fmt.Sprintf("%s -c runs the string as a script; its commands are checked one by one", name), c.part)
 		// The words after the string are $0, $1, ...
 		savedPos, savedKnown := w.pos, w.posKnown
 		if len(rest) > 1 {
@@ -590,7 +590,7 @@ func checkShell(w *walker, c *call) {
 		return
 	}
 	if interactive {
-		w.add(Allow, "shell", name+" starts an interactive shell in the sandbox", c.part)
+		w.add(Allow, ruleShell, name+" starts an interactive shell in the sandbox", c.part)
 	}
 }
 
@@ -605,31 +605,31 @@ func (w *walker) scriptFile(c *call, f field, runner string) {
 		return
 	}
 	if !f.known() {
-		w.add(Confirm, "dynamic-script", fmt.Sprintf("%s runs a script whose path is computed at run time (%s); name the script literally", runner, f.show()), c.part)
+		w.add(Confirm, ruleDynamicScript, fmt.Sprintf("%s runs a script whose path is computed at run time (%s); name the script literally", runner, f.show()), c.part)
 		return
 	}
 	canon := w.canon(f.s)
 	if text, ok := w.scripts[canon]; ok {
-		w.add(Allow, "run-script", fmt.Sprintf("%s runs %s, written earlier in this command; its commands are checked", runner, f.show()), c.part)
+		w.add(Allow, ruleRunScript, fmt.Sprintf("%s runs %s, written earlier in this command; its commands are checked", runner, f.show()), c.part)
 		w.runText(c, text, runner)
 		return
 	}
 	if w.downloaded(canon) {
-		w.add(Deny, "download-exec", fmt.Sprintf("%s runs %s, downloaded earlier in this command, without anyone reading it; download it, read it, then run it as a separate step", runner, f.show()), c.part)
+		w.add(Deny, ruleDownloadExec, fmt.Sprintf("%s runs %s, downloaded earlier in this command, without anyone reading it; download it, read it, then run it as a separate step", runner, f.show()), c.part)
 		return
 	}
 	info := w.classifyPath(f)
 	switch info.class {
 	case pcWorkspace, pcWorkspaceRoot:
-		w.add(Allow, "run-script", fmt.Sprintf("%s runs the workspace script %s", runner, f.show()), c.part)
+		w.add(Allow, ruleRunScript, fmt.Sprintf("%s runs the workspace script %s", runner, f.show()), c.part)
 	case pcSystem:
-		w.add(Allow, "run-script", fmt.Sprintf("%s runs the system script %s", runner, f.show()), c.part)
+		w.add(Allow, ruleRunScript, fmt.Sprintf("%s runs the system script %s", runner, f.show()), c.part)
 	case pcNet:
-		w.add(Deny, "remote-code", fmt.Sprintf("%s runs a script read from the network (%s); download it, read it, then run it", runner, f.show()), c.part)
+		w.add(Deny, ruleRemoteCode, fmt.Sprintf("%s runs a script read from the network (%s); download it, read it, then run it", runner, f.show()), c.part)
 	case pcSecret:
-		w.pathOp(opRead, f, runner, "", false)
+		w.pathOp(opRead, f, runner, false)
 	default:
-		w.add(Confirm, "outside-script", fmt.Sprintf("%s runs %s; the policy has not seen what it does — copy it into the workspace and read it first", runner, info.what), c.part)
+		w.add(Confirm, ruleOutsideScript, fmt.Sprintf("%s runs %s; the policy has not seen what it does — copy it into the workspace and read it first", runner, info.what), c.part)
 	}
 }
 
@@ -710,7 +710,7 @@ func checkInterpreter(w *walker, c *call) {
 					return
 				}
 				if args[0].s == "upgrade" {
-					w.add(Confirm, "package-install", name+" upgrade downloads a new version of "+name+"; approval is needed", c.part)
+					w.add(Confirm, rulePackageInstall, name+" upgrade downloads a new version of "+name+"; approval is needed", c.part)
 				}
 				if args[0].s == "run" || args[0].s == "x" || name == "deno" && args[0].s == "test" {
 					// The program: the first operand after the options.
@@ -721,23 +721,23 @@ func checkInterpreter(w *walker, c *call) {
 						u := strings.ToLower(a.s)
 						switch {
 						case strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "data:"):
-							w.add(Deny, "remote-code", fmt.Sprintf("%s %s runs code straight from the network (%s) without anyone reading it; download it, read it, then run it", name, args[0].s, a.show()), c.part)
+							w.add(Deny, ruleRemoteCode, fmt.Sprintf("%s %s runs code straight from the network (%s) without anyone reading it; download it, read it, then run it", name, args[0].s, a.show()), c.part)
 							return
 						case strings.HasPrefix(u, "npm:") || strings.HasPrefix(u, "jsr:"):
-							w.add(Confirm, "npx-download", fmt.Sprintf("%s %s downloads the package %s and runs it; add it to the project, or ask for approval", name, args[0].s, a.show()), c.part)
+							w.add(Confirm, ruleNpxDownload, fmt.Sprintf("%s %s downloads the package %s and runs it; add it to the project, or ask for approval", name, args[0].s, a.show()), c.part)
 							return
 						}
 						break
 					}
 				}
 				if name == "bun" && args[0].s == "run" && len(args) > 1 {
-					w.add(Allow, "build", "bun run runs a package.json script or a workspace file", c.part)
+					w.add(Allow, ruleBuild, "bun run runs a package.json script or a workspace file", c.part)
 					return
 				}
 				return
 			case "install", "i", "add", "remove", "rm", "update", "link", "unlink", "pm", "create", "init":
 				if args[0].s != "init" {
-					w.add(Confirm, "package-install", fmt.Sprintf("%s %s installs or changes packages from the network; approval is needed", name, args[0].s), c.part)
+					w.add(Confirm, rulePackageInstall, fmt.Sprintf("%s %s installs or changes packages from the network; approval is needed", name, args[0].s), c.part)
 				}
 				return
 			case "eval":
@@ -773,7 +773,7 @@ func checkInterpreter(w *walker, c *call) {
 			if inPlace {
 				o, how = opWrite, " -i"
 			}
-			w.pathOp(o, args[i], name+how, "", false)
+			w.pathOp(o, args[i], name+how, false)
 			continue
 		}
 		if !isOpt(s) {
@@ -785,9 +785,9 @@ func checkInterpreter(w *walker, c *call) {
 				for _, a := range args[i+1:] {
 					switch a.s {
 					case "install", "develop", "easy_install":
-						w.add(Confirm, "package-install", "setup.py "+a.s+" installs the package into the Python environment, fetching its dependencies; approval is needed", c.part)
+						w.add(Confirm, rulePackageInstall, "setup.py "+a.s+" installs the package into the Python environment, fetching its dependencies; approval is needed", c.part)
 					case "upload", "register":
-						w.add(Confirm, "publish", "setup.py "+a.s+" publishes the package to a registry; approval is needed", c.part)
+						w.add(Confirm, rulePublish, "setup.py "+a.s+" publishes the package to a registry; approval is needed", c.part)
 					}
 				}
 			}
@@ -854,14 +854,14 @@ func checkInterpreter(w *walker, c *call) {
 			i++
 		}
 		if (name == "node" || name == "nodejs") && (s == "--require" || s == "-r" || s == "--import" || s == "--loader") {
-			w.add(Confirm, "inline-code", name+" "+s+" loads a module before the program; approval is needed", c.part)
+			w.add(Confirm, ruleInlineCode, name+" "+s+" loads a module before the program; approval is needed", c.part)
 		}
 	}
 	// No script: the interpreter reads its program from standard input.
 	if c.stdin.kind != 0 {
 		w.execData(c, c.stdin, name, false)
 	} else if !usesInlineFlag(args, spec.code, spec.short) {
-		w.add(Allow, "interpreter", name+" starts an interactive interpreter in the sandbox", c.part)
+		w.add(Allow, ruleInterpreter, name+" starts an interactive interpreter in the sandbox", c.part)
 	}
 }
 
@@ -898,15 +898,15 @@ func checkModule(w *walker, c *call, interp string, argv []field) {
 	case mod == "pip" || mod == "pip3" || mod == "uv" || mod == "poetry" || mod == "pipx":
 		checkPackageManager(w, c.sub(append([]field{lit(mod)}, argv[1:]...)), mod)
 	case mod == "http.server" || mod == "SimpleHTTPServer" || mod == "smtpd" || mod == "ftplib" || mod == "pyftpdlib":
-		w.add(Confirm, "server", fmt.Sprintf("%s -m %s starts a server that serves files over the network; approval is needed", interp, mod), c.part)
+		w.add(Confirm, ruleServer, fmt.Sprintf("%s -m %s starts a server that serves files over the network; approval is needed", interp, mod), c.part)
 	case mod == "base64" && len(argv) > 1:
-		w.add(Allow, "text", interp+" -m base64 encodes or decodes text", c.part)
+		w.add(Allow, ruleText, interp+" -m base64 encodes or decodes text", c.part)
 	case pyDevModules[mod] || strings.HasPrefix(mod, "pytest"):
-		w.add(Allow, "build", fmt.Sprintf("%s -m %s runs a development tool", interp, mod), c.part)
+		w.add(Allow, ruleBuild, fmt.Sprintf("%s -m %s runs a development tool", interp, mod), c.part)
 	case !argv[0].known():
-		w.add(Confirm, "dynamic-command", interp+" -m runs a module whose name is computed at run time; write it literally", c.part)
+		w.add(Confirm, ruleDynamicCommand, interp+" -m runs a module whose name is computed at run time; write it literally", c.part)
 	default:
-		w.add(w.e.unknown, "unknown-program", fmt.Sprintf("%s -m %s runs a module the policy does not know; %s", interp, mod, w.e.unknownAdvice()), c.part)
+		w.add(w.e.unknown, ruleUnknownProgram, fmt.Sprintf("%s -m %s runs a module the policy does not know; %s", interp, mod, w.e.unknownAdvice()), c.part)
 	}
 }
 
@@ -928,7 +928,7 @@ var (
 // without end, decodes hidden code and runs it, or runs a shell command that is
 // itself denied.
 func (w *walker) inlineCode(c *call, code, runner string) {
-	w.add(Confirm, "inline-code", fmt.Sprintf("%s runs inline code, which the policy cannot fully check; write it to a file in the workspace and run that, or ask for approval", runner), c.part)
+	w.add(Confirm, ruleInlineCode, fmt.Sprintf("%s runs inline code, which the policy cannot fully check; write it to a file in the workspace and run that, or ask for approval", runner), c.part)
 	w.scanCode(c, code, runner)
 }
 
@@ -939,16 +939,16 @@ func (w *walker) inlineCode(c *call, code, runner string) {
 func (w *walker) scanCode(c *call, code, runner string) {
 	switch {
 	case codeSocket.MatchString(code) && codeSpawn.MatchString(code):
-		w.add(Deny, "reverse-shell", runner+" opens a network connection and runs a shell or process through it (a reverse shell); run the commands you need directly", c.part)
+		w.add(Deny, ruleReverseShell, runner+" opens a network connection and runs a shell or process through it (a reverse shell); run the commands you need directly", c.part)
 	case codeEnv.MatchString(code) && codeNet.MatchString(code):
-		w.add(Deny, "exfil", runner+" reads the environment and sends data over the network; do not send the environment or credentials anywhere", c.part)
+		w.add(Deny, ruleExfil, runner+" reads the environment and sends data over the network; do not send the environment or credentials anywhere", c.part)
 	case codeFork.MatchString(code) && codeLoop.MatchString(code):
-		w.add(Deny, "fork-bomb", runner+" forks in a loop, which exhausts the machine's processes; do not run it", c.part)
+		w.add(Deny, ruleForkBomb, runner+" forks in a loop, which exhausts the machine's processes; do not run it", c.part)
 	case codeB64Exec.MatchString(code):
-		w.add(Deny, "decoded-code", runner+" decodes hidden code and runs it; run the plain code instead so it can be checked", c.part)
+		w.add(Deny, ruleDecodedCode, runner+" decodes hidden code and runs it; run the plain code instead so it can be checked", c.part)
 	}
 	if codeSecret.MatchString(code) {
-		w.add(Deny, "secret-read", runner+" reads credentials (a private key, a token file); credentials must not be read, copied or sent — ask the user if the task needs them", c.part)
+		w.add(Deny, ruleSecretRead, runner+" reads credentials (a private key, a token file); credentials must not be read, copied or sent — ask the user if the task needs them", c.part)
 	}
 	if codeExecAny.MatchString(code) {
 		for _, s := range stringLiterals(code) {
@@ -974,10 +974,10 @@ func (w *walker) scanCode(c *call, code, runner string) {
 		f.glob = strings.ContainsAny(s, "*?[")
 		f.pat = s
 		if del {
-			w.pathOp(opDeleteTree, f, runner, "", false)
+			w.pathOp(opDeleteTree, f, runner, false)
 		}
 		if write {
-			w.pathOp(opWrite, f, runner, "", false)
+			w.pathOp(opWrite, f, runner, false)
 		}
 	}
 }
@@ -1018,7 +1018,7 @@ func checkEval(w *walker, c *call) {
 	}
 	if k != 0 || !known {
 		w.execData(c, data{kind: k | dUnknown}, "eval", true)
-		w.add(Confirm, "eval-dynamic", "eval runs a command computed at run time, which the policy cannot see; write the command directly", c.part)
+		w.add(Confirm, ruleEvalDynamic, "eval runs a command computed at run time, which the policy cannot see; write the command directly", c.part)
 		if !known {
 			return
 		}
@@ -1054,7 +1054,7 @@ func checkTrap(w *walker, c *call) {
 		return
 	}
 	if !h.known() {
-		w.add(Confirm, "trap-dynamic", "trap sets a handler computed at run time; write the handler literally", c.part)
+		w.add(Confirm, ruleTrapDynamic, "trap sets a handler computed at run time; write the handler literally", c.part)
 		return
 	}
 	exitOnly := true
@@ -1149,7 +1149,7 @@ func checkScript(w *walker, c *call) {
 		}
 		if cmd != nil {
 			if !cmd.known() {
-				w.add(Confirm, "dynamic-command", "script -c runs a command computed at run time; write it literally", c.part)
+				w.add(Confirm, ruleDynamicCommand, "script -c runs a command computed at run time; write it literally", c.part)
 				return
 			}
 			w.script(cmd.s, c.part)
@@ -1170,7 +1170,7 @@ func checkFlock(w *walker, c *call) {
 		if p.ops[2].known() {
 			w.script(p.ops[2].s, c.part)
 		} else {
-			w.add(Confirm, "dynamic-command", "flock -c runs a command computed at run time; write it literally", c.part)
+			w.add(Confirm, ruleDynamicCommand, "flock -c runs a command computed at run time; write it literally", c.part)
 		}
 		return
 	}
@@ -1180,7 +1180,7 @@ func checkFlock(w *walker, c *call) {
 }
 
 func checkSu(w *walker, c *call) {
-	w.add(Deny, "privilege", "su would run commands as another user (root by default); privilege escalation is not allowed — run the command without su, on files inside the workspace", c.part)
+	w.add(Deny, rulePrivilege, "su would run commands as another user (root by default); privilege escalation is not allowed — run the command without su, on files inside the workspace", c.part)
 	p := parseArgs(c.args(), spec("cgGs", "--command", "--group", "--supp-group", "--shell", "--session-command"))
 	for _, s := range p.values("-c", "--command", "--session-command") {
 		if s.known() {
@@ -1196,7 +1196,7 @@ func checkAlias(w *walker, c *call) {
 			continue
 		}
 		if !a.known() {
-			w.add(Confirm, "alias", "alias defines a shortcut to a command computed at run time; write it literally", c.part)
+			w.add(Confirm, ruleAlias, "alias defines a shortcut to a command computed at run time; write it literally", c.part)
 			continue
 		}
 		if w.aliases == nil {
@@ -1259,12 +1259,12 @@ func checkNpx(w *walker, c *call) {
 			pkgs = append(pkgs, val)
 			download = true
 		case "-c", "--call":
-			w.add(Confirm, "npx", c.name+" -c runs a shell string through npx; run the command directly", c.part)
+			w.add(Confirm, ruleNpx, c.name+" -c runs a shell string through npx; run the command directly", c.part)
 			if hasVal || i < len(args) {
 				w.script(val, c.part)
 			}
 		case "--node-options", "--shell":
-			w.add(Confirm, "npx", c.name+" "+name+" changes how the package runs; approval is needed", c.part)
+			w.add(Confirm, ruleNpx, c.name+" "+name+" changes how the package runs; approval is needed", c.part)
 		}
 	}
 	inner := args[i:]
@@ -1285,11 +1285,11 @@ func checkNpx(w *walker, c *call) {
 	}
 	switch {
 	case !npxLocal[bare] || download || len(pkgs) > 0:
-		w.add(Confirm, "npx-download", fmt.Sprintf("%s %s may download the package %s from the registry and run it; add it as a dev dependency and run it from node_modules/.bin, or ask for approval", c.name, pkg, bare), c.part)
+		w.add(Confirm, ruleNpxDownload, fmt.Sprintf("%s %s may download the package %s from the registry and run it; add it as a dev dependency and run it from node_modules/.bin, or ask for approval", c.name, pkg, bare), c.part)
 	case !noInstall:
 		// A tool the project usually has: npx still downloads a package of
 		// that name when it is not installed.
-		w.add(Confirm, "npx-download", fmt.Sprintf("%s %s runs %s from node_modules/.bin when the project has it, and otherwise downloads a package of that name from the registry; run npx --no-install %s (or ./node_modules/.bin/%s), or ask for approval", c.name, pkg, bare, bare, path.Base(bare)), c.part)
+		w.add(Confirm, ruleNpxDownload, fmt.Sprintf("%s %s runs %s from node_modules/.bin when the project has it, and otherwise downloads a package of that name from the registry; run npx --no-install %s (or ./node_modules/.bin/%s), or ask for approval", c.name, pkg, bare, bare, path.Base(bare)), c.part)
 	}
 	sub := make([]field, len(inner))
 	copy(sub, inner)
@@ -1304,10 +1304,10 @@ func checkUvx(w *walker, c *call) {
 	if c.name == "pipx" {
 		if len(args) == 0 || args[0].s != "run" {
 			if len(args) > 0 && (args[0].s == "list" || args[0].s == "--version" || args[0].s == "environment") {
-				w.add(Allow, "info", "pipx "+args[0].s+" prints information", c.part)
+				w.add(Allow, ruleInfo, "pipx "+args[0].s+" prints information", c.part)
 				return
 			}
-			w.add(Confirm, "package-install", "pipx installs or changes Python applications from the network; approval is needed", c.part)
+			w.add(Confirm, rulePackageInstall, "pipx installs or changes Python applications from the network; approval is needed", c.part)
 			return
 		}
 		args = args[1:]
@@ -1316,7 +1316,7 @@ func checkUvx(w *walker, c *call) {
 	if len(p.ops) == 0 {
 		return
 	}
-	w.add(Confirm, "npx-download", fmt.Sprintf("%s %s downloads the package and runs it; install it in the project, or ask for approval", c.name, p.ops[0].show()), c.part)
+	w.add(Confirm, ruleNpxDownload, fmt.Sprintf("%s %s downloads the package and runs it; install it in the project, or ask for approval", c.name, p.ops[0].show()), c.part)
 	sub := append([]field(nil), p.ops...)
 	if at := strings.IndexByte(sub[0].s, '@'); at > 0 {
 		sub[0].s = sub[0].s[:at]
@@ -1331,7 +1331,7 @@ func checkTmux(w *walker, c *call) {
 	for i, a := range args {
 		switch a.s {
 		case "new", "new-session", "new-window", "neww", "split-window", "splitw", "send-keys", "send", "respawn-pane", "run-shell", "run", "-dmS", "-dm":
-			w.add(Confirm, "terminal", c.name+" "+a.s+" runs a command in a session that outlives this one; run it directly instead", c.part)
+			w.add(Confirm, ruleTerminal, c.name+" "+a.s+" runs a command in a session that outlives this one; run it directly instead", c.part)
 			for _, b := range args[i+1:] {
 				if b.known() && strings.Contains(b.s, " ") {
 					w.scriptQuiet(b.s, c.part)

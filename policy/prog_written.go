@@ -110,7 +110,7 @@ func checkWrittenMakefile(w *walker, c *call) {
 		if !ok {
 			continue
 		}
-		w.add(Allow, "run-script", c.name+" runs the recipes of "+f.s+", written earlier in this command; they are checked", c.part)
+		w.add(Allow, ruleRunScript, c.name+" runs the recipes of "+f.s+", written earlier in this command; they are checked", c.part)
 		for _, line := range recipeLines(text, true) {
 			w.script(strings.ReplaceAll(line, "$$", "$"), c.part)
 		}
@@ -121,7 +121,7 @@ func checkWrittenMakefile(w *walker, c *call) {
 func checkWrittenJustfile(w *walker, c *call) {
 	for _, name := range []string{"justfile", "Justfile", ".justfile"} {
 		if text, ok := w.writtenText(name); ok {
-			w.add(Allow, "run-script", c.name+" runs the recipes of "+name+", written earlier in this command; they are checked", c.part)
+			w.add(Allow, ruleRunScript, c.name+" runs the recipes of "+name+", written earlier in this command; they are checked", c.part)
 			for _, line := range recipeLines(text, false) {
 				w.script(line, c.part)
 			}
@@ -199,7 +199,7 @@ func checkWrittenPackageScripts(w *walker, c *call) {
 	}
 	for _, n := range names {
 		if s, ok := pkg.Scripts[n]; ok {
-			w.add(Allow, "run-script", c.name+" runs the script "+n+" of package.json, written earlier in this command; it is checked", c.part)
+			w.add(Allow, ruleRunScript, c.name+" runs the script "+n+" of package.json, written earlier in this command; it is checked", c.part)
 			w.script(s, c.part)
 		}
 	}
@@ -252,7 +252,7 @@ func checkDeployTarget(w *walker, c *call) {
 	}
 	for _, t := range targets {
 		if deployTarget.MatchString(t) {
-			w.add(Confirm, "deploy", fmt.Sprintf("%s %s runs the project's %s step, which by convention changes remote systems; approval is needed", c.name, t, t), c.part)
+			w.add(Confirm, ruleDeploy, fmt.Sprintf("%s %s runs the project's %s step, which by convention changes remote systems; approval is needed", c.name, t, t), c.part)
 			return
 		}
 	}
@@ -371,7 +371,7 @@ func checkTampered(w *walker, c *call) {
 		if _, known := w.scripts[f]; known {
 			continue // its text is known and was checked
 		}
-		w.add(Confirm, "build-file-changed", fmt.Sprintf("%s runs what %s says, and this command changed %s in a way the policy cannot follow; change the build file in one command, read it, then run %s", c.name, f, f, c.name), c.part)
+		w.add(Confirm, ruleBuildFileChanged, fmt.Sprintf("%s runs what %s says, and this command changed %s in a way the policy cannot follow; change the build file in one command, read it, then run %s", c.name, f, f, c.name), c.part)
 		return
 	}
 }
@@ -381,10 +381,10 @@ func checkTampered(w *walker, c *call) {
 // command or a later one, so it is checked now.
 func (w *walker) packageScript(c *call, name string, val field) {
 	if !val.known() {
-		w.add(Confirm, "package-script", fmt.Sprintf("%s sets the script %s of package.json to a value computed at run time; a later npm run would run it — write it literally", c.name, name), c.part)
+		w.add(Confirm, rulePackageScript, fmt.Sprintf("%s sets the script %s of package.json to a value computed at run time; a later npm run would run it — write it literally", c.name, name), c.part)
 		return
 	}
-	w.add(Allow, "package-script", fmt.Sprintf("%s sets the script %s of package.json; what it runs is checked", c.name, name), c.part)
+	w.add(Allow, rulePackageScript, fmt.Sprintf("%s sets the script %s of package.json; what it runs is checked", c.name, name), c.part)
 	w.script(val.s, c.part)
 }
 
@@ -428,7 +428,7 @@ func (w *walker) npmPkgSet(c *call, args []field) {
 			}
 			w.packageScript(c, name, v)
 		case k == "config.script-shell" || k == "bin" || strings.HasPrefix(k, "bin.") || strings.HasPrefix(k, "bin["):
-			w.add(Confirm, "package-script", fmt.Sprintf("%s sets %s of package.json, which names a program npm runs; approval is needed", c.name, key), c.part)
+			w.add(Confirm, rulePackageScript, fmt.Sprintf("%s sets %s of package.json, which names a program npm runs; approval is needed", c.name, key), c.part)
 		}
 	}
 }

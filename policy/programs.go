@@ -10,7 +10,7 @@ import (
 // when nothing about the call matters, and a check that looks at the call.
 type program struct {
 	decision Decision
-	rule     string
+	rule     ruleID
 	reason   string // may hold one %s for the program's name
 	check    func(w *walker, c *call)
 	// exempt programs do not read their arguments as files (echo, ls, stat),
@@ -50,12 +50,12 @@ func programNames() []string {
 
 // Default decisions shared by many programs.
 var (
-	pRead  = program{decision: Allow, rule: "read-only", reason: "%s only reads files and prints what it finds"}
-	pText  = program{decision: Allow, rule: "text", reason: "%s processes text and prints the result"}
-	pInfo  = program{decision: Allow, rule: "info", reason: "%s prints information about the system", exempt: true}
-	pDev   = program{decision: Allow, rule: "build", reason: "%s builds, checks or tests the project"}
-	pEdit  = program{decision: Allow, rule: "workspace-change", reason: "%s changes files in the workspace"}
-	pShell = program{decision: Allow, rule: "shell-builtin", reason: "%s only changes the shell's own state", exempt: true}
+	pRead  = program{decision: Allow, rule: ruleReadOnly, reason: "%s only reads files and prints what it finds"}
+	pText  = program{decision: Allow, rule: ruleText, reason: "%s processes text and prints the result"}
+	pInfo  = program{decision: Allow, rule: ruleInfo, reason: "%s prints information about the system", exempt: true}
+	pDev   = program{decision: Allow, rule: ruleBuild, reason: "%s builds, checks or tests the project"}
+	pEdit  = program{decision: Allow, rule: ruleWorkspaceChange, reason: "%s changes files in the workspace"}
+	pShell = program{decision: Allow, rule: ruleShellBuiltin, reason: "%s only changes the shell's own state", exempt: true}
 )
 
 func init() {
@@ -64,8 +64,8 @@ func init() {
 		"view bat batcat jq yq xq gron tokei scc lsattr getfacl readelf objdump nm size ldd "+
 		"pdftotext exiftool identify ffprobe mediainfo", pRead)
 	reg("ls ll la dir vdir exa eza lsd realpath readlink basename dirname pwd which whereis type stat [[ "+
-		"echo true false : sleep yes seq date cal expr factor numfmt", program{decision: Allow, rule: "read-only", reason: "%s only prints", exempt: true})
-	reg("du tree", program{decision: Allow, rule: "read-only", reason: "%s lists files and their sizes", exempt: true})
+		"echo true false : sleep yes seq date cal expr factor numfmt", program{decision: Allow, rule: ruleReadOnly, reason: "%s only prints", exempt: true})
+	reg("du tree", program{decision: Allow, rule: ruleReadOnly, reason: "%s lists files and their sizes", exempt: true})
 	reg("uniq cut tr paste join fold fmt column expand unexpand rev tsort shuf split csplit iconv dos2unix "+
 		"unix2dos colrm look base64 basenc bc envsubst", pText)
 	reg("uname whoami id groups users who w hostnamectl uptime free nproc lscpu lsblk lsusb lspci "+

@@ -66,12 +66,29 @@ func parse(src string) (*syntax.File, error) {
 	return p.Parse(strings.NewReader(src), "")
 }
 
-// step is one finding: a verdict about one part of the command, with the id of
-// the command it belongs to (0 for findings about the structure, which a user's
-// allow rule cannot lift).
+// step is one finding: a decision about one part of the command, the rule that
+// took it (a built-in one, or a user's), and the id of the command it belongs
+// to (0 for findings about the structure, which a user's allow rule cannot
+// lift).
 type step struct {
-	Verdict
-	owner int
+	decision Decision
+	id       ruleID
+	user     *Rule
+	reason   string
+	part     string
+	owner    int
+}
+
+// rule names the step's rule as a verdict does.
+func (s *step) rule() string {
+	if s.user != nil {
+		return s.user.name()
+	}
+	return s.id.name()
+}
+
+func (s *step) verdict() Verdict {
+	return Verdict{Decision: s.decision, Reason: s.reason, Rule: s.rule(), Part: s.part}
 }
 
 type varState struct {
@@ -154,22 +171,32 @@ type walker struct {
 // default says when no finding of its call was kept.
 type invocation struct {
 	Invocation
-	rule, reason string
-	readOnly     bool   // the program changes nothing beyond its output
-	via          int    // the id of the call that runs this one; 0 for the shell
-	written      string // the name as written
+	rule     ruleID
+	reason   string
+	readOnly bool   // the program changes nothing beyond its output
+	via      int    // the id of the call that runs this one; 0 for the shell
+	written  string // the name as written
 }
 
-func (w *walker) add(d Decision, rule, reason, part string) { w.addOwned(w.cur, d, rule, reason, part) }
+func (w *walker) add(d Decision, rule ruleID, reason, part string) {
+	w.addOwned(w.cur, d, rule, nil, reason, part)
+}
 
 // allowsFull reports whether another allow finding would be dropped, so that
 // its reason need not be built.
 func (w *walker) allowsFull() bool { return !w.explain && w.allows >= maxAllow }
 
 // addS records a finding about the command's structure.
-func (w *walker) addS(d Decision, rule, reason, part string) { w.addOwned(0, d, rule, reason, part) }
+func (w *walker) addS(d Decision, rule ruleID, reason, part string) {
+	w.addOwned(0, d, rule, nil, reason, part)
+}
 
-func (w *walker) addOwned(owner int, d Decision, rule, reason, part string) {
+// addUser records the finding of a user's rule about the current command.
+func (w *walker) addUser(r *Rule, d Decision, reason, part string) {
+	w.addOwned(w.cur, d, ruleNone, r, reason, part)
+}
+
+func (w *walker) addOwned(owner int, d Decision, rule ruleID, user *Rule, reason, part string) {
 	if d == Allow {
 		w.allows++
 		if w.allows > maxAllow && !w.explain {
@@ -179,17 +206,14 @@ func (w *walker) addOwned(owner int, d Decision, rule, reason, part string) {
 	if len(w.steps) > 4*maxWork {
 		return
 	}
-	if !strings.Contains(rule, ":") {
-		rule = "default:" + rule
-	}
 	// One finding per rule and command: rm with a thousand paths in the
 	// workspace needs approval once.
 	for i := len(w.steps) - 1; i >= 0 && w.steps[i].owner == owner && owner != 0; i-- {
-		if w.steps[i].Rule == rule && w.steps[i].Decision == d {
+		if w.steps[i].id == rule && w.steps[i].user == user && w.steps[i].decision == d {
 			return
 		}
 	}
-	w.steps = append(w.steps, step{Verdict{Decision: d, Reason: reason, Rule: rule, Part: shorten(part)}, owner})
+	w.steps = append(w.steps, step{decision: d, id: rule, user: user, reason: reason, part: shorten(part), owner: owner})
 }
 
 func shorten(s string) string {
@@ -230,7 +254,7 @@ func (w *walker) charge(n int) bool {
 	w.work += n
 	if w.work > maxWork && !w.halted {
 		w.halted = true
-		w.addS(Deny, "too-complex", fmt.Sprintf("the command runs more than %d commands, more than the policy checks; write a script to a file in the workspace, or split the work into smaller commands", maxWork), "")
+		w.addS(Deny, ruleTooComplex, fmt.Sprintf("the command runs more than %d commands, more than the policy checks; write a script to a file in the workspace, or split the work into smaller commands", maxWork), "")
 	}
 	return !w.halted
 }
@@ -239,20 +263,20 @@ func (w *walker) charge(n int) bool {
 // part is the part of the command the string came from, for the messages.
 func (w *walker) script(src, part string) {
 	if w.depth >= maxDepth {
-		w.addS(Deny, "too-deep", fmt.Sprintf("commands nested %d levels deep in strings cannot be checked; run the inner command directly", maxDepth), part)
+		w.addS(Deny, ruleTooDeep, fmt.Sprintf("commands nested %d levels deep in strings cannot be checked; run the inner command directly", maxDepth), part)
 		return
 	}
 	if w.depth > 0 && len(src) > maxScript {
-		w.addS(Deny, "too-long", fmt.Sprintf("a string of %d bytes run as a script is more than the policy checks; write the script to a file in the workspace and run the file", len(src)), part)
+		w.addS(Deny, ruleTooLong, fmt.Sprintf("a string of %d bytes run as a script is more than the policy checks; write the script to a file in the workspace and run the file", len(src)), part)
 		return
 	}
 	if nestingDepth(src) > maxNesting {
-		w.addS(Deny, "too-deep", fmt.Sprintf("the command nests parentheses or braces more than %d deep, more than the policy checks; write it more simply", maxNesting), part)
+		w.addS(Deny, ruleTooDeep, fmt.Sprintf("the command nests parentheses or braces more than %d deep, more than the policy checks; write it more simply", maxNesting), part)
 		return
 	}
 	f, err := w.parseCached(src)
 	if err != nil {
-		w.addS(Deny, "parse-error", parseMessage(err)+"; bash would not run it either — fix the quoting or syntax", part)
+		w.addS(Deny, ruleParseError, parseMessage(err)+"; bash would not run it either — fix the quoting or syntax", part)
 		return
 	}
 	w.walkNested(f, src)
@@ -404,7 +428,7 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 		w.stmts(c.Do, stdin)
 		if !c.Until && alwaysTrue(c.Cond) || c.Until && alwaysFalse(c.Cond) {
 			if background(c.Do) != nil {
-				w.addS(Deny, "process-flood", endlessFlood, part)
+				w.addS(Deny, ruleProcessFlood, endlessFlood, part)
 			}
 			if !leaves(c.Do) && (w.writesFile(s.Redirs) || w.writesFileIn(c.Do)) {
 				w.endlessWrite("the endless loop", w.text(s))
@@ -419,7 +443,7 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 				count += braceCount(it)
 			}
 			if count > 1000 && background(c.Do) != nil {
-				w.addS(Deny, "process-flood", fmt.Sprintf("the loop starts a background process for each of %d items, which floods the machine with processes; run them a few at a time (xargs -P 4)", count), part)
+				w.addS(Deny, ruleProcessFlood, fmt.Sprintf("the loop starts a background process for each of %d items, which floods the machine with processes; run them a few at a time (xargs -P 4)", count), part)
 			}
 			for _, it := range l.Items {
 				w.substs(it)
@@ -439,7 +463,7 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 			w.arith = true
 			w.substs(l)
 			if l.Cond == nil && background(c.Do) != nil {
-				w.addS(Deny, "process-flood", endlessFlood, part)
+				w.addS(Deny, ruleProcessFlood, endlessFlood, part)
 			}
 		}
 		w.stmts(c.Do, stdin)
@@ -666,7 +690,7 @@ func (w *walker) funcDecl(c *syntax.FuncDecl, part string) {
 	// A function that starts itself in a pipe or in the background multiplies
 	// until the machine runs out of processes.
 	if name != "" && callsItselfConcurrently(c.Body, name) {
-		w.addS(Deny, "fork-bomb", "the function "+name+" starts copies of itself in a pipe or in the background (a fork bomb), which exhausts the machine's processes; do not run it", part)
+		w.addS(Deny, ruleForkBomb, "the function "+name+" starts copies of itself in a pipe or in the background (a fork bomb), which exhausts the machine's processes; do not run it", part)
 	}
 	// The body is classified where it is defined, as if it ran: a function is
 	// defined to be called.
@@ -729,13 +753,13 @@ func (w *walker) substs(node syntax.Node) {
 				w.arith = true // ${a[x]}, ${s:x}: arithmetic
 			}
 			if n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && n.Exp.Word != nil && strings.Contains(n.Exp.Word.Lit(), "P") {
-				w.addS(Confirm, "prompt-expansion", "${var@P} expands the variable as a prompt string, which can run commands hidden in its value; print the variable plainly instead", w.text(n))
+				w.addS(Confirm, rulePromptExpansion, "${var@P} expands the variable as a prompt string, which can run commands hidden in its value; print the variable plainly instead", w.text(n))
 				if v, ok := w.varValue(paramName(n)); ok {
 					w.embedded(v, w.text(n))
 				}
 			}
 			if n.Excl && n.Param != nil {
-				w.addS(Allow, "indirect-expansion", "${!var} reads a variable named by another", w.text(n))
+				w.addS(Allow, ruleIndirectExpansion, "${!var} reads a variable named by another", w.text(n))
 			}
 		}
 		return true
@@ -784,7 +808,7 @@ func (w *walker) embedded(s, part string) {
 	p := parsers.Get().(*syntax.Parser)
 	word, err := p.Document(strings.NewReader(s))
 	parsers.Put(p)
-	w.addS(Confirm, "arithmetic-subst", "bash evaluates this string as arithmetic, which runs the command substitution inside it; compute the value in a separate command", part)
+	w.addS(Confirm, ruleArithmeticSubst, "bash evaluates this string as arithmetic, which runs the command substitution inside it; compute the value in a separate command", part)
 	if err != nil || w.depth >= maxDepth {
 		return
 	}
@@ -916,7 +940,7 @@ func assignedState(val field, whole bool) varState {
 
 // envDump records a command that prints every environment variable.
 func (w *walker) envDump(what, part string) {
-	w.add(Confirm, "env-dump", fmt.Sprintf("%s prints every environment variable, credentials too, into the transcript; print only the variables you need (printenv PATH, echo \"$HOME\"), or ask for approval", strings.TrimSpace(what)), part)
+	w.add(Confirm, ruleEnvDump, fmt.Sprintf("%s prints every environment variable, credentials too, into the transcript; print only the variables you need (printenv PATH, echo \"$HOME\"), or ask for approval", strings.TrimSpace(what)), part)
 }
 
 // setArray remembers an array assigned literal elements: a=(rm -rf ~).
@@ -1087,7 +1111,7 @@ func (w *walker) command(c *call) {
 	w.nest++
 	defer func() { w.cur = saved; w.nest-- }()
 	if w.nest > maxNest {
-		w.addS(Deny, "too-deep", fmt.Sprintf("programs wrapped more than %d deep cannot be checked; run the inner command directly", maxNest), c.part)
+		w.addS(Deny, ruleTooDeep, fmt.Sprintf("programs wrapped more than %d deep cannot be checked; run the inner command directly", maxNest), c.part)
 		return
 	}
 
@@ -1110,12 +1134,12 @@ func (w *walker) dynamicName(c *call, name field) {
 		what = "is a glob pattern that bash expands to a file name"
 	}
 	if c.stdin.kind&(dDownload|dDecoded) != 0 {
-		w.addS(Deny, "remote-code", "the program's name "+what+" and it reads "+c.stdin.kind.String()+" on its input; code would run unseen — save the data to a file, read it, and run a command you can name", c.part)
+		w.addS(Deny, ruleRemoteCode, "the program's name "+what+" and it reads "+c.stdin.kind.String()+" on its input; code would run unseen — save the data to a file, read it, and run a command you can name", c.part)
 	}
 	if name.data&(dDownload|dDecoded) != 0 {
-		w.addS(Deny, "decoded-command", "the program's name comes from "+name.data.String()+", which hides what runs; write the command literally", c.part)
+		w.addS(Deny, ruleDecodedCommand, "the program's name comes from "+name.data.String()+", which hides what runs; write the command literally", c.part)
 	}
-	w.addS(Confirm, "dynamic-command", fmt.Sprintf("the program's name %s (%s), so the policy cannot tell what runs; write the command name literally", what, name.show()), c.part)
+	w.addS(Confirm, ruleDynamicCommand, fmt.Sprintf("the program's name %s (%s), so the policy cannot tell what runs; write the command name literally", what, name.show()), c.part)
 	switch {
 	case name.glob:
 		pat := goPattern(path.Base(name.pat))
@@ -1151,7 +1175,7 @@ func (w *walker) dynamicName(c *call, name field) {
 func (w *walker) run(c *call, prog string, quoted bool) {
 	c.judgedPaths, c.network, c.delegated = false, false, false
 	if h, ok := w.hashed[prog]; ok && !strings.Contains(prog, "/") && !w.funcs[prog] {
-		w.add(Allow, "hash", prog+" was bound to "+h+" by hash -p; "+h+" is checked", c.part)
+		w.add(Allow, ruleHash, prog+" was bound to "+h+" by hash -p; "+h+" is checked", c.part)
 		prog = h
 	}
 	start := len(w.steps)
@@ -1162,11 +1186,11 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		trusted = stdBinDirs[path.Clean(dir)]
 		cp := w.canon(prog)
 		if text, ok := w.scripts[cp]; ok {
-			w.add(Allow, "run-script", prog+" was written earlier in this command; its commands are checked", c.part)
+			w.add(Allow, ruleRunScript, prog+" was written earlier in this command; its commands are checked", c.part)
 			w.runText(c, text, prog)
 		}
 		if w.downloaded(cp) {
-			w.add(Deny, "download-exec", prog+" was downloaded earlier in this command and is run without being read; download it, read it, then run it as a separate step", c.part)
+			w.add(Deny, ruleDownloadExec, prog+" was downloaded earlier in this command and is run without being read; download it, read it, then run it as a separate step", c.part)
 		}
 	}
 	c.name = name
@@ -1178,7 +1202,7 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 
 	allow := w.userRules(c, prog, trusted)
 	if isMiner(name) {
-		w.add(Deny, "miner", name+" is a cryptocurrency miner; mining is not allowed", c.part)
+		w.add(Deny, ruleMiner, name+" is a cryptocurrency miner; mining is not allowed", c.part)
 	}
 	p, known := lookup(name)
 	switch {
@@ -1188,7 +1212,7 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		if d == Allow {
 			reason = fmt.Sprintf("%s runs a program from %s (not the system's %s); the sandbox contains it", prog, path.Dir(prog), name)
 		}
-		w.add(d, "path-program", reason, c.part)
+		w.add(d, rulePathProgram, reason, c.part)
 		if known && p.check != nil {
 			// What the borrowed name's program would do still counts,
 			// but never its allowance.
@@ -1200,14 +1224,14 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		// bash finds a function before a builtin or a program, whether the
 		// name is quoted or not (\rm calls a function rm); a path, or a
 		// program another one runs, is never a function.
-		inv.rule, inv.reason, inv.readOnly = "default:shell-function", "a function defined in this command", true
-		w.add(Allow, "shell-function", name+" is a function defined in this command; its body was checked where it was defined", c.part)
+		inv.rule, inv.reason, inv.readOnly = ruleShellFunction, "a function defined in this command", true
+		w.add(Allow, ruleShellFunction, name+" is a function defined in this command; its body was checked where it was defined", c.part)
 		w.callFunc(c, name)
 	case w.aliases[name] != "" && !quoted && !c.external && !strings.Contains(prog, "/") && !w.expanding[name]:
 		// bash does not expand an alias inside its own expansion.
 		v := w.aliases[name]
-		inv.rule, inv.reason, inv.readOnly = "default:alias", "an alias defined in this command", true
-		w.add(Allow, "alias", name+" is an alias defined in this command, for "+v+"; the expanded command is checked", c.part)
+		inv.rule, inv.reason, inv.readOnly = ruleAlias, "an alias defined in this command", true
+		w.add(Allow, ruleAlias, name+" is an alias defined in this command, for "+v+"; the expanded command is checked", c.part)
 		if w.expanding == nil {
 			w.expanding = map[string]bool{}
 		}
@@ -1215,7 +1239,7 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		w.script(v+" "+quoteArgs(c.args()), c.part)
 		delete(w.expanding, name)
 	case known:
-		inv.rule, inv.reason, inv.readOnly = "default:"+p.rule, p.reason, readOnlyCall(name, c.args())
+		inv.rule, inv.reason, inv.readOnly = p.rule, p.reason, readOnlyCall(name, c.args())
 		if strings.Contains(inv.reason, "%s") {
 			inv.reason = fmt.Sprintf(inv.reason, name)
 		}
@@ -1232,11 +1256,11 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 			w.add(p.decision, p.rule, reason, c.part)
 		}
 	default:
-		inv.rule, inv.reason = "default:unknown-program", name+" is not a program the policy knows"
+		inv.rule, inv.reason = ruleUnknownProgram, name+" is not a program the policy knows"
 		if w.e.unknown == Allow && w.allowsFull() {
 			w.allows++
 		} else {
-			w.add(w.e.unknown, "unknown-program", fmt.Sprintf("%s is not a program the policy knows; %s", name, w.e.unknownAdvice()), c.part)
+			w.add(w.e.unknown, ruleUnknownProgram, fmt.Sprintf("%s is not a program the policy knows; %s", name, w.e.unknownAdvice()), c.part)
 		}
 	}
 	w.generic(c)
@@ -1293,7 +1317,7 @@ func lookup(name string) (program, bool) {
 func (w *walker) dropAllows(mark int) {
 	out := w.steps[:mark]
 	for _, s := range w.steps[mark:] {
-		if s.owner == w.cur && s.Decision == Allow {
+		if s.owner == w.cur && s.decision == Allow {
 			continue
 		}
 		out = append(out, s)
@@ -1340,30 +1364,30 @@ func (w *walker) generic(c *call) {
 	}
 	for _, a := range args {
 		if strings.Contains(a.s, "stratum+tcp://") || strings.Contains(a.s, "stratum+ssl://") || strings.Contains(a.s, "stratum2+tcp://") {
-			w.add(Deny, "miner", "the command connects to a mining pool ("+a.show()+"); cryptocurrency mining is not allowed", c.part)
+			w.add(Deny, ruleMiner, "the command connects to a mining pool ("+a.show()+"); cryptocurrency mining is not allowed", c.part)
 		}
 		if a.secret != "" {
 			if c.network {
-				w.add(Deny, "secret-exfil", fmt.Sprintf("%s would send the secret $%s over the network; never send credentials off the machine", c.name, a.secret), c.part)
+				w.add(Deny, ruleSecretExfil, fmt.Sprintf("%s would send the secret $%s over the network; never send credentials off the machine", c.name, a.secret), c.part)
 			} else if !p.exempt || c.name == "echo" || c.name == "printf" {
-				w.add(Confirm, "secret-var", fmt.Sprintf("the command expands $%s, which looks like a credential, into the transcript; use it without printing it", a.secret), c.part)
+				w.add(Confirm, ruleSecretVar, fmt.Sprintf("the command expands $%s, which looks like a credential, into the transcript; use it without printing it", a.secret), c.part)
 			}
 		}
 		if c.network && a.data&(dEnv|dSecret) != 0 {
-			w.add(Deny, "exfil", fmt.Sprintf("%s would send %s, computed by a command substitution, over the network; do not send the machine's identity, environment or credentials anywhere", c.name, a.data.String()), c.part)
+			w.add(Deny, ruleExfil, fmt.Sprintf("%s would send %s, computed by a command substitution, over the network; do not send the machine's identity, environment or credentials anywhere", c.name, a.data.String()), c.part)
 		}
 		if c.judgedPaths || p.exempt {
 			continue
 		}
 		for _, cand := range pathCandidates(a) {
 			if c.network && cand.known() && w.writtenKind(w.canon(cand.s))&(dEnv|dSecret) != 0 {
-				w.add(Deny, "exfil", fmt.Sprintf("%s would send %s, which holds the environment or credentials written earlier in the command; do not send them anywhere", c.name, cand.s), c.part)
+				w.add(Deny, ruleExfil, fmt.Sprintf("%s would send %s, which holds the environment or credentials written earlier in the command; do not send them anywhere", c.name, cand.s), c.part)
 				break
 			}
 			if cand.known() && dotenvFile(w.canon(cand.s)) && cand.s != "" {
 				switch {
 				case c.network:
-					w.add(Deny, "exfil", fmt.Sprintf("%s would send %s, the project's secrets (API keys, passwords), over the network; never send credentials off the machine", c.name, cand.show()), c.part)
+					w.add(Deny, ruleExfil, fmt.Sprintf("%s would send %s, the project's secrets (API keys, passwords), over the network; never send credentials off the machine", c.name, cand.show()), c.part)
 				case c.name != "source" && c.name != "." && !p.exempt:
 					w.readDotenv(c, cand)
 				}
@@ -1371,11 +1395,11 @@ func (w *walker) generic(c *call) {
 			}
 			info := w.classifyPath(cand)
 			if info.class == pcSecret {
-				w.add(Deny, "secret-read", fmt.Sprintf("%s would read %s; credentials must not be read, copied or sent — ask the user if the task needs them", c.name, info.what), c.part)
+				w.add(Deny, ruleSecretRead, fmt.Sprintf("%s would read %s; credentials must not be read, copied or sent — ask the user if the task needs them", c.name, info.what), c.part)
 				break
 			}
 			if info.class == pcHistory {
-				w.add(Confirm, "read-history", fmt.Sprintf("%s would read %s, which may hold passwords typed on the command line; approval is needed", c.name, info.what), c.part)
+				w.add(Confirm, ruleReadHistory, fmt.Sprintf("%s would read %s, which may hold passwords typed on the command line; approval is needed", c.name, info.what), c.part)
 				break
 			}
 		}
@@ -1383,16 +1407,16 @@ func (w *walker) generic(c *call) {
 	if c.network && c.stdin.kind&(dEnv|dSecret|dShell) != 0 {
 		switch {
 		case c.stdin.kind&dShell != 0:
-			w.add(Deny, "reverse-shell", c.name+" would connect a shell's input or output to the network (a reverse shell); run the commands you need directly", c.part)
+			w.add(Deny, ruleReverseShell, c.name+" would connect a shell's input or output to the network (a reverse shell); run the commands you need directly", c.part)
 		default:
-			w.add(Deny, "exfil", fmt.Sprintf("%s would send %s over the network; do not send the machine's environment or credentials anywhere", c.name, c.stdin.kind.String()), c.part)
+			w.add(Deny, ruleExfil, fmt.Sprintf("%s would send %s over the network; do not send the machine's environment or credentials anywhere", c.name, c.stdin.kind.String()), c.part)
 		}
 	}
 }
 
 // readDotenv records a program printing a project's environment file.
 func (w *walker) readDotenv(c *call, f field) {
-	w.add(Confirm, "read-dotenv", fmt.Sprintf("%s would print %s, the project's secrets (API keys, passwords), into the transcript; read .env.example instead, or ask for approval", c.name, f.show()), c.part)
+	w.add(Confirm, ruleReadDotenv, fmt.Sprintf("%s would print %s, the project's secrets (API keys, passwords), into the transcript; read .env.example instead, or ask for approval", c.name, f.show()), c.part)
 }
 
 // sendsDotenv denies sending a project's environment file to another machine.
@@ -1400,7 +1424,7 @@ func (w *walker) sendsDotenv(c *call, f field) bool {
 	if !f.known() || !dotenvFile(w.canon(f.s)) {
 		return false
 	}
-	w.add(Deny, "exfil", fmt.Sprintf("%s would send %s, the project's secrets (API keys, passwords), to another machine; never send credentials off the machine", c.name, f.show()), c.part)
+	w.add(Deny, ruleExfil, fmt.Sprintf("%s would send %s, the project's secrets (API keys, passwords), to another machine; never send credentials off the machine", c.name, f.show()), c.part)
 	return true
 }
 
@@ -1470,7 +1494,7 @@ func (w *walker) userRules(c *call, prog string, trusted bool) *Rule {
 			if reason == "" {
 				reason = fmt.Sprintf("the user's rule %s %q matches this command", r.Decision, r.Pattern)
 			}
-			w.add(r.Decision, r.name(), reason, c.part)
+			w.addUser(r, r.Decision, reason, c.part)
 		case Allow:
 			if allow == nil {
 				allow = r
@@ -1487,7 +1511,7 @@ func (w *walker) liftAllow(allow *Rule, start int) {
 	lifted := false
 	for i := start; i < len(w.steps); i++ {
 		s := &w.steps[i]
-		if s.owner != w.cur || s.Decision == Deny || strings.HasPrefix(s.Rule, "user:") {
+		if s.owner != w.cur || s.decision == Deny || s.user != nil {
 			continue
 		}
 		if lifted {
@@ -1496,10 +1520,10 @@ func (w *walker) liftAllow(allow *Rule, start int) {
 		}
 		lifted = true
 		reason := allow.allowReason()
-		if s.Decision != Allow {
-			reason += " (by default: " + s.Reason + ")"
+		if s.decision != Allow {
+			reason += " (by default: " + s.reason + ")"
 		}
-		s.Decision, s.Reason, s.Rule = Allow, reason, allow.name()
+		s.decision, s.reason, s.id, s.user = Allow, reason, ruleNone, allow
 	}
 	out := w.steps[:start]
 	for _, s := range w.steps[start:] {
@@ -1509,7 +1533,7 @@ func (w *walker) liftAllow(allow *Rule, start int) {
 	}
 	w.steps = out
 	if !lifted {
-		w.add(Allow, allow.name(), allow.allowReason(), "")
+		w.addUser(allow, Allow, allow.allowReason(), "")
 	}
 }
 
@@ -1555,7 +1579,7 @@ func (w *walker) programs() ([]Invocation, bool) {
 	decided := make([]bool, len(w.invs))
 	for _, s := range w.steps {
 		if s.owner == 0 {
-			if s.Decision > Allow {
+			if s.decision > Allow {
 				readOnly = false // something the analysis could not follow
 			}
 			continue
@@ -1564,9 +1588,9 @@ func (w *walker) programs() ([]Invocation, bool) {
 			continue
 		}
 		inv := &w.invs[s.owner-1]
-		if !decided[s.owner-1] || s.Decision > inv.Decision {
+		if !decided[s.owner-1] || s.decision > inv.Decision {
 			decided[s.owner-1] = true
-			inv.Decision, inv.Rule, inv.Reason = s.Decision, s.Rule, s.Reason
+			inv.Decision, inv.Rule, inv.Reason = s.decision, s.rule(), s.reason
 		}
 	}
 	if len(w.invs) == 0 {
@@ -1576,7 +1600,7 @@ func (w *walker) programs() ([]Invocation, bool) {
 	for i := range w.invs {
 		inv := &w.invs[i]
 		if !decided[i] {
-			inv.Rule, inv.Reason = inv.rule, inv.reason
+			inv.Rule, inv.Reason = inv.rule.name(), inv.reason
 		}
 		if !inv.readOnly {
 			readOnly = false
@@ -1604,21 +1628,21 @@ func (w *walker) result() (ex Explanation) {
 	}()
 	best := -1
 	for i, s := range w.steps {
-		if best < 0 || s.Decision > w.steps[best].Decision {
+		if best < 0 || s.decision > w.steps[best].decision {
 			best = i
 		}
 	}
 	if w.explain {
 		ex.Steps = make([]Verdict, len(w.steps))
-		for i, s := range w.steps {
-			ex.Steps[i] = s.Verdict
+		for i := range w.steps {
+			ex.Steps[i] = w.steps[i].verdict()
 		}
 	}
 	if best < 0 {
-		ex.Verdict = Verdict{Decision: Allow, Reason: "the command runs nothing", Rule: "default:empty"}
+		ex.Verdict = Verdict{Decision: Allow, Reason: "the command runs nothing", Rule: ruleEmpty.name()}
 		return ex
 	}
-	ex.Verdict = w.steps[best].Verdict
+	ex.Verdict = w.steps[best].verdict()
 	if ex.Decision == Allow && w.allows > 1 {
 		ex.Reason = "every part is allowed; the first: " + ex.Reason
 		ex.Part = shorten(w.top)
@@ -1715,7 +1739,7 @@ func (w *walker) finishArith() {
 		w.embedded(s, s)
 	}
 	if w.hiddenData {
-		w.addS(Confirm, "arithmetic-subst", "the command evaluates arithmetic and holds a value decoded or downloaded at run time; bash evaluates variables' values as arithmetic, which runs command substitutions hidden in them — write the values literally", "")
+		w.addS(Confirm, ruleArithmeticSubst, "the command evaluates arithmetic and holds a value decoded or downloaded at run time; bash evaluates variables' values as arithmetic, which runs command substitutions hidden in them — write the values literally", "")
 	}
 	w.arith = saved
 }

@@ -140,7 +140,7 @@ func (w *walker) expandWords(words []*syntax.Word) []field {
 		if len(argv) >= maxArgs {
 			// The rest is not looked at: a command this long needs approval.
 			argv = append(argv[:maxArgs], field{s: unknown, raw: "…", dyn: true})
-			w.addS(Confirm, "too-many-args", fmt.Sprintf("the command has more than %d arguments, more than the policy checks one by one; split it, or ask for approval", maxArgs), "")
+			w.addS(Confirm, ruleTooManyArgs, fmt.Sprintf("the command has more than %d arguments, more than the policy checks one by one; split it, or ask for approval", maxArgs), "")
 			break
 		}
 	}

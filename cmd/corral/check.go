@@ -134,6 +134,9 @@ type checkResult struct {
 	ReadOnly bool            `json:"read_only"`
 	Programs []checkProgram  `json:"programs,omitempty"`
 	Steps    []checkStep     `json:"steps,omitempty"`
+	// Rules says what each of the policy's own rules named above covers
+	// (with --explain).
+	Rules []policy.RuleInfo `json:"rules,omitempty"`
 }
 
 // checkProgram is one program the command runs, as resolved (with --explain).
@@ -162,8 +165,33 @@ func result(command string, ex policy.Explanation, explain bool) checkResult {
 		for _, s := range ex.Steps {
 			r.Steps = append(r.Steps, checkStep{Decision: s.Decision.String(), Rule: s.Rule, Reason: s.Reason, Part: s.Part})
 		}
+		r.Rules = rulesOf(ex)
 	}
 	return r
+}
+
+// rulesOf describes the policy's own rules an explanation names, each once,
+// in the order they first appear: the verdict's, the programs', the findings'.
+func rulesOf(ex policy.Explanation) []policy.RuleInfo {
+	names := []string{ex.Rule}
+	for _, p := range ex.Programs {
+		names = append(names, p.Rule)
+	}
+	for _, s := range ex.Steps {
+		names = append(names, s.Rule)
+	}
+	var out []policy.RuleInfo
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		if info, ok := policy.DescribeRule(n); ok {
+			out = append(out, info)
+		}
+	}
+	return out
 }
 
 func writeCheckJSON(w io.Writer, command string, ex policy.Explanation, explain bool) error {
@@ -211,16 +239,23 @@ func writeCheckText(w io.Writer, ex policy.Explanation, explain bool) {
 		}
 		tw.Flush()
 	}
-	if len(ex.Steps) == 0 {
-		return
+	if len(ex.Steps) > 0 {
+		fmt.Fprintln(w, "\nfindings, in the order bash would meet them:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, s := range ex.Steps {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Decision, s.Rule, oneLine(s.Part))
+			fmt.Fprintf(tw, "  \t\t  %s\n", s.Reason)
+		}
+		tw.Flush()
 	}
-	fmt.Fprintln(w, "\nfindings, in the order bash would meet them:")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, s := range ex.Steps {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Decision, s.Rule, oneLine(s.Part))
-		fmt.Fprintf(tw, "  \t\t  %s\n", s.Reason)
+	if rules := rulesOf(ex); len(rules) > 0 {
+		fmt.Fprintln(w, "\nthe rules named above:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, r := range rules {
+			fmt.Fprintf(tw, "  %s\t%s\n", r.Name, r.Covers)
+		}
+		tw.Flush()
 	}
-	tw.Flush()
 }
 
 func oneLine(s string) string {
