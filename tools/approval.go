@@ -319,30 +319,8 @@ func (s *Session) approve(ctx context.Context, command string, v policy.Verdict,
 	a.Choices = append(a.Choices, ChoiceDeny, ChoiceAbort)
 	det.ApprovalID = a.ID
 
-	actx := ctx
-	if d := s.opts.ApproveTimeout; d > 0 {
-		a.Deadline = a.Created.Add(d)
-		var cancel context.CancelFunc
-		actx, cancel = context.WithDeadline(ctx, a.Deadline)
-		defer cancel()
-	}
-	s.emit(Event{Type: EventApproval, CallID: a.CallID, Approval: a})
-	ans, err := s.opts.Confirmer.Confirm(actx, a)
-	switch {
-	case ctx.Err() != nil:
-		ans = Answer{Choice: ChoiceAbort, By: "cancel"}
-	case actx.Err() != nil:
-		ans = Answer{Choice: ChoiceDeny, By: "timeout", Reason: fmt.Sprintf("no one answered within %s", s.opts.ApproveTimeout)}
-	case errors.Is(err, ErrNoApprover):
-		ans = Answer{Choice: ChoiceDeny, By: "none"}
-	case err != nil:
-		ans = Answer{Choice: ChoiceDeny, By: "error", Reason: err.Error()}
-	case a.Check(ans) != nil:
-		err = a.Check(ans)
-		ans = Answer{Choice: ChoiceDeny, By: "error", Reason: err.Error()}
-	}
+	ans := s.decide(ctx, a)
 	det.Answer = &ans
-	s.emit(Event{Type: EventApprovalEnd, CallID: a.CallID, Approval: &Approval{ID: a.ID, Session: a.Session, CallID: a.CallID, Command: a.Command}, Answer: &ans})
 
 	switch ans.Choice {
 	case ChoiceOnce:
@@ -362,6 +340,40 @@ func (s *Session) approve(ctx context.Context, command string, v policy.Verdict,
 	}
 	det.Approved = true
 	return nil
+}
+
+// decide puts a to the Confirmer and returns the answer, emitting the
+// approval and approval_end events around it. The approval is registered with
+// every channel before its event goes out, so that whoever sees the event can
+// answer it at once. A timeout (ApproveTimeout) denies it; a cancelled ctx
+// aborts it; a Confirmer with no one to ask (ErrNoApprover), one that fails or
+// one that answers with a choice not offered denies it.
+func (s *Session) decide(ctx context.Context, a *Approval) Answer {
+	actx := ctx
+	if d := s.opts.ApproveTimeout; d > 0 {
+		a.Deadline = a.Created.Add(d)
+		var cancel context.CancelFunc
+		actx, cancel = context.WithDeadlineCause(ctx, a.Deadline, fmt.Errorf("no one answered within %s", d))
+		defer cancel()
+	}
+	wait := post(s.opts.Confirmer, a)
+	s.emit(Event{Type: EventApproval, CallID: a.CallID, Approval: a})
+	ans, err := wait(actx)
+	switch {
+	case ctx.Err() != nil:
+		ans = Answer{Choice: ChoiceAbort, By: "cancel"}
+	case actx.Err() != nil:
+		ans = Answer{Choice: ChoiceDeny, By: "timeout", Reason: fmt.Sprintf("no one answered within %s", s.opts.ApproveTimeout)}
+	case errors.Is(err, ErrNoApprover):
+		ans = Answer{Choice: ChoiceDeny, By: "none"}
+	case err != nil:
+		ans = Answer{Choice: ChoiceDeny, By: "error", Reason: err.Error()}
+	case a.Check(ans) != nil:
+		err = a.Check(ans)
+		ans = Answer{Choice: ChoiceDeny, By: "error", Reason: err.Error()}
+	}
+	s.emit(Event{Type: EventApprovalEnd, CallID: a.CallID, Approval: &Approval{ID: a.ID, Session: a.Session, CallID: a.CallID, Command: a.Command}, Answer: &ans})
+	return ans
 }
 
 func refusedText(command string, v policy.Verdict, ans Answer) string {
@@ -475,36 +487,68 @@ func literalWord(w *syntax.Word) (string, bool) {
 }
 
 // Race asks every Confirmer at once and returns the first answer; the others
-// are cancelled. A Confirmer that fails (ErrNoApprover included) drops out;
-// when all fail, the last error is returned. Nil Confirmers are skipped.
+// are withdrawn: their context is cancelled with an *Answered cause (see
+// context.Cause), so a terminal can say who decided, and a late answer is
+// ignored. A Confirmer that fails (ErrNoApprover included) drops out; when
+// all fail, the last error is returned. Nil Confirmers are skipped; Race of
+// none is nil, which refuses. The result is a Poster: every Poster among cs
+// registers the approval before its event goes out.
 func Race(cs ...Confirmer) Confirmer {
-	var live []Confirmer
+	var live race
 	for _, c := range cs {
 		if c != nil {
 			live = append(live, c)
 		}
 	}
-	if len(live) == 1 {
+	switch len(live) {
+	case 0:
+		return nil
+	case 1:
 		return live[0]
 	}
-	return AnswerFunc(func(ctx context.Context, a *Approval) (Answer, error) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
+	return live
+}
+
+// Answered is the cause of the cancelled context of a channel whose approval
+// another channel answered first.
+type Answered struct{ Answer Answer }
+
+func (e *Answered) Error() string {
+	by := e.Answer.By
+	if by == "" {
+		by = "another channel"
+	}
+	return fmt.Sprintf("answered %s by %s", e.Answer.Choice, by)
+}
+
+type race []Confirmer
+
+func (r race) Confirm(ctx context.Context, a *Approval) (Answer, error) { return r.Post(a)(ctx) }
+
+func (r race) Post(a *Approval) func(context.Context) (Answer, error) {
+	waits := make([]func(context.Context) (Answer, error), len(r))
+	for i, c := range r {
+		waits[i] = post(c, a)
+	}
+	return func(ctx context.Context) (Answer, error) {
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(context.Canceled)
 		type result struct {
 			ans Answer
 			err error
 		}
-		results := make(chan result, len(live))
-		for _, c := range live {
+		results := make(chan result, len(waits))
+		for _, wait := range waits {
 			go func() {
-				ans, err := c.Confirm(ctx, a)
+				ans, err := wait(ctx)
 				results <- result{ans, err}
 			}()
 		}
 		err := ErrNoApprover
-		for range live {
+		for range waits {
 			r := <-results
 			if r.err == nil {
+				cancel(&Answered{Answer: r.ans})
 				return r.ans, nil
 			}
 			if ctx.Err() != nil {
@@ -513,5 +557,25 @@ func Race(cs ...Confirmer) Confirmer {
 			err = r.err
 		}
 		return Answer{}, err
-	})
+	}
+}
+
+// Poster is a Confirmer that can put an approval up before it waits for the
+// answer. Post makes a answerable at once (a web view lists it) and returns
+// the function that waits for the answer; the session emits the approval
+// event between the two, so that whoever sees the event finds the approval
+// waiting. The returned function must be called once: it withdraws a when its
+// ctx ends unanswered.
+type Poster interface {
+	Confirmer
+	Post(a *Approval) (wait func(ctx context.Context) (Answer, error))
+}
+
+// post puts a up with c: a Poster registers it now, any other Confirmer is
+// asked when wait is called.
+func post(c Confirmer, a *Approval) (wait func(context.Context) (Answer, error)) {
+	if p, ok := c.(Poster); ok {
+		return p.Post(a)
+	}
+	return func(ctx context.Context) (Answer, error) { return c.Confirm(ctx, a) }
 }

@@ -2,6 +2,8 @@ package tools
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -443,5 +445,83 @@ func TestRace(t *testing.T) {
 	}
 	if _, err := Race(none, none).Confirm(context.Background(), testApproval()); err != ErrNoApprover {
 		t.Errorf("all fail: %v", err)
+	}
+}
+
+// recordingPoster is a Poster that notes when an approval is posted, and
+// answers after the answer channel is given one.
+type recordingPoster struct {
+	mu     sync.Mutex // guards posted
+	posted []string
+	answer chan Answer
+	cause  chan error // receives the cause of a withdrawal
+}
+
+func (p *recordingPoster) Confirm(ctx context.Context, a *Approval) (Answer, error) {
+	return p.Post(a)(ctx)
+}
+
+func (p *recordingPoster) Post(a *Approval) func(context.Context) (Answer, error) {
+	p.mu.Lock()
+	p.posted = append(p.posted, a.ID)
+	p.mu.Unlock()
+	return func(ctx context.Context) (Answer, error) {
+		select {
+		case ans := <-p.answer:
+			return ans, nil
+		case <-ctx.Done():
+			p.cause <- context.Cause(ctx)
+			return Answer{}, ctx.Err()
+		}
+	}
+}
+
+func (p *recordingPoster) wasPosted(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.posted, id)
+}
+
+// Raced with other channels, a Poster has the approval before its event goes
+// out, and a channel that loses the race learns who answered.
+func TestRacePostsBeforeTheEvent(t *testing.T) {
+	web := &recordingPoster{answer: make(chan Answer, 1), cause: make(chan error, 1)}
+	tty := &recordingPoster{answer: make(chan Answer), cause: make(chan error, 1)}
+	plain := AnswerFunc(func(ctx context.Context, a *Approval) (Answer, error) { <-ctx.Done(); return Answer{}, ctx.Err() })
+	var postedAtEvent bool
+	s, _ := newTestSession(t, nil, func(o *Options) {
+		o.Sandbox, o.Policy = &fakeExec{}, wordsPolicy{confirm: []string{"a"}}
+		o.Confirmer = Race(plain, web, tty)
+		o.Events = EventFunc(func(e Event) {
+			if e.Type == EventApproval {
+				postedAtEvent = web.wasPosted(e.Approval.ID) && tty.wasPosted(e.Approval.ID)
+				web.answer <- Answer{Choice: ChoiceOnce, By: "web"}
+			}
+		})
+	})
+	r := run(t, s, "a")
+	if !postedAtEvent {
+		t.Error("the approval event went out before every Poster had the approval")
+	}
+	if d := r.Details.(*BashDetails); d.Answer == nil || d.Answer.By != "web" || r.IsError {
+		t.Errorf("the web's answer did not decide: %q", r.Content)
+	}
+	var answered *Answered
+	if err := <-tty.cause; !errors.As(err, &answered) || answered.Answer.By != "web" || err.Error() != "answered once by web" {
+		t.Errorf("the losing channel's cause: %v", err)
+	}
+}
+
+// A terminal that another channel beat says so.
+func TestPromptWithdrawn(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(&Answered{Answer: Answer{Choice: ChoiceSession, By: "web"}})
+	var out strings.Builder
+	pr, _ := io.Pipe()
+	if _, err := Prompt(ctx, pr, &out, testApproval()); err == nil {
+		t.Fatal("no error")
+	}
+	if !strings.Contains(out.String(), "(no longer asked: answered session by web)") {
+		t.Errorf("the terminal shows %q", out.String())
 	}
 }

@@ -53,7 +53,8 @@ var promptKeys = map[string]Choice{
 // choices it offers to w and reads answers, one a line, from r. An empty line
 // or the end of input denies; deny and abort then ask for an optional reason
 // for the model. A choice that is not offered is explained and asked again.
-// A done ctx returns its error.
+// A done ctx returns its error, after saying why (its cause: another channel
+// answered, no one answered in time).
 func Prompt(ctx context.Context, r io.Reader, w io.Writer, a *Approval) (Answer, error) {
 	lines := make(chan string)
 	done := make(chan struct{})
@@ -78,7 +79,9 @@ func Prompt(ctx context.Context, r io.Reader, w io.Writer, a *Approval) (Answer,
 		case l, ok := <-lines:
 			return l, ok, nil
 		case <-ctx.Done():
-			fmt.Fprintln(w)
+			// Answered elsewhere, timed out or cancelled: say so, so that no
+			// one answers a question no longer asked.
+			fmt.Fprintf(w, "\n  (no longer asked: %v)\n", context.Cause(ctx))
 			return "", false, ctx.Err()
 		}
 	}

@@ -321,34 +321,44 @@ func (h *Hub) Answer(id string, ans tools.Answer) error {
 }
 
 // Confirmer returns the tools.Confirmer that waits for an answer through the
-// web view (POST /api/approvals/{id}, or Answer).
-func (h *Hub) Confirmer() tools.Confirmer {
-	return tools.AnswerFunc(h.confirm)
+// web view (POST /api/approvals/{id}, or Answer). It is a tools.Poster: an
+// approval is listed as pending before its event goes out.
+func (h *Hub) Confirmer() tools.Confirmer { return hubConfirmer{h} }
+
+type hubConfirmer struct{ h *Hub }
+
+func (c hubConfirmer) Confirm(ctx context.Context, a *tools.Approval) (tools.Answer, error) {
+	return c.Post(a)(ctx)
 }
 
-func (h *Hub) confirm(ctx context.Context, a *tools.Approval) (tools.Answer, error) {
+// Post lists a as pending and returns the function that waits for its answer
+// and withdraws it when ctx ends first.
+func (c hubConfirmer) Post(a *tools.Approval) func(context.Context) (tools.Answer, error) {
+	h := c.h
 	p := &pending{a: a, answer: make(chan tools.Answer, 1)}
 	h.mu.Lock()
 	h.approvals[a.ID] = p
 	h.changed()
 	h.mu.Unlock()
-	select {
-	case ans := <-p.answer:
-		ans.By = "web"
-		return ans, nil
-	case <-ctx.Done():
-		h.mu.Lock()
-		if h.approvals[a.ID] == p {
-			delete(h.approvals, a.ID)
-			h.changed()
-		}
-		h.mu.Unlock()
+	return func(ctx context.Context) (tools.Answer, error) {
 		select {
-		case ans := <-p.answer: // answered at the last moment
+		case ans := <-p.answer:
 			ans.By = "web"
 			return ans, nil
-		default:
+		case <-ctx.Done():
+			h.mu.Lock()
+			if h.approvals[a.ID] == p {
+				delete(h.approvals, a.ID)
+				h.changed()
+			}
+			h.mu.Unlock()
+			select {
+			case ans := <-p.answer: // answered at the last moment
+				ans.By = "web"
+				return ans, nil
+			default:
+			}
+			return tools.Answer{}, ctx.Err()
 		}
-		return tools.Answer{}, ctx.Err()
 	}
 }

@@ -212,16 +212,10 @@ func TestApprovalAnsweredOnceForTwoClients(t *testing.T) {
 	if evB.data["approval"].(map[string]any)["id"] != id {
 		t.Fatal("the two clients see different approvals")
 	}
-	// The approval event is emitted just before the hub's Confirmer registers
-	// the approval: wait until it is there (a person's click is far slower).
+	// The approval is listed before its event goes out: a client that reads
+	// the event and asks at once finds it.
 	var pending []tools.Approval
-	for range 200 {
-		getJSON(t, srv.URL+"/api/approvals", &pending)
-		if len(pending) > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	getJSON(t, srv.URL+"/api/approvals", &pending)
 	if len(pending) != 1 || pending[0].ID != id || pending[0].Command != "git push origin main" || len(pending[0].Ask) != 1 {
 		t.Fatalf("pending: %+v", pending)
 	}
@@ -262,6 +256,54 @@ func TestApprovalAnsweredOnceForTwoClients(t *testing.T) {
 	r := <-done
 	if !r.IsError || !strings.Contains(r.Content, "The user says: not on main") {
 		t.Errorf("the model got %q", r.Content)
+	}
+}
+
+// A client that sees an approval's event can answer it at once: the hub
+// lists the approval before the event goes out. The sink answers from inside
+// the event's delivery, the earliest moment any client can know the id.
+func TestApprovalListedBeforeItsEvent(t *testing.T) {
+	h := NewHub()
+	rec := h.Session("s1", "test")
+	defer rec.Close()
+	var listed []*tools.Approval
+	var answerErr error
+	sink := tools.Tee(rec, tools.EventFunc(func(e tools.Event) {
+		if e.Type == tools.EventApproval {
+			listed = h.Pending()
+			answerErr = h.Answer(e.Approval.ID, tools.Answer{Choice: tools.ChoiceOnce})
+		}
+	}))
+	for _, c := range []struct {
+		name string
+		c    tools.Confirmer
+	}{
+		{"hub", h.Confirmer()},
+		// As corral run --confirm ask --ui: the terminal is not there.
+		{"raced with a terminal", tools.Race(tools.AnswerFunc(func(ctx context.Context, a *tools.Approval) (tools.Answer, error) {
+			<-ctx.Done()
+			return tools.Answer{}, ctx.Err()
+		}), h.Confirmer())},
+	} {
+		s, err := tools.NewSession(context.Background(), tools.Options{
+			Workspace: t.TempDir(), ID: "s1", Sandbox: echoExec{}, Events: sink, Confirmer: c.c,
+			ApproveTimeout: 5 * time.Second, // bounds a failure; the answer comes at once
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Bash(context.Background(), tools.BashParams{Command: "git push origin main"})
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != 1 || answerErr != nil {
+			t.Errorf("%s: at the approval event %d pending, answering: %v", c.name, len(listed), answerErr)
+		}
+		if d := r.Details.(*tools.BashDetails); d.Answer == nil || d.Answer.Choice != tools.ChoiceOnce || d.Answer.By != "web" || !d.Ran {
+			t.Errorf("%s: the command was not run as the web answered: %q", c.name, r.Content)
+		}
+		listed, answerErr = nil, nil
 	}
 }
 
