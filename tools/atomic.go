@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/corralhq/corral/fsys"
 )
 
 // tempMarker is in the name of every temporary file a write creates, so the
@@ -29,8 +31,24 @@ func isTempName(name string) bool {
 	return strings.HasPrefix(name, ".") && strings.Contains(name, tempMarker) && strings.HasSuffix(name, ".tmp")
 }
 
-// newFileMode is the mode of a file write creates: 0644 less the umask.
-func newFileMode() fs.FileMode { return 0o644 &^ umask() }
+// newFileMode is the mode of a file write creates in root: 0644 less the
+// umask.
+func newFileMode(root fsys.Root) fs.FileMode { return 0o644 &^ fsys.Umask(root) }
+
+// keepOwner gives f, a new file described by fi, the owner and group of old
+// when they differ and the filesystem's user may change them (root may).
+// Errors are ignored: ownership is kept where possible, never a reason to
+// fail a write.
+func keepOwner(f fsys.File, fi, old fs.FileInfo) {
+	uid, gid, ok := fsys.Owner(old)
+	if !ok {
+		return
+	}
+	if u, g, ok := fsys.Owner(fi); ok && u == uid && g == gid {
+		return
+	}
+	_ = f.Chown(uid, gid)
+}
 
 // keptMode is the part of an existing file's mode a rewrite keeps.
 func keptMode(fi fs.FileInfo) fs.FileMode {
@@ -45,7 +63,7 @@ func keptMode(fi fs.FileInfo) fs.FileMode {
 // write before any watcher event about it; an error from it cancels the write.
 // A directory sync that the filesystem does not support is logged by the caller
 // through dirSyncErr, not failed.
-func writeAtomic(dir *os.Root, name string, data []byte, mode fs.FileMode, old fs.FileInfo, committing func(statSig) error) (dirSyncErr error, err error) {
+func writeAtomic(dir fsys.Root, name string, data []byte, mode fs.FileMode, old fs.FileInfo, committing func(statSig) error) (dirSyncErr error, err error) {
 	tmp := tempName(name)
 	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -61,8 +79,14 @@ func writeAtomic(dir *os.Root, name string, data []byte, mode fs.FileMode, old f
 	if _, err := f.Write(data); err != nil {
 		return nil, err
 	}
+	// The signature of the new content: neither the owner nor the mode
+	// changes it.
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
 	if old != nil {
-		keepOwner(f, old)
+		keepOwner(f, fi, old)
 	}
 	// Chmod on the descriptor: the umask does not apply, and no one can swap
 	// the file under us.
@@ -70,10 +94,6 @@ func writeAtomic(dir *os.Root, name string, data []byte, mode fs.FileMode, old f
 		return nil, err
 	}
 	if err := f.Sync(); err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
 		return nil, err
 	}
 	if err := f.Close(); err != nil {
@@ -92,8 +112,8 @@ func writeAtomic(dir *os.Root, name string, data []byte, mode fs.FileMode, old f
 }
 
 // syncDir makes a rename in dir durable.
-func syncDir(dir *os.Root) error {
-	d, err := dir.Open(".")
+func syncDir(dir fsys.Root) error {
+	d, err := dir.OpenFile(".", os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -119,7 +139,7 @@ var testHookCommitting func(name string)
 // file that was loaded — old, whose content hashed to h — or still absent when
 // old is nil: someone else's change made since would otherwise be lost. Its
 // signature decides when it is unchanged; else the content does.
-func stillAsLoaded(ctx context.Context, dir *os.Root, name string, old fs.FileInfo, h contentHash) error {
+func stillAsLoaded(ctx context.Context, dir fsys.Root, name string, old fs.FileInfo, h contentHash) error {
 	if testHookCommitting != nil {
 		testHookCommitting(name)
 	}

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/corralhq/corral/fsys"
 )
 
 // crashContents are the two versions the crash helper writes in turn; each is
@@ -23,7 +25,7 @@ func TestAtomicWriteHelper(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process only")
 	}
-	root, err := os.OpenRoot(dir)
+	root, err := fsys.OpenLocal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/fsys"
 )
 
 // bigText is 200,000 lines of 50 bytes: 10 MB.
@@ -65,12 +67,12 @@ func BenchmarkEdit10MB(b *testing.B) {
 	})
 	b.Run("rewrite+fsync", func(b *testing.B) {
 		dir := b.TempDir()
-		root, _ := os.OpenRoot(dir)
+		root, _ := fsys.OpenLocal(dir)
 		defer root.Close()
 		os.WriteFile(filepath.Join(dir, "big.txt"), []byte(text), 0o644)
 		b.SetBytes(int64(len(text)))
 		for b.Loop() {
-			data, err := root.ReadFile("big.txt")
+			data, err := root.OS().ReadFile("big.txt")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -8,9 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/corralhq/corral/fsys"
 )
 
 // EditParams are the arguments of edit.
@@ -177,7 +178,7 @@ func checkWritable(display string, fi fs.FileInfo, verb string) error {
 
 // parentDir is the directory of a target, opened for one call.
 type parentDir struct {
-	root *os.Root
+	root fsys.Root
 	info fs.FileInfo // the directory as opened
 	// path is where the directory really is, relative to the workspace, as
 	// the kernel sees the opened directory; "" when it cannot tell.
@@ -197,15 +198,7 @@ func (s *Session) openParent(t target, verb string) (parentDir, error) {
 		r.Close()
 		return parentDir{}, pathError(t.display, err)
 	}
-	where := ""
-	if d, err := r.Open("."); err == nil {
-		if abs := fdPath(d); abs != "" {
-			if rel, ok := s.ws.relative(abs); ok {
-				where = filepath.ToSlash(rel)
-			}
-		}
-		d.Close()
-	}
+	where, _ := r.Where()
 	if _, ok := s.protect.identity(s.ws.root, fi, where, t.name(), nil); ok {
 		r.Close()
 		return parentDir{}, s.protect.error(t.display, verb)
@@ -323,8 +316,8 @@ func (s *Session) commit(ctx context.Context, t target, dir parentDir, data []by
 
 // storedName returns the name under which dir stores name, on a filesystem that
 // ignores case: renaming over "README.MD" would otherwise rename README.md.
-func storedName(dir *os.Root, name string) string {
-	d, err := dir.Open(".")
+func storedName(dir fsys.Root, name string) string {
+	d, err := dir.OpenFile(".", os.O_RDONLY, 0)
 	if err != nil {
 		return name
 	}

@@ -2,9 +2,10 @@ package tools
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/corralhq/corral/fsys"
 )
 
 // fileTools is the state of read, edit and write in one session.
@@ -15,7 +16,7 @@ type fileTools struct {
 	// logs is bash's log directory, which read opens by absolute path; nil
 	// when it cannot be opened. logsAbs and logsReal are its path as given
 	// and with symbolic links resolved.
-	logs              *os.Root
+	logs              *fsys.Local
 	logsAbs, logsReal string
 	protect           protection
 	state             *readState
@@ -58,7 +59,7 @@ func (s *Session) openLogs() {
 	if err != nil {
 		return
 	}
-	r, err := os.OpenRoot(real)
+	r, err := fsys.OpenLocal(real)
 	if err != nil {
 		return
 	}
@@ -75,7 +76,7 @@ func (s *Session) closeFiles() error {
 		errs = append(errs, s.logs.Close())
 	}
 	if s.ws != nil {
-		errs = append(errs, s.ws.root.Close())
+		errs = append(errs, s.ws.close())
 	}
 	return errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/corralhq/corral/fsys"
 	"github.com/corralhq/corral/internal/sanitize"
 )
 
@@ -66,7 +67,12 @@ func (t target) name() string { return path.Base(t.canon) }
 
 // workspace is the confined view of the workspace directory.
 type workspace struct {
-	root *os.Root
+	root fsys.Root
+	// local is root when it is this machine's directory, which the watcher
+	// can watch; nil for another filesystem.
+	local *fsys.Local
+	// own says root is the session's, to close with it.
+	own bool
 	// abs is the absolute workspace path as given; real is the same with every
 	// symbolic link resolved. Absolute paths are accepted under either.
 	abs, real string
@@ -75,7 +81,21 @@ type workspace struct {
 	foldCase bool
 }
 
-func openWorkspace(dir string) (*workspace, error) {
+// openWorkspace opens the workspace: the directory dir of this machine, or,
+// when root is not nil, that filesystem, whose path dir is (root's Name when
+// dir is empty).
+func openWorkspace(dir string, root fsys.Root) (*workspace, error) {
+	if root != nil {
+		real := root.Name()
+		abs := real
+		if dir != "" {
+			abs = filepath.Clean(dir)
+		}
+		ws := &workspace{root: root, abs: abs, real: real}
+		ws.local, _ = root.(*fsys.Local)
+		ws.foldCase = probeFoldCase(root)
+		return ws, nil
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("tools: workspace: %w", err)
@@ -91,21 +111,29 @@ func openWorkspace(dir string) (*workspace, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("tools: workspace %s is not a directory", dir)
 	}
-	root, err := os.OpenRoot(real)
+	local, err := fsys.OpenLocal(real)
 	if err != nil {
 		return nil, fmt.Errorf("tools: workspace: %w", err)
 	}
-	ws := &workspace{root: root, abs: filepath.Clean(abs), real: real}
-	ws.foldCase = probeFoldCase(root)
+	ws := &workspace{root: local, local: local, own: true, abs: filepath.Clean(abs), real: real}
+	ws.foldCase = probeFoldCase(local)
 	return ws, nil
+}
+
+// close closes the root when it is the session's own.
+func (ws *workspace) close() error {
+	if !ws.own {
+		return nil
+	}
+	return ws.root.Close()
 }
 
 // probeFoldCase reports whether the workspace's filesystem ignores case. It looks
 // for an entry of the workspace root whose name changes with case and checks
 // whether the other spelling names the same file; with no such entry it assumes
 // the platform's default (macOS and Windows ignore case). It creates nothing.
-func probeFoldCase(root *os.Root) bool {
-	d, err := root.Open(".")
+func probeFoldCase(root fsys.Root) bool {
+	d, err := root.OpenFile(".", os.O_RDONLY, 0)
 	if err == nil {
 		defer d.Close()
 		names, _ := d.Readdirnames(64)
@@ -119,7 +147,7 @@ func probeFoldCase(root *os.Root) bool {
 				continue
 			}
 			b, err := root.Lstat(swapped)
-			return err == nil && os.SameFile(a, b)
+			return err == nil && fsys.SameFile(a, b)
 		}
 	}
 	return runtime.GOOS == "darwin" || runtime.GOOS == "windows"
@@ -338,9 +366,9 @@ func pathError(display string, err error) error {
 	return fmt.Errorf("%s: %w", display, err)
 }
 
-// isEscape reports whether err is os.Root refusing a path that leaves it: the
-// only error of a Root operation that is not an errno (os keeps the sentinel
-// unexported).
+// isEscape reports whether err is a Root refusing a path that leaves it: the
+// only error of a Root operation that is not an errno (fsys.ErrEscape, or
+// os.Root's own, which os keeps unexported).
 func isEscape(err error) bool {
 	var pe *fs.PathError
 	var errno syscall.Errno
@@ -416,7 +444,7 @@ func isPattern(e string) bool { return strings.ContainsAny(e, `*?[\`) }
 // protected file. dirInfo is the parent as opened and dirPath its real path,
 // relative to the workspace ("" when unknown); name is the last component,
 // file the existing file (nil for a new one).
-func (p protection) identity(root *os.Root, dirInfo fs.FileInfo, dirPath, name string, file fs.FileInfo) (string, bool) {
+func (p protection) identity(root fsys.Root, dirInfo fs.FileInfo, dirPath, name string, file fs.FileInfo) (string, bool) {
 	if dirPath != "" {
 		if e, ok := p.lexical(path.Join(dirPath, name)); ok {
 			return e, true
@@ -432,15 +460,15 @@ func (p protection) identity(root *os.Root, dirInfo fs.FileInfo, dirPath, name s
 		fi, err := root.Stat(e)
 		switch {
 		case err == nil && fi.IsDir():
-			if os.SameFile(fi, dirInfo) {
+			if fsys.SameFile(fi, dirInfo) {
 				return e, true
 			}
 			continue
-		case err == nil && file != nil && os.SameFile(fi, file):
+		case err == nil && file != nil && fsys.SameFile(fi, file):
 			return e, true
 		}
 		// e is a file, or does not exist yet: is the target e by another name?
-		if pd, err := root.Stat(path.Dir(e)); err == nil && os.SameFile(pd, dirInfo) && strings.EqualFold(name, path.Base(e)) {
+		if pd, err := root.Stat(path.Dir(e)); err == nil && fsys.SameFile(pd, dirInfo) && strings.EqualFold(name, path.Base(e)) {
 			return e, true
 		}
 	}

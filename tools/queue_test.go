@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/corralhq/corral/fsys"
 )
 
 // 200 concurrent edits to one file, each inserting its own line through one of
@@ -180,7 +182,7 @@ func TestKeyFoldsCase(t *testing.T) {
 func TestStoredName(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "README.md", "x")
-	root, err := os.OpenRoot(dir)
+	root, err := fsys.OpenLocal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

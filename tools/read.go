@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/corralhq/corral/fsys"
 	"github.com/corralhq/corral/internal/sanitize"
 )
 
@@ -104,7 +105,7 @@ func (s *Session) read(ctx context.Context, p ReadParams) (Result, error) {
 
 // resolveRead resolves a read's path: in the workspace, or a bash log named by
 // its absolute path.
-func (s *Session) resolveRead(p string) (*os.Root, target, bool, error) {
+func (s *Session) resolveRead(p string) (fsys.Root, target, bool, error) {
 	if filepath.IsAbs(p) && s.logs != nil {
 		if _, in := s.ws.relative(p); !in {
 			if rel, ok := within(p, s.logsReal, s.logsAbs); ok {
@@ -140,7 +141,7 @@ func fileKind(fi fs.FileInfo) string {
 // maxHashBytes is read only as far as the lines shown: its line count is
 // not known and its stat signature is its staleness key, so that the first
 // lines of a file of any size (a sparse terabyte) cost what they show.
-func (s *Session) readFile(ctx context.Context, f *os.File, fi fs.FileInfo, t target, p ReadParams, record bool) (Result, error) {
+func (s *Session) readFile(ctx context.Context, f fsys.File, fi fs.FileInfo, t target, p ReadParams, record bool) (Result, error) {
 	h := newHasher()
 	large := fi.Size() > maxHashBytes
 	var src io.Reader = io.TeeReader(f, h)
@@ -444,7 +445,7 @@ func plural(n int) string {
 // readDir lists a directory: entries sorted by name, directories with a
 // trailing "/", symbolic links with their target. It keeps only the entries it
 // may show, so a huge directory costs a scan, not its listing.
-func (s *Session) readDir(ctx context.Context, root *os.Root, d *os.File, t target, p ReadParams) (Result, error) {
+func (s *Session) readDir(ctx context.Context, root fsys.Root, d fsys.File, t target, p ReadParams) (Result, error) {
 	offset := max(p.Offset, 1)
 	limit := p.Limit
 	if limit == 0 {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corralhq/corral/fsys"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -63,10 +64,20 @@ const (
 	AllowOverwrite WritePolicy = "allow"
 )
 
-// Options configure a Session. Only Workspace is required.
+// Options configure a Session. Only Workspace (or FS) is required.
 type Options struct {
-	// Workspace is the directory the tools are confined to.
+	// Workspace is the directory the tools are confined to: its absolute
+	// path where commands run, by which the model may name files.
 	Workspace string
+	// FS is the workspace's filesystem, when it is not the directory
+	// Workspace of this machine: a sandbox's (sandbox.Sandbox's FS), where the
+	// workspace lives inside it. Workspace is then its path there (FS's Name
+	// when empty). The session does not close it. Changes made by others are
+	// watched (the file_changed event) only on this machine's filesystem; on
+	// another one, edit and write still refuse a file whose content changed
+	// since it was read (by its hash). When nil, Workspace is opened on this
+	// machine through os.Root.
+	FS fsys.Root
 	// Sandbox runs bash commands. Without one, bash answers that it is unavailable.
 	Sandbox Executor
 	// Policy classifies bash commands; policy.Default() when nil.
@@ -264,7 +275,7 @@ type Session struct {
 
 // NewSession opens a session on opts.Workspace.
 func NewSession(ctx context.Context, opts Options) (*Session, error) {
-	if opts.Workspace == "" {
+	if opts.Workspace == "" && opts.FS == nil {
 		return nil, errors.New("tools: no workspace given")
 	}
 	s := &Session{opts: opts, events: opts.Events, log: opts.Logger, id: opts.ID}
@@ -281,11 +292,11 @@ func NewSession(ctx context.Context, opts Options) (*Session, error) {
 		s.opts.Protected = DefaultProtected
 	}
 	var err error
-	if s.ws, err = openWorkspace(opts.Workspace); err != nil {
+	if s.ws, err = openWorkspace(opts.Workspace, opts.FS); err != nil {
 		return nil, err
 	}
 	if s.sh, err = newShell(s); err != nil {
-		_ = s.ws.root.Close()
+		_ = s.ws.close()
 		return nil, err
 	}
 	s.openFiles()

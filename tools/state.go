@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"sync"
+
+	"github.com/corralhq/corral/fsys"
 )
 
 // hashSeed keys the content hashes of this process. Hashes are compared only
@@ -86,7 +88,7 @@ type statSig struct {
 }
 
 func sigOf(fi fs.FileInfo) statSig {
-	dev, ino := inode(fi)
+	dev, ino, _ := fsys.Inode(fi)
 	return statSig{dev: dev, ino: ino, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 }
 

@@ -43,6 +43,13 @@ type watcher struct {
 
 func newWatcher(s *Session) *watcher {
 	w := &watcher{s: s, dirs: map[string]bool{}, done: make(chan struct{})}
+	if s.ws.local == nil {
+		s.log.Info("tools: the workspace is not on this machine, so changes by others are not watched; edit and write still refuse a file whose content changed since it was read",
+			slog.String("workspace", s.ws.abs))
+		w.degraded = true
+		close(w.done)
+		return w
+	}
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		w.degrade("cannot start the file watcher", err)

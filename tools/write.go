@@ -92,7 +92,7 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 
 	data := []byte(p.Content)
 	det := &WriteDetails{Path: t.display}
-	mode := newFileMode()
+	mode := newFileMode(s.ws.root)
 	var old []byte
 	var oldInfo fs.FileInfo
 	var have contentHash

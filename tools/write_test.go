@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/fsys"
 )
 
 func TestWrite(t *testing.T) {
@@ -124,8 +126,8 @@ func TestWriteModes(t *testing.T) {
 	os.Chmod(filepath.Join(ws, "run.sh"), 0o750)
 	mustOK(t, s, "write", m{"path": "new.txt", "content": "x\n"})
 	fi, _ := os.Stat(filepath.Join(ws, "new.txt"))
-	if want := 0o644 &^ umask(); fi.Mode().Perm() != want {
-		t.Errorf("new file mode %v, want %v (0644 less umask %v)", fi.Mode().Perm(), want, umask())
+	if want := 0o644 &^ fsys.Umask(s.ws.root); fi.Mode().Perm() != want {
+		t.Errorf("new file mode %v, want %v (0644 less umask %v)", fi.Mode().Perm(), want, fsys.Umask(s.ws.root))
 	}
 	mustOK(t, s, "read", m{"path": "run.sh"})
 	mustOK(t, s, "write", m{"path": "run.sh", "content": "#!/bin/sh\necho hi\n"})
