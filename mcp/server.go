@@ -282,14 +282,20 @@ func newOutputRouter() *outputRouter {
 }
 
 func (r *outputRouter) Emit(e tools.Event) {
-	if e.Type != tools.EventOutput {
+	var data string
+	switch e.Type {
+	case tools.EventOutput:
+		data = e.Data
+	case tools.EventOutputDropped:
+		data = fmt.Sprintf("\n[corral: %d more bytes of output are not streamed (the %s's cap); the result shows the end]\n", e.Dropped, e.Limit)
+	default:
 		return
 	}
 	r.mu.Lock()
 	p := r.calls[e.CallID]
 	r.mu.Unlock()
 	if p != nil {
-		p.add(e.Data)
+		p.add(data)
 	}
 }
 

@@ -56,9 +56,28 @@ type shell struct {
 	logPrefix string
 	seq       atomic.Int64
 
-	logMu     sync.Mutex // guards logBudget and logUsed
+	logMu     sync.Mutex // guards logBudget, logUsed and eventsUsed
 	logBudget int64      // bytes all the session's logs may hold
 	logUsed   int64      // bytes written or reserved by running commands
+	// eventsUsed is how much output the session's output events carried; they
+	// carry at most logBudget bytes in all, as the logs.
+	eventsUsed int64
+}
+
+// takeEvents grants up to want bytes of output events out of the session's
+// budget and a command's left, cut back to the start of a UTF-8 sequence of
+// chunk when it cannot grant all; it returns the bytes granted and whether
+// the session's budget, rather than the command's, fell short.
+func (sh *shell) takeEvents(chunk []byte, want, left int64) (n int64, session bool) {
+	sh.logMu.Lock()
+	defer sh.logMu.Unlock()
+	n = min(want, left, max(sh.logBudget-sh.eventsUsed, 0))
+	session = n < want && n < left
+	for i := 0; n < want && n > 0 && i < utf8.UTFMax-1 && !utf8.RuneStart(chunk[n]); i++ {
+		n--
+	}
+	sh.eventsUsed += n
+	return n, session
 }
 
 // reserveLog reserves up to want bytes of the session's log budget for one
@@ -281,7 +300,7 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	tr := &transcript{log: bufio.NewWriterSize(logFile, 64<<10), logMax: logMax}
 	defer func() { s.sh.releaseLog(logMax - tr.logBytes) }()
 	term := newTerminal(maxTermLine, tr.addLine)
-	out := &rawSink{term: term, s: s, callID: callID(ctx)}
+	out := &rawSink{term: term, s: s, callID: callID(ctx), eventsLeft: s.maxLogBytes()}
 
 	if s.opts.Network != nil {
 		s.opts.Network.Begin(out.callID)
@@ -427,14 +446,19 @@ func roundDuration(d time.Duration) time.Duration {
 
 // rawSink receives the raw PTY stream: it feeds the model's terminal view and
 // sends the raw bytes, colours intact, to the UI as output events cut at UTF-8
-// boundaries.
+// boundaries. The events carry at most MaxLogBytes of a command's output, and
+// of a session's ten times that; what is past the cap is counted and said in
+// one output_dropped event at the end.
 type rawSink struct {
-	mu      sync.Mutex // guards everything below; the sandbox writes from one goroutine, but be safe
-	term    *terminal
-	s       *Session
-	callID  string
-	n       int64
-	pending []byte // an incomplete UTF-8 sequence held back from the last event
+	mu         sync.Mutex // guards everything below; the sandbox writes from one goroutine, but be safe
+	term       *terminal
+	s          *Session
+	callID     string
+	n          int64
+	pending    []byte // an incomplete UTF-8 sequence held back from the last event
+	eventsLeft int64  // output the command's events may still carry
+	dropped    int64  // output bytes left out of the events
+	limit      string // the cap that stopped them: "command" or "session"
 }
 
 func (r *rawSink) Write(p []byte) (int, error) {
@@ -442,35 +466,65 @@ func (r *rawSink) Write(p []byte) (int, error) {
 	defer r.mu.Unlock()
 	r.n += int64(len(p))
 	r.term.Write(p)
-	if r.s.events != nil {
-		chunk := p
-		if len(r.pending) > 0 {
-			chunk = append(r.pending, p...)
-		}
-		cut := len(chunk)
-		// Hold back an incomplete rune at the end.
-		for i := 1; i <= 3 && i <= len(chunk); i++ {
-			c := chunk[len(chunk)-i]
-			if utf8.RuneStart(c) {
-				if !utf8.FullRune(chunk[len(chunk)-i:]) {
-					cut = len(chunk) - i
-				}
-				break
-			}
-		}
-		if cut > 0 {
-			r.s.emit(Event{Type: EventOutput, CallID: r.callID, Tool: ToolBash, Data: string(chunk[:cut])})
-		}
-		r.pending = append([]byte(nil), chunk[cut:]...)
+	if r.s.events == nil {
+		return len(p), nil
 	}
+	if r.limit != "" {
+		r.dropped += int64(len(p))
+		return len(p), nil
+	}
+	chunk := p
+	if len(r.pending) > 0 {
+		chunk = append(r.pending, p...)
+	}
+	cut := len(chunk)
+	// Hold back an incomplete rune at the end.
+	for i := 1; i <= 3 && i <= len(chunk); i++ {
+		c := chunk[len(chunk)-i]
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(chunk[len(chunk)-i:]) {
+				cut = len(chunk) - i
+			}
+			break
+		}
+	}
+	n, session := r.s.sh.takeEvents(chunk, int64(cut), r.eventsLeft)
+	r.eventsLeft -= n
+	if n > 0 {
+		r.s.emit(Event{Type: EventOutput, CallID: r.callID, Tool: ToolBash, Data: string(chunk[:n])})
+	}
+	if n < int64(cut) {
+		r.limit = "command"
+		if session {
+			r.limit = "session"
+		}
+		r.dropped += int64(len(chunk)) - n
+		r.pending = nil
+		return len(p), nil
+	}
+	r.pending = append([]byte(nil), chunk[cut:]...)
 	return len(p), nil
 }
 
+// finish sends what was held back, or says what the events left out.
 func (r *rawSink) finish() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.pending) > 0 {
-		r.s.emit(Event{Type: EventOutput, CallID: r.callID, Tool: ToolBash, Data: string(r.pending)})
+		// An incomplete sequence at the very end: it goes as it is.
+		n, session := r.s.sh.takeEvents(r.pending, int64(len(r.pending)), r.eventsLeft)
+		if n == int64(len(r.pending)) {
+			r.s.emit(Event{Type: EventOutput, CallID: r.callID, Tool: ToolBash, Data: string(r.pending)})
+		} else {
+			r.limit = "command"
+			if session {
+				r.limit = "session"
+			}
+			r.dropped += int64(len(r.pending))
+		}
 		r.pending = nil
+	}
+	if r.dropped > 0 {
+		r.s.emit(Event{Type: EventOutputDropped, CallID: r.callID, Tool: ToolBash, Dropped: r.dropped, Limit: r.limit})
 	}
 }

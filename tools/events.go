@@ -17,6 +17,13 @@ const (
 	EventCallStart EventType = "call_start"
 	// EventOutput: a chunk of a bash command's raw output (colours intact).
 	EventOutput EventType = "output"
+	// EventOutputDropped: a bash command's output went past the events' cap
+	// (Options.MaxLogBytes a command, ten times that a session, as for the
+	// logs): Dropped bytes of call CallID were left out of its output events
+	// (they are in the model's view and the log as usual), Limit says which
+	// cap ("command" or "session"). It comes after the call's last output
+	// event and before its call_end.
+	EventOutputDropped EventType = "output_dropped"
 	// EventCallEnd: a tool call ended; Result holds what it returned (with the
 	// diff details of edit and write), or Error the infrastructure failure.
 	EventCallEnd EventType = "call_end"
@@ -62,6 +69,9 @@ type Event struct {
 	Op string `json:"op,omitempty"`
 	// Data is an output chunk.
 	Data string `json:"data,omitempty"`
+	// Dropped and Limit are those of an output_dropped event.
+	Dropped int64  `json:"dropped_bytes,omitempty"`
+	Limit   string `json:"limit,omitempty"`
 	// Network is the decision of a network event.
 	Network *egress.Record `json:"network,omitempty"`
 	// Checkpoint is a checkpoint event's checkpoint.

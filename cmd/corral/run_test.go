@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,5 +102,113 @@ func TestRunSignals(t *testing.T) {
 				t.Errorf("sandbox %q still there after corral exited", host)
 			}
 		})
+	}
+}
+
+// TestEventsCapped floods the --events stream through a real session with
+// --max-log 1m: a command's output events carry at most 1 MB, a session's at
+// most 10 MB, and what they leave out is said in an output_dropped event
+// (bytes, call, cap) before the call's end; the model's view and the log are
+// not affected.
+func TestEventsCapped(t *testing.T) {
+	needsDocker(t)
+	ws := t.TempDir()
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	var in strings.Builder
+	call := func(id, command string) {
+		line, _ := json.Marshal(map[string]any{"id": id, "tool": "bash", "args": map[string]any{"command": command}})
+		in.Write(line)
+		in.WriteByte('\n')
+	}
+	// 3,000,000 bytes: 1 MB in the events, 2,000,000 dropped by the command's cap.
+	call("big", `head -c 3000000 /dev/zero | tr '\0' x`)
+	// Nine more that each fill their command's cap: the session's 10 MB are used.
+	for i := range 9 {
+		call(fmt.Sprintf("fill%d", i), `head -c 1100000 /dev/zero | tr '\0' y`)
+	}
+	// Past the session's cap nothing more goes in.
+	call("late", `echo hello`)
+	cmd := exec.Command("corral", "run", "--workspace", ws, "--max-log", "1m", "--events", events, "-")
+	cmd.Stdin = strings.NewReader(in.String())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("corral run: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r runResult
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.IsError {
+			t.Fatalf("result %.300s: %v", line, err)
+		}
+		if string(r.ID) == `"late"` && !strings.HasSuffix(r.Content, "\nhello") {
+			t.Errorf("the model's view lost output past the events' cap: %q", r.Content)
+		}
+	}
+	fi, err := os.Stat(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mb = 1 << 20
+	if fi.Size() > 10*mb+mb/2 {
+		t.Errorf("the events file holds %d bytes; want about 10 MiB of output at most", fi.Size())
+	}
+	f, err := os.Open(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 4*mb), 4*mb)
+	data := map[string]int64{}
+	type drop struct {
+		bytes int64
+		limit string
+	}
+	drops := map[string]drop{}
+	ended := map[string]bool{}
+	var total int64
+	for sc.Scan() {
+		var e struct {
+			Type    string `json:"type"`
+			CallID  string `json:"call_id"`
+			Data    string `json:"data"`
+			Dropped int64  `json:"dropped_bytes"`
+			Limit   string `json:"limit"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		switch e.Type {
+		case "output":
+			if ended[e.CallID] || drops[e.CallID].bytes > 0 {
+				t.Errorf("output of %s after its end or its drop event", e.CallID)
+			}
+			data[e.CallID] += int64(len(e.Data))
+			total += int64(len(e.Data))
+		case "output_dropped":
+			if ended[e.CallID] {
+				t.Errorf("the drop event of %s came after its call_end", e.CallID)
+			}
+			drops[e.CallID] = drop{e.Dropped, e.Limit}
+		case "call_end":
+			ended[e.CallID] = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if data["big"] != mb || drops["big"] != (drop{3000000 - mb, "command"}) {
+		t.Errorf("big: %d bytes in events, drop %+v; want %d and {%d command}", data["big"], drops["big"], mb, 3000000-mb)
+	}
+	if total != 10*mb {
+		t.Errorf("the events carried %d bytes of output in all, want the session's cap %d", total, 10*mb)
+	}
+	if data["late"] != 0 || drops["late"] != (drop{6, "session"}) {
+		t.Errorf("late: %d bytes in events, drop %+v; want 0 and {6 session}", data["late"], drops["late"])
+	}
+	for i := range 9 {
+		id := fmt.Sprintf("fill%d", i)
+		if d := drops[id]; d.bytes != 1100000-data[id] || d.bytes == 0 {
+			t.Errorf("%s: %d bytes in events, drop %+v; want the rest of 1100000 said dropped", id, data[id], d)
+		}
 	}
 }
