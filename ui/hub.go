@@ -25,7 +25,9 @@ import (
 const MaxSessions = 256
 
 // MaxSessionBytes caps the events a Hub keeps of one session. Past it, the
-// data of output events is dropped (and counted); other events are kept.
+// data of output events is dropped (and counted): each run of a call's output
+// events becomes one event that says how many bytes it held; other events are
+// kept.
 const MaxSessionBytes = 64 << 20
 
 // Hub holds sessions, their events and the pending approvals. It is safe for
@@ -43,6 +45,21 @@ type session struct {
 	info   SessionInfo
 	events []json.RawMessage // events[i] has seq i
 	bytes  int
+	// full is set once output was dropped: all later output is.
+	full bool
+	// held counts the output past MaxSessionBytes of the call whose output
+	// events are arriving, until another event comes: then one event that
+	// says how many bytes were dropped stands for them all.
+	held heldOutput
+}
+
+// heldOutput is a run of output events not kept.
+type heldOutput struct {
+	Type    string    `json:"type"` // "output"; empty when nothing is held
+	Time    time.Time `json:"time"` // of the first event held
+	Session string    `json:"session"`
+	CallID  string    `json:"call_id"`
+	Dropped int64     `json:"dropped"`
 }
 
 // SessionInfo describes a session in GET /api/sessions.
@@ -114,14 +131,41 @@ type header struct {
 func (h *Hub) addLocked(s *session, raw json.RawMessage) {
 	var hd header
 	_ = json.Unmarshal(raw, &hd)
-	if s.bytes+len(raw) > MaxSessionBytes && hd.Type == string(tools.EventOutput) {
+	if hd.Type == string(tools.EventOutput) && (s.full || s.bytes+len(raw) > MaxSessionBytes) {
+		s.full = true
 		var e struct {
-			Data string `json:"data"`
+			CallID string `json:"call_id"`
+			Data   string `json:"data"`
 		}
 		_ = json.Unmarshal(raw, &e)
 		s.info.Dropped += int64(len(e.Data))
-		raw, _ = json.Marshal(map[string]any{"type": hd.Type, "time": hd.Time, "session": hd.Session, "dropped": len(e.Data)})
+		if s.held.Type != "" && s.held.CallID != e.CallID {
+			h.flushLocked(s)
+		}
+		if s.held.Type == "" {
+			s.held = heldOutput{Type: hd.Type, Time: hd.Time, Session: hd.Session, CallID: e.CallID}
+		}
+		s.held.Dropped += int64(len(e.Data))
+		return
 	}
+	h.flushLocked(s)
+	h.appendLocked(s, raw, hd)
+}
+
+// flushLocked records the held run of dropped output as one event; h.mu is
+// held.
+func (h *Hub) flushLocked(s *session) {
+	if s.held.Type == "" {
+		return
+	}
+	raw, _ := json.Marshal(s.held)
+	hd := header{Type: s.held.Type, Time: s.held.Time, Session: s.held.Session}
+	s.held = heldOutput{}
+	h.appendLocked(s, raw, hd)
+}
+
+// appendLocked adds one event to s; h.mu is held.
+func (h *Hub) appendLocked(s *session, raw json.RawMessage, hd header) {
 	s.events = append(s.events, raw)
 	s.bytes += len(raw)
 	s.info.Events = len(s.events)
@@ -179,6 +223,7 @@ func (r *Recorder) Close() error {
 	defer r.h.mu.Unlock()
 	if s := r.h.sessions[r.id]; s != nil {
 		s.info.Live = false
+		r.h.flushLocked(s)
 	}
 	r.h.changed()
 	return nil
@@ -237,6 +282,9 @@ func (h *Hub) Load(r io.Reader, source string) error {
 			}
 		}
 		h.addLocked(s, append(json.RawMessage(nil), line...))
+	}
+	for _, s := range h.sessions {
+		h.flushLocked(s)
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("reading %s: %w", source, err)
