@@ -151,7 +151,7 @@ func (w *walker) canon(p string) string {
 		return p
 	}
 	if i := strings.Index(p, unknown); i >= 0 {
-		if i == 0 && w.cwd != "" && !strings.HasPrefix(p, unknown+"/") {
+		if i == 0 && w.sh.cwd != "" && !strings.HasPrefix(p, unknown+"/") {
 			return unknown + p
 		}
 		return p
@@ -167,14 +167,14 @@ func (w *walker) canon(p string) string {
 		return w.canonAbs(path.Clean(p))
 	}
 	switch {
-	case w.cwd == "":
+	case w.sh.cwd == "":
 		return path.Clean(p)
-	case strings.Contains(w.cwd, unknown):
-		return w.cwd + "/" + p
-	case w.cwd[0] != '/' && w.cwd[0] != '~':
-		return path.Clean(w.cwd + "/" + p)
+	case strings.Contains(w.sh.cwd, unknown):
+		return w.sh.cwd + "/" + p
+	case w.sh.cwd[0] != '/' && w.sh.cwd[0] != '~':
+		return path.Clean(w.sh.cwd + "/" + p)
 	}
-	return w.canon(w.cwd + "/" + p)
+	return w.canon(w.sh.cwd + "/" + p)
 }
 
 func homeJoin(rest string) string {

@@ -22,23 +22,6 @@ func registerRunners() {
 	reg("start-stop-daemon", program{decision: Confirm, rule: rulePersistence, reason: "start-stop-daemon starts or stops a daemon outside this session; approval is needed", check: checkStartStopDaemon})
 	registerPublishers()
 	registerWritten()
-	reg("hash", program{decision: Allow, rule: ruleShellBuiltin, reason: "hash remembers where programs are", exempt: true, check: func(w *walker, c *call) {
-		p := parseArgs(c.args(), spec("pd"))
-		for _, target := range p.values("-p") {
-			if !target.known() {
-				w.add(Confirm, ruleDynamicCommand, "hash -p binds a name to a program computed at run time; run the program by its own name", c.part)
-				continue
-			}
-			for _, n := range p.ops {
-				if w.hashed == nil {
-					w.hashed = map[string]string{}
-				}
-				if len(w.hashed) < 64 {
-					w.hashed[n.s] = target.s
-				}
-			}
-		}
-	}})
 	reg("corepack", program{decision: Confirm, rule: rulePackageInstall, reason: "corepack installs package managers and their shims; approval is needed", check: func(w *walker, c *call) {
 		if versionOnly(c) || len(c.args()) == 0 {
 			w.add(Allow, ruleInfo, "corepack prints its version or help", c.part)
@@ -102,12 +85,6 @@ func registerRunners() {
 				}
 				return
 			}
-		}
-	}})
-	reg("shopt", program{decision: Allow, rule: ruleShellBuiltin, reason: "shopt changes shell options", exempt: true, check: func(w *walker, c *call) {
-		p := parseArgs(c.args(), spec(""))
-		if p.has("-u") && p.has("-o") && contains(fieldStrings(p.ops), "history") {
-			w.add(Deny, ruleHistoryWipe, "shopt -u -o history stops the shell from recording commands, which hides what was run; leave the history on", c.part)
 		}
 	}})
 	reg("loginctl", program{decision: Confirm, rule: ruleService, reason: "loginctl manages login sessions; approval is needed", check: checkLoginctl})

@@ -144,95 +144,6 @@ func registerSys() {
 			}
 		}
 	}})
-	reg("set", program{decision: Allow, rule: ruleShellBuiltin, reason: "set changes shell options", exempt: true, check: func(w *walker, c *call) {
-		args := c.args()
-		if len(args) == 0 {
-			w.envDump("set", c.part)
-		}
-		// set -- a b c (or set a b c) sets the positional parameters.
-		for i, a := range args {
-			if a.s == "--" || i == 0 && !strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "+") {
-				start := i
-				if a.s == "--" {
-					start = i + 1
-				}
-				w.pos, w.posKnown = nil, true
-				for _, p := range args[start:] {
-					if !p.known() {
-						w.posKnown = false
-					}
-					w.pos = append(w.pos, p.s)
-				}
-				break
-			}
-			if !strings.HasPrefix(a.s, "-") && !strings.HasPrefix(a.s, "+") {
-				break
-			}
-		}
-		for i, a := range args {
-			if a.s == "+o" && i+1 < len(args) && args[i+1].s == "history" {
-				w.add(Deny, ruleHistoryWipe, "set +o history stops the shell from recording commands, which hides what was run; leave the history on", c.part)
-			}
-		}
-	}})
-	reg("unset", program{decision: Allow, rule: ruleShellBuiltin, reason: "unset removes variables", exempt: true, check: func(w *walker, c *call) {
-		fn := false
-		for _, a := range c.args() {
-			switch {
-			case a.s == "-f":
-				fn = true
-			case a.s == "-v" || a.s == "-n":
-			case a.s == "HISTFILE" || a.s == "HISTSIZE" || a.s == "HISTFILESIZE":
-				w.add(Deny, ruleHistoryWipe, "unset "+a.s+" stops the shell history from being saved, which hides what was run; leave the history settings alone", c.part)
-			default:
-				w.embedded(a.s, c.part)
-				if fn {
-					delete(w.funcs, a.s)
-				} else {
-					w.setVar(a.s, varState{known: true, unset: true})
-				}
-			}
-		}
-	}})
-	reg("cd pushd", program{decision: Allow, rule: ruleShellBuiltin, reason: "%s changes the current directory", exempt: true, check: checkCd})
-	reg("read mapfile readarray", program{decision: Allow, rule: ruleShellBuiltin, reason: "%s reads input into variables", exempt: true, check: func(w *walker, c *call) {
-		p := parseArgs(c.args(), spec("adinNptuCcO"))
-		vars := append(p.ops, p.values("-a")...)
-		for _, v := range vars {
-			w.embedded(v.s, c.part)
-			w.setVar(strings.SplitN(v.s, "[", 2)[0], varState{data: c.stdin.kind})
-		}
-		// read x <<< 'text': the variables get the text's words.
-		if c.name == "read" && c.stdin.hasText && c.stdin.kind == dLiteral && len(vars) > 0 && len(p.values("-a")) == 0 {
-			line, _, _ := strings.Cut(c.stdin.text, "\n")
-			words := strings.Fields(line)
-			for i, v := range vars {
-				val := ""
-				switch {
-				case i == len(vars)-1 && i < len(words):
-					val = strings.Join(words[i:], " ")
-				case i < len(words):
-					val = words[i]
-				}
-				w.setVar(v.s, varState{s: val, known: true})
-			}
-		}
-	}})
-	reg("printf", program{decision: Allow, rule: ruleReadOnly, reason: "printf only prints", exempt: true, check: func(w *walker, c *call) {
-		if a := c.args(); len(a) > 1 && a[0].s == "-v" {
-			w.embedded(a[1].s, c.part)
-			d := printfData(a[2:], 0)
-			w.setVar(a[1].s, varState{s: d.text, known: d.hasText, data: d.kind &^ dLiteral})
-		}
-	}})
-	reg("test [", program{decision: Allow, rule: ruleReadOnly, reason: "%s only tests", exempt: true, check: func(w *walker, c *call) {
-		a := c.args()
-		for i := 0; i+1 < len(a); i++ {
-			if a[i].s == "-v" || a[i].s == "-R" {
-				w.embedded(a[i+1].s, c.part)
-			}
-		}
-	}})
 	reg("enable", program{decision: Allow, rule: ruleShellBuiltin, reason: "enable turns shell builtins on or off", exempt: true, check: func(w *walker, c *call) {
 		if c.flag("f") {
 			w.add(Confirm, ruleEnvInjection, "enable -f loads a builtin from a shared library, which runs native code; approval is needed", c.part)
@@ -455,24 +366,6 @@ func checkAt(w *walker, c *call) {
 	if len(p.values("-f")) == 0 {
 		w.execData(c, c.stdin, c.name, true)
 	}
-}
-
-func checkCd(w *walker, c *call) {
-	p := parseArgs(c.args(), spec(""))
-	if len(p.ops) == 0 {
-		w.cwd = "~"
-		return
-	}
-	d := p.ops[0]
-	if !d.known() || d.s == "-" {
-		w.cwd = unknown
-		return
-	}
-	c2 := w.canon(d.s)
-	if c2 == "." {
-		c2 = ""
-	}
-	w.cwd = c2
 }
 
 var credentialPattern = regexp.MustCompile(`(?i)AKIA|ASIA|PRIVATE KEY|BEGIN (RSA|OPENSSH|EC|DSA|PGP)|passw(or)?d|secret|token|api[_-]?key|ghp_|gho_|github_pat|xox[abpr]-|sk-[a-z0-9]|AIza|credential|bearer|aws_access|authorization`)

@@ -325,12 +325,9 @@ func registerWrap() {
 	}
 	reg("eval", program{decision: Allow, rule: ruleEval, reason: "eval runs its arguments as a command; that command is checked", check: checkEval, exempt: true})
 	reg("source .", program{decision: Allow, rule: ruleSource, reason: "%s runs a script in the current shell", check: checkSource})
-	reg("trap", program{decision: Allow, rule: ruleTrap, reason: "trap sets a command to run on a signal; that command is checked", check: checkTrap, exempt: true})
 	reg("watch", program{decision: Allow, rule: ruleWrapper, reason: "watch runs a command repeatedly; that command is checked", check: checkWatch})
 	reg("script", program{decision: Allow, rule: ruleWrapper, reason: "script records a terminal session", check: checkScript})
 	reg("flock", program{decision: Allow, rule: ruleWrapper, reason: "flock runs a command holding a lock", check: checkFlock})
-	reg("alias", program{decision: Allow, rule: ruleAlias, reason: "alias defines a shortcut; its command is checked", check: checkAlias, exempt: true})
-	reg("unalias", pShell)
 	reg("su", program{decision: Deny, rule: rulePrivilege, reason: "su runs commands as another user; privilege escalation is not allowed", check: checkSu})
 	reg("sudoedit", program{decision: Deny, rule: rulePrivilege, reason: "sudoedit edits files as root; privilege escalation is not allowed — change files in the workspace"})
 	reg("newgrp sg", program{decision: Deny, rule: rulePrivilege, reason: "%s changes the group the shell runs as; privilege changes are not allowed"})
@@ -441,7 +438,11 @@ func checkWrapper(w *walker, c *call) {
 		}
 		return
 	}
-	w.command(c.sub(inner))
+	sub := c.sub(inner)
+	if name == "command" || name == "builtin" {
+		sub.inShell = c.inShell // the shell runs the builtin itself
+	}
+	w.command(sub)
 }
 
 func joinFields(fs []field) string {
@@ -479,17 +480,14 @@ func (w *walker) inDir(dir *field, fn func()) {
 		fn()
 		return
 	}
-	saved := w.cwd
+	saved := w.sh.cwd
 	if dir.known() {
-		w.cwd = w.canon(dir.s)
-		if w.cwd == "." {
-			w.cwd = ""
-		}
+		w.sh.chdir(w.canon(dir.s))
 	} else {
-		w.cwd = unknown
+		w.sh.chdir(unknown)
 	}
 	fn()
-	w.cwd = saved
+	w.sh.chdir(saved)
 }
 
 // checkShell: sh -c STRING runs STRING; sh FILE runs a script file; sh alone
@@ -566,19 +564,10 @@ func checkShell(w *walker, c *call) {
 			}
 		}
 		w.add(Allow, ruleShellString, fmt.Sprintf("%s -c runs the string as a script; its commands are checked one by one", name), c.part)
-		// The words after the string are $0, $1, ...
-		savedPos, savedKnown := w.pos, w.posKnown
-		if len(rest) > 1 {
-			w.pos, w.posKnown = nil, true
-			for _, a := range rest[2:] {
-				if !a.known() {
-					w.posKnown = false
-				}
-				w.pos = append(w.pos, a.s)
-			}
-		}
+		// The words after the string are $0, $1, ... of the shell sh
+		// starts.
+		w.sh.setPositional(rest[min(2, len(rest)):])
 		w.script(script.s, c.part)
-		w.pos, w.posKnown = savedPos, savedKnown
 		return
 	}
 	if len(rest) > 0 && !stdinScript {
@@ -997,7 +986,9 @@ func (w *walker) scriptQuiet(src, part string) {
 	if err != nil {
 		return
 	}
-	w.walkNested(f, src)
+	// Text that may run some day is checked as if it ran now, in a shell of
+	// its own.
+	w.inSubshell(func() { w.walkNested(f, src) })
 }
 
 func checkEval(w *walker, c *call) {
@@ -1032,53 +1023,6 @@ func checkSource(w *walker, c *call) {
 		return
 	}
 	w.scriptFile(c, args[0], c.name)
-}
-
-func checkTrap(w *walker, c *call) {
-	args := c.args()
-	if len(args) == 0 {
-		return
-	}
-	i := 0
-	for i < len(args) && (args[i].s == "-l" || args[i].s == "-p" || args[i].s == "--") {
-		if args[i].s != "--" {
-			return
-		}
-		i++
-	}
-	if i >= len(args) || len(args)-i < 2 {
-		return
-	}
-	h := args[i]
-	if h.s == "-" || h.s == "" || isFD(h.s) {
-		return
-	}
-	if !h.known() {
-		w.add(Confirm, ruleTrapDynamic, "trap sets a handler computed at run time; write the handler literally", c.part)
-		return
-	}
-	exitOnly := true
-	for _, sig := range args[i+1:] {
-		if s := strings.ToUpper(sig.s); s != "EXIT" && s != "0" && s != "SIGEXIT" {
-			exitOnly = false
-		}
-	}
-	if exitOnly && w.depth == 1 && len(w.exitTraps) < 8 {
-		// It runs when the shell ends, with the variables as they are then.
-		w.exitTraps = append(w.exitTraps, h.s)
-		return
-	}
-	w.script(h.s, c.part)
-}
-
-// runExitTraps checks the handlers of trap ... EXIT as bash runs them: when
-// the shell ends.
-func (w *walker) runExitTraps(part string) {
-	traps := w.exitTraps
-	w.exitTraps = nil
-	for _, h := range traps {
-		w.script(h, part)
-	}
 }
 
 // mktempPath is the path mktemp prints: a fresh name in /tmp (or the directory
@@ -1185,33 +1129,6 @@ func checkSu(w *walker, c *call) {
 	for _, s := range p.values("-c", "--command", "--session-command") {
 		if s.known() {
 			w.script(s.s, c.part)
-		}
-	}
-}
-
-func checkAlias(w *walker, c *call) {
-	for _, a := range c.args() {
-		name, val, ok := strings.Cut(a.s, "=")
-		if !ok || a.s == "-p" {
-			continue
-		}
-		if !a.known() {
-			w.add(Confirm, ruleAlias, "alias defines a shortcut to a command computed at run time; write it literally", c.part)
-			continue
-		}
-		if w.aliases == nil {
-			w.aliases = map[string]string{}
-		}
-		w.aliases[name] = val // checked where it is used, with its arguments
-		// and here: an alias that shadows a common command does harm wherever
-		// aliases are expanded later.
-		if !w.expanding[name] {
-			if w.expanding == nil {
-				w.expanding = map[string]bool{}
-			}
-			w.expanding[name] = true
-			w.scriptQuiet(val, c.part)
-			delete(w.expanding, name)
 		}
 	}
 }

@@ -326,9 +326,11 @@ func (w *walker) plantBuildFile(c string, text string) {
 			Scripts map[string]string `json:"scripts"`
 		}
 		if json.Unmarshal([]byte(text), &pkg) == nil {
-			for _, s := range pkg.Scripts {
-				w.script(s, part)
-			}
+			w.inSubshell(func() {
+				for _, s := range pkg.Scripts {
+					w.script(s, part)
+				}
+			})
 			return
 		}
 		w.plantedText(nil, text)
@@ -385,7 +387,7 @@ func (w *walker) packageScript(c *call, name string, val field) {
 		return
 	}
 	w.add(Allow, rulePackageScript, fmt.Sprintf("%s sets the script %s of package.json; what it runs is checked", c.name, name), c.part)
-	w.script(val.s, c.part)
+	w.inSubshell(func() { w.script(val.s, c.part) })
 }
 
 // npmPkgSet checks npm pkg set KEY=VALUE ... for keys that are scripts.

@@ -72,9 +72,8 @@ func init() {
 		"lsmod lsof ps pgrep pidof top htop btop vmstat iostat mpstat sar df locale localectl tty arch getconf "+
 		"timedatectl ulimit logname last lastlog dmesg journalctl ss netstat ifconfig route arp "+
 		"nvidia-smi sensors", pInfo)
-	reg("popd dirs export readonly declare typeset local wait exit return shift break "+
-		"continue jobs fg bg disown umask times help caller getopts complete compgen compopt "+
-		"let logout suspend", pShell)
+	reg("dirs wait exit return shift break continue jobs fg bg disown umask times help caller "+
+		"complete compgen compopt let logout suspend", pShell)
 	reg("cmake ninja meson bazel bazelisk buck buck2 pants scons waf just task mage go gofmt goimports "+
 		"golangci-lint staticcheck govulncheck gopls dlv rustc rustfmt cargo-clippy clippy-driver gcc g++ cc c++ "+
 		"clang clang++ clang-format clang-tidy ld lld ar as ranlib strip javac java jar kotlinc kotlin scalac sbt "+

@@ -92,10 +92,11 @@ func (s *step) verdict() Verdict {
 }
 
 type varState struct {
-	s     string
-	data  dataKind // what the value carries, when it came from a substitution
-	known bool
-	unset bool // known to be unset in the script: its environment value is not used
+	s        string
+	data     dataKind // what the value carries, when it came from a substitution
+	known    bool
+	unset    bool // known to be unset in the script: its environment value is not used
+	exported bool // programs started later see it
 	// alt is the value when the variables never set in the command are
 	// empty (D=${D:-/} is /), when that is known and differs.
 	alt    string
@@ -103,9 +104,10 @@ type varState struct {
 }
 
 // walker classifies one command. It visits what bash would execute in the order
-// bash would, keeping the little state that changes what later parts mean:
-// variables with literal values, functions and aliases, the current directory,
-// files downloaded so far.
+// bash would, keeping what changes what later parts mean: the shell's state
+// (sh: variables, functions, aliases, the current directory ...), and what the
+// command did to files so far (written, downloaded, linked, build files
+// changed).
 type walker struct {
 	e       *Engine
 	explain bool
@@ -121,23 +123,13 @@ type walker struct {
 	work   int
 	halted bool
 
-	vars      map[string]varState
-	cands     map[string][]string // values a loop variable takes
-	arrays    map[string][]string // arrays with known elements
-	pos       []string            // positional parameters, set by set --
-	posKnown  bool
-	aliases   map[string]string
-	expanding map[string]bool // aliases being expanded
-	funcs     map[string]bool
-	bodies    map[string]funcBody     // the bodies of functions, to check again with the arguments of a call
-	hashed    map[string]string       // hash -p PATH NAME: the program NAME runs
+	sh        shell                   // the shell the command runs in (shell.go)
+	expanding map[string]bool         // aliases and functions being expanded
 	funcCalls int                     // calls of functions checked again with their arguments
 	procIn    data                    // what the current command writes into a >(...) process substitution
 	links     map[string]string       // symbolic links made earlier: canonical name to canonical target
-	cwd       string                  // "" for the workspace; else a canonical path
 	written   map[string]dataKind     // files filled earlier in the command, and with what
 	scripts   map[string]string       // files written earlier with known text (cat > x.sh <<EOF)
-	exitTraps []string                // handlers of trap ... EXIT, run when the shell ends
 	paths     map[string]pathInfo     // classified paths
 	lastCall  *syntax.CallExpr        // the last simple command walked,
 	lastArgv  []field                 // and its argv, for the data it produces
@@ -283,18 +275,39 @@ func (w *walker) script(src, part string) {
 }
 
 // walkNested walks a parsed script one level deeper, with src as the text its
-// positions refer to. A cd inside a nested script ends with it; at the top
-// level it stays, for the exit traps.
+// positions refer to, in the current shell: eval, source, an alias, a trap
+// handler run there; a program that runs a script has its own shell already
+// (see run).
 func (w *walker) walkNested(f *syntax.File, src string) {
-	saved, savedCwd := w.src, w.cwd
+	saved := w.src
 	w.src = src
 	w.depth++
 	w.stmts(f.Stmts, data{})
 	w.depth--
 	w.src = saved
-	if w.depth > 0 {
-		w.cwd = savedCwd
-	}
+}
+
+// inSubshell runs fn in a subshell of the current shell: ( ), a stage of a
+// pipeline, a command or process substitution, a background job. What fn
+// changes in the shell is dropped at its end, after its exit traps ran.
+func (w *walker) inSubshell(fn func()) {
+	saved := w.sh
+	w.sh = saved.subshell()
+	w.sh.exitTraps = nil
+	fn()
+	w.runExitTraps("")
+	w.sh = saved
+}
+
+// inProgram runs fn, the check of a program c runs, in the shell the program
+// would start: only what is exported passes to it, and nothing it changes
+// comes back.
+func (w *walker) inProgram(c *call, fn func()) {
+	saved := w.sh
+	w.sh = saved.program(c.env)
+	fn()
+	w.runExitTraps(c.part)
+	w.sh = saved
 }
 
 // parseCached parses a nested script, reusing the tree of an identical string
@@ -374,6 +387,15 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 	if s == nil || !w.tick() {
 		return
 	}
+	if s.Background {
+		// A background job runs in a subshell.
+		w.inSubshell(func() { w.stmtNow(s, stdin) })
+		return
+	}
+	w.stmtNow(s, stdin)
+}
+
+func (w *walker) stmtNow(s *syntax.Stmt, stdin data) {
 	// The part's text is taken only where it is used: a long chain of && nests
 	// deeply, and measuring every level's text would be quadratic.
 	part := ""
@@ -415,9 +437,7 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 	case *syntax.Block:
 		w.stmts(c.Stmts, stdin)
 	case *syntax.Subshell:
-		saved := w.cwd
-		w.stmts(c.Stmts, stdin)
-		w.cwd = saved
+		w.inSubshell(func() { w.stmts(c.Stmts, stdin) })
 	case *syntax.IfClause:
 		for ic := c; ic != nil; ic = ic.Else {
 			w.stmts(ic.Cond, stdin)
@@ -451,14 +471,7 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 					items = append(items, f.s)
 				}
 			}
-			name := l.Name.Value
-			w.setVar(name, varState{})
-			if len(items) > 0 && len(items) <= 16 {
-				if w.cands == nil {
-					w.cands = map[string][]string{}
-				}
-				w.cands[name] = items
-			}
+			w.sh.setLoopValues(l.Name.Value, items)
 		case *syntax.CStyleLoop:
 			w.arith = true
 			w.substs(l)
@@ -476,6 +489,10 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 			w.stmts(it.Stmts, stdin)
 		}
 	case *syntax.FuncDecl:
+		if fixed := splitFuncDecl(c); fixed != nil {
+			w.stmtNow(fixed, stdin)
+			return
+		}
 		w.funcDecl(c, part)
 	case *syntax.ArithmCmd:
 		w.arith = true
@@ -497,7 +514,7 @@ func (w *walker) stmt1(s *syntax.Stmt, stdin data) {
 	case *syntax.TimeClause:
 		w.stmt(c.Stmt, stdin)
 	case *syntax.CoprocClause:
-		w.stmt(c.Stmt, stdin)
+		w.inSubshell(func() { w.stmt(c.Stmt, stdin) })
 	case *syntax.TestDecl:
 		w.stmt(c.Body, stdin)
 	default:
@@ -551,11 +568,9 @@ func (w *walker) pipeline(c *syntax.BinaryCmd, stdin data) {
 	flatten(c.X)
 	flatten(c.Y)
 	in := stdin
-	saved := w.cwd
 	whole := w.text(c)
 	for _, st := range stages {
-		w.stmt(st, in)
-		w.cwd = saved // each stage runs in a subshell
+		w.inSubshell(func() { w.stmt(st, in) }) // each stage runs in a subshell
 		in = w.produceStmt(st, in)
 		in.from, in.pipe = shorten(w.text(st)), whole
 	}
@@ -651,12 +666,6 @@ func background(list []*syntax.Stmt) *syntax.Stmt {
 	return found
 }
 
-// funcBody is a function's body and the source its positions refer to.
-type funcBody struct {
-	body *syntax.Stmt
-	src  string
-}
-
 // maxFuncCalls bounds how many calls of functions are checked again with their
 // arguments, and maxFuncBody the simple commands a body may hold to be checked
 // again.
@@ -670,11 +679,6 @@ func (w *walker) funcDecl(c *syntax.FuncDecl, part string) {
 	if c.Name != nil {
 		name = c.Name.Value
 	}
-	if w.funcs == nil {
-		w.funcs = map[string]bool{}
-		w.bodies = map[string]funcBody{}
-	}
-	w.funcs[name] = true
 	n := 0
 	syntax.Walk(c.Body, func(node syntax.Node) bool {
 		if _, ok := node.(*syntax.CallExpr); ok {
@@ -682,19 +686,49 @@ func (w *walker) funcDecl(c *syntax.FuncDecl, part string) {
 		}
 		return n <= maxFuncBody
 	})
-	if len(w.bodies) < 64 && n <= maxFuncBody {
-		w.bodies[name] = funcBody{c.Body, w.src}
-	} else {
-		delete(w.bodies, name)
+	body := c.Body
+	if n > maxFuncBody {
+		body = nil
 	}
+	w.sh.defineFunc(name, body, w.src)
 	// A function that starts itself in a pipe or in the background multiplies
 	// until the machine runs out of processes.
 	if name != "" && callsItselfConcurrently(c.Body, name) {
 		w.addS(Deny, ruleForkBomb, "the function "+name+" starts copies of itself in a pipe or in the background (a fork bomb), which exhausts the machine's processes; do not run it", part)
 	}
-	// The body is classified where it is defined, as if it ran: a function is
-	// defined to be called.
-	w.stmt(c.Body, data{})
+	// The body is classified where it is defined, as if it ran (a function
+	// is defined to be called, maybe where the policy cannot see: a trap, a
+	// program it is exported to); what it changes in the shell happens where
+	// it is called.
+	w.inSubshell(func() { w.stmt(c.Body, data{}) })
+}
+
+// splitFuncDecl undoes how mvdan.cc/sh reads a function definition followed
+// by && || or a pipe: as one function whose body is the whole list (f() {
+// :; } | true). bash defines the function with the compound command alone
+// and runs the rest — in a pipe, in a subshell, so that f is not defined
+// after it. It returns the statement bash runs, or nil when c is read right.
+func splitFuncDecl(c *syntax.FuncDecl) *syntax.Stmt {
+	b, ok := c.Body.Cmd.(*syntax.BinaryCmd)
+	if !ok || c.Body.Negated || c.Body.Background || len(c.Body.Redirs) > 0 {
+		return nil
+	}
+	// The body bash takes is the leftmost command of the list.
+	var rebuild func(b *syntax.BinaryCmd) *syntax.BinaryCmd
+	rebuild = func(b *syntax.BinaryCmd) *syntax.BinaryCmd {
+		nb := *b
+		if inner, ok := b.X.Cmd.(*syntax.BinaryCmd); ok && !b.X.Negated && !b.X.Background && len(b.X.Redirs) == 0 {
+			x := *b.X
+			x.Cmd = rebuild(inner)
+			nb.X = &x
+			return &nb
+		}
+		fd := *c
+		fd.Body = b.X
+		nb.X = &syntax.Stmt{Position: c.Pos(), Cmd: &fd}
+		return &nb
+	}
+	return &syntax.Stmt{Position: c.Pos(), Cmd: rebuild(b)}
 }
 
 func callsItselfConcurrently(body *syntax.Stmt, name string) bool {
@@ -732,12 +766,11 @@ func (w *walker) substs(node syntax.Node) {
 		}
 		switch n := n.(type) {
 		case *syntax.CmdSubst:
-			w.stmts(n.Stmts, data{})
+			w.inSubshell(func() { w.stmts(n.Stmts, data{}) })
 			return false
 		case *syntax.ArithmExp:
 			w.arith = true
 		case *syntax.ProcSubst:
-			saved := w.cwd
 			in := data{}
 			if n.Op == syntax.CmdOut {
 				in = w.procIn
@@ -745,8 +778,7 @@ func (w *walker) substs(node syntax.Node) {
 					in = data{kind: dUnknown}
 				}
 			}
-			w.stmts(n.Stmts, in)
-			w.cwd = saved
+			w.inSubshell(func() { w.stmts(n.Stmts, in) })
 			return false
 		case *syntax.ParamExp:
 			if n.Index != nil || n.Slice != nil {
@@ -868,22 +900,24 @@ func (w *walker) testStrings(x syntax.TestExpr, part string) {
 	}
 }
 
-func (w *walker) setVar(name string, v varState) {
-	if w.vars == nil {
-		w.vars = map[string]varState{}
-	}
-	delete(w.arrays, name)
-	if len(v.s) > maxValue {
-		v = varState{}
-	}
-	w.vars[name] = v
-	delete(w.cands, name)
-}
-
 func (w *walker) declClause(c *syntax.DeclClause, part string) {
 	variant := ""
 	if c.Variant != nil {
 		variant = c.Variant.Value
+	}
+	// The options, in words of their own before or among the names.
+	var opts, plus string
+	for _, a := range c.Args {
+		if a.Name == nil && a.Value != nil {
+			for _, f := range w.expandWord(a.Value) {
+				switch {
+				case strings.HasPrefix(f.s, "-"):
+					opts += f.s[1:]
+				case strings.HasPrefix(f.s, "+"):
+					plus += f.s[1:]
+				}
+			}
+		}
 	}
 	if variant == "export" || variant == "declare" || variant == "typeset" {
 		// export, export -p, declare -x: every variable, printed.
@@ -902,6 +936,10 @@ func (w *walker) declClause(c *syntax.DeclClause, part string) {
 			w.envDump(variant+" "+w.text(c), part)
 		}
 	}
+	export := variant == "export" && !strings.Contains(opts, "n") || strings.Contains(opts, "x")
+	functions := strings.Contains(opts, "f") || strings.Contains(opts, "F")
+	nameref := strings.Contains(opts, "n") && variant != "export"
+	local := variant == "local" || (variant == "declare" || variant == "typeset") && !strings.Contains(opts, "g")
 	for _, a := range c.Args {
 		w.substs(a.Value)
 		if a.Array != nil {
@@ -918,15 +956,51 @@ func (w *walker) declClause(c *syntax.DeclClause, part string) {
 					w.embedded(f.s, part)
 					if name, val, ok := strings.Cut(f.s, "="); ok && f.known() {
 						w.envVar(name, lit(val), part, true)
-						w.setVar(name, varState{s: val, known: true})
+						w.declared(name, varState{s: val, known: true}, local, export)
 					}
 				}
 			}
 			continue
 		}
-		val := w.assignValue(a)
-		w.envVar(a.Name.Value, val, part, variant == "export")
-		w.setVar(a.Name.Value, assignedState(val, a.Array == nil && !a.Append))
+		name := a.Name.Value
+		switch {
+		case functions:
+			// export -f, declare -fx: functions do not pass to programs
+			// here (see shell.program).
+		case a.Naked:
+			// declare x, export x: the value stays; local x is a new, empty
+			// variable of the function.
+			if local && w.sh.locals != nil {
+				w.declared(name, varState{known: true, unset: true}, true, export)
+			} else if export {
+				w.sh.exportVar(name)
+			} else if strings.Contains(plus, "x") {
+				w.sh.unexportVar(name)
+			}
+		case nameref:
+			// declare -n r=x: r stands for the variable x, whatever it
+			// holds when r is used (and r='a[$(cmd)]' evaluates the
+			// subscript each time).
+			val := w.assignValue(a)
+			w.envVar(name, val, part, variant == "export")
+			w.declared(name, varState{data: val.data}, local, export)
+		default:
+			val := w.assignValue(a)
+			w.envVar(name, val, part, variant == "export")
+			w.declared(name, assignedState(val, a.Array == nil && !a.Append), local, export)
+		}
+	}
+}
+
+// declared sets a variable declare, local or export assigns: in a function
+// declare and local make it local to the function.
+func (w *walker) declared(name string, v varState, local, export bool) {
+	if local {
+		w.sh.declareLocal(name)
+	}
+	w.sh.setVar(name, v)
+	if export {
+		w.sh.exportVar(name)
 	}
 }
 
@@ -948,7 +1022,7 @@ func (w *walker) setArray(a *syntax.Assign) {
 	name := a.Name.Value
 	var elems []string
 	if a.Append {
-		elems = append(elems, w.arrays[name]...)
+		elems = append(elems, w.sh.arrays[name]...)
 	}
 	known := true
 	for _, e := range a.Array.Elems {
@@ -963,14 +1037,7 @@ func (w *walker) setArray(a *syntax.Assign) {
 			elems = append(elems, f.s)
 		}
 	}
-	w.setVar(name, varState{})
-	if !known || len(elems) > maxFields {
-		return
-	}
-	if w.arrays == nil {
-		w.arrays = map[string][]string{}
-	}
-	w.arrays[name] = elems
+	w.sh.setArray(name, elems, known)
 }
 
 func (w *walker) assignValue(a *syntax.Assign) field {
@@ -1027,7 +1094,7 @@ func (w *walker) call(ce *syntax.CallExpr, stdin data, part string) {
 		}
 		if len(ce.Args) == 0 {
 			w.envVar(a.Name.Value, val, part, false)
-			w.setVar(a.Name.Value, assignedState(val, a.Array == nil && !a.Append && a.Index == nil))
+			w.sh.setVar(a.Name.Value, assignedState(val, a.Array == nil && !a.Append && a.Index == nil))
 			continue
 		}
 		env = append(env, envAssign{a.Name.Value, val})
@@ -1049,7 +1116,7 @@ func (w *walker) call(ce *syntax.CallExpr, stdin data, part string) {
 		if a.known() || i == 0 {
 			continue
 		}
-		cands := w.cands[strings.Trim(a.raw, "${}\"")]
+		cands := w.sh.loopVar(a.raw)
 		if len(cands) == 0 || len(cands) > 8 {
 			continue
 		}
@@ -1059,11 +1126,11 @@ func (w *walker) call(ce *syntax.CallExpr, stdin data, part string) {
 			if strings.ContainsAny(cand, "*?[") {
 				alt[i].glob, alt[i].pat = true, cand
 			}
-			w.command(&call{argv: alt, part: part, stdin: stdin, env: env})
+			w.command(&call{argv: alt, part: part, stdin: stdin, env: env, inShell: true})
 		}
 		return
 	}
-	w.command(&call{argv: argv, part: part, stdin: stdin, env: env})
+	w.command(&call{argv: argv, part: part, stdin: stdin, env: env, inShell: true})
 }
 
 type envAssign struct {
@@ -1087,6 +1154,9 @@ type call struct {
 	// command, exec ...): it is found on PATH (or is a builtin, for command
 	// and builtin), never a function or alias of the shell.
 	external bool
+	// inShell says the call is made by the shell itself (directly, or
+	// through command or builtin): a builtin called so changes the shell.
+	inShell bool
 }
 
 func (c *call) args() []field { return c.argv[1:] }
@@ -1162,7 +1232,7 @@ func (w *walker) dynamicName(c *call, name field) {
 		// A loop variable: try each value it takes.
 		if v := c.argv[0].raw; strings.HasPrefix(v, "$") {
 			nm := strings.Trim(v, "${}\"")
-			for _, cand := range w.cands[nm] {
+			for _, cand := range w.sh.cands[nm] {
 				if !strings.Contains(cand, unknown) {
 					w.run(c, cand, false)
 				}
@@ -1174,7 +1244,7 @@ func (w *walker) dynamicName(c *call, name field) {
 // run classifies a call whose program is known by name or path.
 func (w *walker) run(c *call, prog string, quoted bool) {
 	c.judgedPaths, c.network, c.delegated = false, false, false
-	if h, ok := w.hashed[prog]; ok && !strings.Contains(prog, "/") && !w.funcs[prog] {
+	if h, ok := w.sh.hashed[prog]; ok && !strings.Contains(prog, "/") && !w.sh.isFunc(prog) {
 		w.add(Allow, ruleHash, prog+" was bound to "+h+" by hash -p; "+h+" is checked", c.part)
 		prog = h
 	}
@@ -1187,7 +1257,7 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		cp := w.canon(prog)
 		if text, ok := w.scripts[cp]; ok {
 			w.add(Allow, ruleRunScript, prog+" was written earlier in this command; its commands are checked", c.part)
-			w.runText(c, text, prog)
+			w.inProgram(c, func() { w.runText(c, text, prog) })
 		}
 		if w.downloaded(cp) {
 			w.add(Deny, ruleDownloadExec, prog+" was downloaded earlier in this command and is run without being read; download it, read it, then run it as a separate step", c.part)
@@ -1217,19 +1287,19 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 			// What the borrowed name's program would do still counts,
 			// but never its allowance.
 			mark := len(w.steps)
-			p.check(w, c)
+			w.inProgram(c, func() { p.check(w, c) })
 			w.dropAllows(mark)
 		}
-	case w.funcs[name] && !c.external && !strings.Contains(prog, "/"):
+	case w.sh.isFunc(name) && !c.external && !strings.Contains(prog, "/"):
 		// bash finds a function before a builtin or a program, whether the
 		// name is quoted or not (\rm calls a function rm); a path, or a
 		// program another one runs, is never a function.
 		inv.rule, inv.reason, inv.readOnly = ruleShellFunction, "a function defined in this command", true
 		w.add(Allow, ruleShellFunction, name+" is a function defined in this command; its body was checked where it was defined", c.part)
 		w.callFunc(c, name)
-	case w.aliases[name] != "" && !quoted && !c.external && !strings.Contains(prog, "/") && !w.expanding[name]:
+	case w.sh.aliases[name] != "" && !quoted && !c.external && !strings.Contains(prog, "/") && !w.expanding[name]:
 		// bash does not expand an alias inside its own expansion.
-		v := w.aliases[name]
+		v := w.sh.aliases[name]
 		inv.rule, inv.reason, inv.readOnly = ruleAlias, "an alias defined in this command", true
 		w.add(Allow, ruleAlias, name+" is an alias defined in this command, for "+v+"; the expanded command is checked", c.part)
 		if w.expanding == nil {
@@ -1243,8 +1313,13 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		if strings.Contains(inv.reason, "%s") {
 			inv.reason = fmt.Sprintf(inv.reason, name)
 		}
-		if p.check != nil {
+		switch {
+		case p.check == nil:
+		case c.inShell && isBuiltin(name):
+			// A builtin the shell runs changes that shell.
 			p.check(w, c)
+		default:
+			w.inProgram(c, func() { p.check(w, c) })
 		}
 		if p.decision == Allow && w.allowsFull() {
 			w.allows++
@@ -1269,29 +1344,34 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 	}
 }
 
-// callFunc checks a function's body again with the arguments of a call as its
-// positional parameters, when they are known (f() { "$@"; }; f rm -rf ~).
+// callFunc checks a function's body again where it is called: in the shell
+// that calls it, with the call's arguments as its positional parameters (f()
+// { "$@"; }; f rm -rf ~) and its own local variables. What it changes in the
+// shell stays (f() { cd /; }; f; rm -rf *).
 func (w *walker) callFunc(c *call, name string) {
-	fb, ok := w.bodies[name]
-	if !ok || fb.body == nil || len(c.args()) == 0 || w.expanding["()"+name] || w.funcCalls >= maxFuncCalls {
+	fn := w.sh.funcs[name]
+	if w.expanding["()"+name] {
+		return // a recursive call: its body is being checked
+	}
+	if fn.body == nil || w.funcCalls >= maxFuncCalls {
+		// Too large, or called too often, to follow: where it leaves the
+		// shell is not known.
+		w.sh.chdir(unknown)
 		return
 	}
 	w.funcCalls++
-	pos := make([]string, 0, len(c.args()))
-	for _, a := range c.args() {
-		if !a.known() {
-			return
-		}
-		pos = append(pos, a.s)
-	}
 	if w.expanding == nil {
 		w.expanding = map[string]bool{}
 	}
 	w.expanding["()"+name] = true
-	savedPos, savedKnown, savedSrc := w.pos, w.posKnown, w.src
-	w.pos, w.posKnown, w.src = pos, true, fb.src
-	w.stmt(fb.body, c.stdin)
-	w.pos, w.posKnown, w.src = savedPos, savedKnown, savedSrc
+	savedPos, savedKnown, savedSrc, savedLocals := w.sh.pos, w.sh.posKnown, w.src, w.sh.locals
+	var locals []localVar
+	w.sh.setPositional(c.args())
+	w.sh.locals, w.src = &locals, fn.src
+	w.stmt(fn.body, c.stdin)
+	w.sh.locals = savedLocals
+	w.sh.restoreLocals(locals)
+	w.sh.pos, w.sh.posKnown, w.src = savedPos, savedKnown, savedSrc
 	delete(w.expanding, "()"+name)
 }
 

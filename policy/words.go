@@ -260,7 +260,7 @@ func (w *walker) resolvePart(b *fieldBuilder, p syntax.WordPart, quoted, first b
 			b.cur.secret = name
 			b.cur.data |= dSecret
 		}
-		if v, ok := w.vars[name]; ok {
+		if v, ok := w.sh.vars[name]; ok {
 			b.cur.data |= v.data
 		}
 		if quoted && (name == "@" || p.Index != nil) && !p.Excl && p.Exp == nil && p.Slice == nil {
@@ -281,7 +281,7 @@ func (w *walker) resolvePart(b *fieldBuilder, p syntax.WordPart, quoted, first b
 		}
 		v, ok := w.param(p)
 		if !ok {
-			vs, assigned := w.vars[name]
+			vs, assigned := w.sh.vars[name]
 			plain := name != "" && p.Slice == nil && !p.Excl && !p.Length && p.Index == nil && p.Repl == nil && !w.positional(name)
 			switch {
 			case plain && !assigned && p.Exp == nil:
@@ -505,7 +505,7 @@ func isHex(c byte) bool {
 // split splits an unquoted expansion's value into fields on IFS.
 func (w *walker) split(s string) []string {
 	ifs := " \t\n"
-	if v, ok := w.vars["IFS"]; ok && v.known {
+	if v, ok := w.sh.vars["IFS"]; ok && v.known {
 		ifs = v.s
 	}
 	if ifs == "" {
@@ -585,19 +585,19 @@ func (w *walker) param(p *syntax.ParamExp) (string, bool) {
 		return v[off : off+n], true
 	}
 	if n, err := strconv.Atoi(p.Param.Value); err == nil && n > 0 && p.Exp == nil {
-		if !w.posKnown {
+		if !w.sh.posKnown {
 			return "", false
 		}
-		if n > len(w.pos) {
+		if n > len(w.sh.pos) {
 			return "", true
 		}
-		return w.pos[n-1], true
+		return w.sh.pos[n-1], true
 	}
 	if name := p.Param.Value; (name == "@" || name == "*") && p.Exp == nil {
-		if !w.posKnown {
+		if !w.sh.posKnown {
 			return "", false
 		}
-		return strings.Join(w.pos, " "), true
+		return strings.Join(w.sh.pos, " "), true
 	}
 	v, ok := w.varValue(p.Param.Value)
 	if p.Exp != nil {
@@ -765,12 +765,12 @@ func (w *walker) elems(p *syntax.ParamExp) ([]string, bool) {
 	var all []string
 	switch {
 	case name == "@" || name == "*":
-		if !w.posKnown {
+		if !w.sh.posKnown {
 			return nil, false
 		}
-		all = w.pos
+		all = w.sh.pos
 	default:
-		a, ok := w.arrays[name]
+		a, ok := w.sh.arrays[name]
 		if !ok {
 			return nil, false
 		}
@@ -810,7 +810,7 @@ func (w *walker) positional(name string) bool {
 
 // varValue returns the value of a variable when the walker knows it.
 func (w *walker) varValue(name string) (string, bool) {
-	if v, ok := w.vars[name]; ok {
+	if v, ok := w.sh.vars[name]; ok {
 		return v.s, v.known
 	}
 	switch name {
@@ -829,15 +829,15 @@ func (w *walker) varValue(name string) (string, bool) {
 }
 
 func (w *walker) unsetInScript(name string) bool {
-	v, ok := w.vars[name]
+	v, ok := w.sh.vars[name]
 	return ok && v.unset
 }
 
 func (w *walker) pwd() string {
-	if w.cwd == "" {
+	if w.sh.cwd == "" {
 		return "."
 	}
-	return w.cwd
+	return w.sh.cwd
 }
 
 // isPwd reports whether a command substitution is $(pwd): its value is the
