@@ -4,7 +4,7 @@ BIN     := bin/corral
 # The agent inside the sandbox is this binary, cgo on or off: a dynamically linked
 # one brings the host's loader and libraries into the sandbox (sandbox/dynamic.go).
 
-.PHONY: all build setup test unit lint bench demo image test-image clean
+.PHONY: all build setup test unit lint bench demo image test-image kube-up kube-down clean
 
 all: build
 
@@ -62,6 +62,20 @@ demo: setup build test-image
 bench: build test-image
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench . -benchmem ./... | tee bin/bench.txt
 	$(GO) run ./internal/benchratio < bin/bench.txt
+
+# A real single-node Kubernetes cluster on this machine for the Kubernetes
+# backend's tests (scripts/kube/cluster.sh; root; about 10 minutes the first
+# time, to build Kubernetes, then seconds), with the sandbox image loaded into
+# it. `eval "$$(scripts/kube/cluster.sh env)"` then points KUBECONFIG at it, and
+# make test runs the Kubernetes tests too. kube-down stops it and undoes every
+# change it made to the host.
+KUBE := scripts/kube/cluster.sh
+kube-up: test-image
+	bash $(KUBE) up
+	bash $(KUBE) load $(IMAGE)
+
+kube-down:
+	bash $(KUBE) down
 
 clean:
 	rm -rf bin

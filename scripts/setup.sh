@@ -10,8 +10,10 @@
 # or sudo without a password (or with one, on a terminal); without either it
 # prints the exact command to run as root, and exits 1.
 #
-# Usage: scripts/setup.sh [--lint] [--gvisor] [--gvisor-smoke IMAGE] [-v]
+# Usage: scripts/setup.sh [--lint] [--gvisor] [--kube] [--gvisor-smoke IMAGE] [-v]
 #   --lint                only what `make lint` needs (go, staticcheck)
+#   --kube                also what the test cluster of scripts/kube/cluster.sh needs
+#                         (Debian's etcd, containerd, runc, CNI plugins, ...)
 #   --gvisor              also install and register gVisor (optional: a failure
 #                         warns, and gVisor's tests skip)
 #   --gvisor-smoke IMAGE  run IMAGE under runsc; unregister runsc if it fails
@@ -42,9 +44,18 @@ packages() {
 	pkg debootstrap no_base "bootstraps the sandbox image's Debian base where none can be pulled"
 	pkg debian-archive-keyring no_base "Debian's keys, for debootstrap"
 	pkg busybox-static always "a busybox image for the tests: the agent runs in any image"
+	pkg etcd-server kube "the test cluster's store"
+	pkg containerd kube "the test cluster's container runtime (a private instance)"
+	pkg runc kube "the test cluster's OCI runtime"
+	pkg containernetworking-plugins kube "the test cluster's pod network"
+	pkg openssl kube "the test cluster's certificates"
+	pkg iproute2 kube "the test cluster's node bridge"
+	pkg iptables kube "the kubelet's firewall chains"
+	pkg curl kube "checks that the test cluster's etcd answers"
 }
 
 always() { return 0; }
+kube() { ((with_kube)); }
 no_base() {
 	local i
 	for i in debian:bookworm-slim corral/base:bookworm; do
@@ -104,7 +115,17 @@ apt_install() {
 		apt_updated=1
 	fi
 	say "installing ${missing[*]}"
-	${root[@]+"${root[@]}"} env DEBIAN_FRONTEND=noninteractive "${cmd[@]}" >/dev/null
+	# A package that ships a daemon (etcd-server) must not start it: policy-rc.d
+	# tells the package scripts so, for this install only.
+	local prc=
+	if [[ " ${missing[*]} " == *" etcd-server "* && ! -e /usr/sbin/policy-rc.d ]]; then
+		prc=/usr/sbin/policy-rc.d
+		${root[@]+"${root[@]}"} sh -c 'printf "#!/bin/sh\nexit 101\n" >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d'
+	fi
+	local rc=0
+	${root[@]+"${root[@]}"} env DEBIAN_FRONTEND=noninteractive "${cmd[@]}" >/dev/null || rc=$?
+	if [[ -n $prc ]]; then ${root[@]+"${root[@]}"} rm -f "$prc"; fi
+	return $rc
 }
 
 # pkg adds a package of packages() to the list to install when it is needed.
@@ -299,11 +320,12 @@ gvisor_smoke() {
 
 # --- main --------------------------------------------------------------------------
 
-with_gvisor=0 lint_only=0
+with_gvisor=0 lint_only=0 with_kube=0
 smoke=
 while (($#)); do
 	case $1 in
 	--gvisor) with_gvisor=1 ;;
+	--kube) with_kube=1 ;;
 	--lint) lint_only=1 ;;
 	--gvisor-smoke)
 		smoke=${2:?--gvisor-smoke needs an image}

@@ -104,6 +104,30 @@ func (m *machine) run(args ...string) (code int, stderr string, calls []string) 
 	return code, errb.String(), calls
 }
 
+// TestSetupKube: --kube installs what the test cluster needs, and only with
+// --kube.
+func TestSetupKube(t *testing.T) {
+	m := newMachine(t, "0")
+	for _, p := range []string{"etcd-server", "containerd", "runc", "openssl", "iproute2", "iptables", "curl"} {
+		m.write("installed/"+p, "")
+	}
+	m.write("bin/staticcheck", "#!/bin/sh\necho 'staticcheck 2026.2.2 (0.8.2)'\n")
+	if err := os.Chmod(filepath.Join(m.state, "bin/staticcheck"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, stderr, calls := m.run(); code != 0 || len(calls) != 0 {
+		t.Fatalf("without --kube: exit %d, calls %q, stderr:\n%s", code, calls, stderr)
+	}
+	code, stderr, calls := m.run("--kube")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	want := "containernetworking-plugins"
+	if len(calls) != 2 || !strings.Contains(calls[1], want) || strings.Contains(calls[1], "etcd-server") {
+		t.Fatalf("apt-get calls %q, want an update and an install of %s alone", calls, want)
+	}
+}
+
 // TestSetupInstallsDebootstrap: on a machine without debootstrap and
 // staticcheck, as root, setup.sh installs them; the second run does nothing.
 func TestSetupInstallsDebootstrap(t *testing.T) {
