@@ -137,6 +137,7 @@ type writeDeadliner interface {
 type hostStream struct {
 	id       uint32
 	out      *ring.Buf          // output received, not yet written to the caller
+	errOut   *ring.Buf          // stderr received, with Pipes; else nil
 	exit     chan proto.ExitMsg // cap 1
 	gone     chan struct{}
 	inCredit atomic.Int64  // input bytes the agent will still accept
@@ -419,8 +420,8 @@ func (c *Client) stream(id uint32) *hostStream {
 	return c.streams[id]
 }
 
-// open registers a new stream.
-func (c *Client) open() (*hostStream, error) {
+// open registers a new stream; with pipes it has a stderr too.
+func (c *Client) open(pipes bool) (*hostStream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -434,6 +435,9 @@ func (c *Client) open() (*hostStream, error) {
 		gone:    make(chan struct{}),
 		inReady: make(chan struct{}, 1),
 		spoke:   make(chan struct{}),
+	}
+	if pipes {
+		s.errOut = ring.New(proto.OutputWindow)
 	}
 	s.inCredit.Store(proto.InputWindow)
 	c.streams[s.id] = s
@@ -498,6 +502,17 @@ func (c *Client) dispatch(f proto.Frame) error {
 			default:
 			}
 		}
+	case proto.Stderr:
+		s := c.stream(f.Stream)
+		if s == nil {
+			break
+		}
+		if s.errOut == nil {
+			return fmt.Errorf("%w: stderr on stream %d, which has a terminal", proto.ErrProtocol, f.Stream)
+		}
+		if err := s.errOut.Write(f.Payload); err != nil {
+			return fmt.Errorf("%w: stream %d: %v", proto.ErrProtocol, f.Stream, err)
+		}
 	case proto.Pong:
 		// heard is all a pong is for.
 	case proto.Credit:
@@ -552,10 +567,26 @@ func (c *Client) handshake(ctx context.Context, h proto.HelloMsg, timeout time.D
 type runParams struct {
 	start   proto.StartMsg
 	output  io.Writer
+	stderr  io.Writer // with start.Pipes, or nil
+	limit   int64     // bytes of output (and of stderr) passed on; all when 0
 	timeout time.Duration
-	stdin   io.Reader         // interactive input, or nil
+	stdin   io.Reader         // input, or nil
+	feed    feedMode          // how stdin reaches the command
 	resize  <-chan WindowSize // window size changes, or nil
 }
+
+// feedMode says how input reaches a command.
+type feedMode int
+
+const (
+	// feedShell types into an interactive shell's terminal once it has
+	// printed its prompt, then ^D.
+	feedShell feedMode = iota
+	// feedTerminal types into a command's terminal at once, then ^D.
+	feedTerminal
+	// feedPipe writes to a command's stdin pipe, then ends it (InputEnd).
+	feedPipe
+)
 
 // runResult is how a command ended.
 type runResult struct {
@@ -563,32 +594,47 @@ type runResult struct {
 	got      bool // the agent reported the exit
 	timedOut bool
 	canceled bool
+	// outBytes and errBytes count the output and stderr that arrived.
+	outBytes, errBytes int64
 }
 
-// run runs one command to its end. Output is written to p.output from one
-// goroutine, in order, before run returns.
+// run runs one command to its end. Output is written to p.output (and stderr
+// to p.stderr) from one goroutine each, in order, before run returns.
 func (c *Client) run(ctx context.Context, p runParams) (runResult, error) {
 	var res runResult
-	s, err := c.open()
+	s, err := c.open(p.start.Pipes)
 	if err != nil {
 		return res, c.Death()
 	}
 	defer c.forget(s)
-	if p.output == nil {
-		p.output = io.Discard
+	start := proto.JSONFrame(proto.Start, s.id, p.start)
+	if n := len(start) - proto.HeaderSize; n > proto.MaxPayload {
+		// The agent would take the frame for a broken host.
+		return res, &StartError{Reason: fmt.Sprintf("the command, its arguments and environment take %d bytes, more than the %d that fit: write the command to a script file and run that", n, proto.MaxPayload)}
 	}
-	if err := c.send(proto.JSONFrame(proto.Start, s.id, p.start)); err != nil {
+	if err := c.send(start); err != nil {
 		return res, c.Death()
 	}
-	pumpDone := make(chan struct{})
 	var discard atomic.Bool
-	go c.pump(s, p.output, &discard, pumpDone)
+	outPump := &hostPump{c: c, id: s.id, q: s.out, credit: proto.Credit, w: p.output, limit: p.limit, discard: &discard, done: make(chan struct{})}
+	go outPump.run()
+	var errPump *hostPump
+	if s.errOut != nil {
+		errPump = &hostPump{c: c, id: s.id, q: s.errOut, credit: proto.StderrCredit, w: p.stderr, limit: p.limit, discard: &discard, done: make(chan struct{})}
+		go errPump.run()
+	}
 	if p.stdin != nil {
-		go c.feed(s, p.stdin)
+		go c.feed(s, p.stdin, p.feed)
 	}
 	finish := func() {
 		s.out.Close()
-		<-pumpDone
+		<-outPump.done
+		res.outBytes = outPump.total
+		if errPump != nil {
+			s.errOut.Close()
+			<-errPump.done
+			res.errBytes = errPump.total
+		}
 	}
 	var timer <-chan time.Time
 	if p.timeout > 0 {
@@ -636,23 +682,46 @@ func (c *Client) run(ctx context.Context, p runParams) (runResult, error) {
 	}
 }
 
-// pump writes a stream's output to w and gives the agent credit for it.
-func (c *Client) pump(s *hostStream, w io.Writer, discard *atomic.Bool, done chan<- struct{}) {
-	defer close(done)
+// hostPump writes one output of a stream (the terminal's, stdout or stderr)
+// to its writer and gives the agent credit for it.
+type hostPump struct {
+	c       *Client
+	id      uint32
+	q       *ring.Buf
+	credit  proto.Type // the frame that returns credit: Credit, or StderrCredit
+	w       io.Writer  // nil discards
+	limit   int64      // bytes passed to w; all when 0
+	discard *atomic.Bool
+	done    chan struct{}
+	total   int64 // bytes consumed; read after done
+}
+
+func (h *hostPump) run() {
+	defer close(h.done)
 	buf := make([]byte, proto.MaxChunk)
 	consumed := 0
+	var written int64
 	for {
-		n, fin := s.out.Read(buf)
+		n, fin := h.q.Read(buf)
 		if n > 0 {
-			if !discard.Load() {
-				if _, err := w.Write(buf[:n]); err != nil {
-					c.log.Warn("sandbox output writer failed; discarding the rest", "err", err)
-					discard.Store(true)
+			h.total += int64(n)
+			if p := buf[:n]; h.w != nil && !h.discard.Load() {
+				if h.limit > 0 {
+					p = p[:min(int64(len(p)), max(h.limit-written, 0))]
+				}
+				if len(p) > 0 {
+					written += int64(len(p))
+					if _, err := h.w.Write(p); err != nil {
+						h.c.log.Warn("sandbox output writer failed; discarding the rest", "err", err)
+						h.discard.Store(true)
+					}
 				}
 			}
 			consumed += n
-			if consumed >= proto.OutputWindow/4 || s.out.Len() == 0 {
-				_ = c.send(proto.CreditFrame(s.id, consumed))
+			if consumed >= proto.OutputWindow/4 || h.q.Len() == 0 {
+				var p [4]byte
+				binary.BigEndian.PutUint32(p[:], uint32(consumed))
+				_ = h.c.send(proto.AppendFrame(make([]byte, 0, proto.HeaderSize+4), h.credit, h.id, p[:]))
 				consumed = 0
 			}
 			continue
@@ -660,28 +729,34 @@ func (c *Client) pump(s *hostStream, w io.Writer, discard *atomic.Bool, done cha
 		if fin {
 			return
 		}
-		<-s.out.Ready
+		<-h.q.Ready
 	}
 }
 
-// feed sends an interactive shell's input within the agent's credit. At the
-// end of input it sends ^D, the terminal's end of file. It starts once the
-// shell has printed something (its prompt), as a person would: input that
-// arrives while the shell is still setting up its terminal can lose the ^D.
-func (c *Client) feed(s *hostStream, in io.Reader) {
-	t := time.NewTimer(promptWait)
-	select {
-	case <-s.spoke:
-	case <-t.C:
-	case <-s.gone:
+// feed sends a command's input within the agent's credit, and then its end
+// as mode says. For a shell, it starts once the shell has printed something
+// (its prompt), as a person would: input that arrives while the shell is
+// still setting up its terminal can lose the ^D.
+func (c *Client) feed(s *hostStream, in io.Reader, mode feedMode) {
+	if mode == feedShell {
+		t := time.NewTimer(promptWait)
+		select {
+		case <-s.spoke:
+		case <-t.C:
+		case <-s.gone:
+		}
+		t.Stop()
 	}
-	t.Stop()
-	buf := make([]byte, 4096)
+	size := 4096
+	if mode == feedPipe {
+		size = proto.MaxChunk
+	}
+	buf := make([]byte, size, size+1)
 	for {
 		n, err := in.Read(buf)
 		p := buf[:n]
-		if err != nil {
-			p = append(p, 4)
+		if err != nil && mode != feedPipe {
+			p = append(p, 4) // the terminal's end of file
 		}
 		for len(p) > 0 {
 			for s.inCredit.Load() <= 0 {
@@ -699,6 +774,9 @@ func (c *Client) feed(s *hostStream, in io.Reader) {
 			p = p[k:]
 		}
 		if err != nil {
+			if mode == feedPipe {
+				_ = c.send(proto.AppendFrame(make([]byte, 0, proto.HeaderSize), proto.InputEnd, s.id, nil))
+			}
 			return
 		}
 		select {

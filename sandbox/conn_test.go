@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -21,11 +22,41 @@ func FuzzDispatch(f *testing.F) {
 	f.Add(byte(proto.Exit), uint32(1), []byte(`{"exitCode":1}`))
 	f.Add(byte(proto.Data), uint32(1), []byte("data"))
 	f.Add(byte(proto.Credit), uint32(1), []byte{0, 0, 0, 1})
+	f.Add(byte(proto.Stderr), uint32(2), []byte("stderr"))
+	f.Add(byte(proto.Stderr), uint32(1), []byte("stderr on a terminal"))
+	f.Add(byte(proto.Exit), uint32(2), []byte(`{"exitCode":0,"outBytes":5,"errBytes":7}`))
 	f.Fuzz(func(t *testing.T, typ byte, stream uint32, p []byte) {
 		c := &Client{streams: map[uint32]*hostStream{}, helloCh: make(chan proto.AgentHelloMsg, 1), log: slog.New(slog.DiscardHandler)}
 		c.streams[1] = &hostStream{id: 1, out: ring.New(proto.OutputWindow), exit: make(chan proto.ExitMsg, 1), inReady: make(chan struct{}, 1), spoke: make(chan struct{})}
+		// Stream 2 runs with pipes.
+		c.streams[2] = &hostStream{id: 2, out: ring.New(proto.OutputWindow), errOut: ring.New(proto.OutputWindow), exit: make(chan proto.ExitMsg, 1), inReady: make(chan struct{}, 1), spoke: make(chan struct{})}
 		_ = c.dispatch(proto.Frame{Type: proto.Type(typ), Stream: stream, Payload: p})
 	})
+}
+
+// Stderr frames are for streams with pipes; on a terminal's stream, or past
+// the stream's window, they are a broken protocol.
+func TestDispatchStderr(t *testing.T) {
+	c := &Client{streams: map[uint32]*hostStream{}, log: slog.New(slog.DiscardHandler)}
+	c.streams[1] = &hostStream{id: 1, out: ring.New(proto.OutputWindow)}
+	c.streams[2] = &hostStream{id: 2, out: ring.New(proto.OutputWindow), errOut: ring.New(proto.OutputWindow)}
+	if err := c.dispatch(proto.Frame{Type: proto.Stderr, Stream: 2, Payload: []byte("e")}); err != nil || c.streams[2].errOut.Len() != 1 || c.streams[2].out.Len() != 0 {
+		t.Errorf("stderr on a stream with pipes: %v", err)
+	}
+	if err := c.dispatch(proto.Frame{Type: proto.Stderr, Stream: 1, Payload: []byte("e")}); !errors.Is(err, proto.ErrProtocol) {
+		t.Errorf("stderr on a terminal's stream: %v", err)
+	}
+	big := make([]byte, proto.MaxChunk)
+	var err error
+	for i := 0; i < proto.OutputWindow/proto.MaxChunk+1 && err == nil; i++ {
+		err = c.dispatch(proto.Frame{Type: proto.Stderr, Stream: 2, Payload: big})
+	}
+	if !errors.Is(err, proto.ErrProtocol) {
+		t.Errorf("stderr past its window: %v", err)
+	}
+	if err := c.dispatch(proto.Frame{Type: proto.Stderr, Stream: 9, Payload: []byte("late")}); err != nil {
+		t.Errorf("stderr of a stream that ended: %v", err)
+	}
 }
 
 func TestDemuxReader(t *testing.T) {

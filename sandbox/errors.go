@@ -45,3 +45,14 @@ type AgentError struct {
 func (e *AgentError) Error() string {
 	return fmt.Sprintf("sandbox agent %s: %s", e.Path, e.Reason)
 }
+
+// StartError says a command could not start: the request asks for what
+// cannot be (a missing working directory, a root user, a malformed
+// variable), or the sandbox could not start a process. The sandbox is fine.
+type StartError struct {
+	Reason string
+}
+
+func (e *StartError) Error() string {
+	return "sandbox: " + e.Reason
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/internal/sanitize"
@@ -12,22 +13,61 @@ import (
 	"github.com/corralhq/corral/sandbox/proto"
 )
 
-// ExecRequest is one shell command to run in the sandbox.
+// ExecRequest is one command to run in the sandbox. The zero value of each
+// field but Command (or Argv) is the model's bash: a shell command on a
+// terminal, in the session's shell directory.
 type ExecRequest struct {
 	// Command is run by `bash -c` (or `sh -c` where the image has no bash) in its
-	// own PTY and process group.
+	// own session and process group.
 	Command string
-	// Timeout ends the command (SIGTERM to its process group, SIGKILL 2 s later).
-	// Zero means no timeout other than the context's.
+	// Argv, instead of Command, runs a program with these arguments, no shell
+	// between: the shell replaces itself with it (exec), which finds it on
+	// the PATH. Argv[0] may not begin with "-".
+	Argv []string
+	// Env sets NAME=VALUE pairs in the command's environment, over the
+	// sandbox's (Config.Env, the image's).
+	Env []string
+	// Dir is where the command starts: relative to the workspace, or absolute
+	// (anywhere in the sandbox); it must be a directory, or Exec fails with a
+	// *StartError. When empty, the command starts in the session's shell
+	// directory, and where it ends (a cd) becomes that directory when it is
+	// in the workspace: the bash tool's directory that persists.
+	Dir string
+	// User is "UID:GID", the numeric credentials the command runs with
+	// instead of the session's (Config.User); never root. Only as the
+	// session's user does a command keep the capability to write a workspace
+	// that belongs to root.
+	User string
+	// Stdin, when not nil, is read to its end and fed to the command, within
+	// a window: with Pipes as it is, then end of file; on a terminal typed,
+	// as a person would (the terminal's line editing applies), then ^D. When
+	// nil, a command with Pipes reads an empty stdin. A goroutine may stay
+	// blocked in Stdin's Read after Exec returns.
+	Stdin io.Reader
+	// Pipes runs the command without a terminal: its stdin, stdout and
+	// stderr are pipes; stdout goes to Output and stderr to Stderr, each
+	// byte as written. No input-wait detection, no window size.
+	Pipes bool
+	// Stderr receives the command's stderr with Pipes, under the same rules
+	// as Output; nil discards. (On a terminal stderr is in Output.)
+	Stderr io.Writer
+	// OutputLimit, when positive, is how many bytes of output reach Output
+	// (and, with Pipes, of stderr reach Stderr, each its own count); the rest
+	// are read in the sandbox and counted, never sent. OutputBytes and
+	// StderrBytes count everything.
+	OutputLimit int64
+	// Timeout ends the command and everything it started: SIGTERM to all
+	// of its processes, SIGKILL 2 s later. Zero means no timeout other than
+	// the context's.
 	Timeout time.Duration
-	// Output receives the raw PTY stream (colours and carriage returns intact) as
-	// it arrives. The terminal does not turn LF into CRLF (ONLCR is off), so
-	// lines end in a bare LF and every CR is the program's own. It is called
-	// from one goroutine at a time, never after Exec returns; a slow writer
-	// slows the command, never loses bytes. It must not block forever. Nil
-	// discards.
+	// Output receives the raw terminal stream (colours and carriage returns
+	// intact), or stdout with Pipes, as it arrives. The terminal does not
+	// turn LF into CRLF (ONLCR is off), so lines end in a bare LF and every
+	// CR is the program's own. It is called from one goroutine at a time,
+	// never after Exec returns; a slow writer slows the command, never loses
+	// bytes. It must not block forever. Nil discards.
 	Output io.Writer
-	// Cols and Rows set the PTY's window size; zero means 200x50.
+	// Cols and Rows set the terminal's window size; zero means 200x50.
 	Cols, Rows uint16
 }
 
@@ -64,6 +104,11 @@ type ExecResult struct {
 	// Background lists processes the command started that are still running
 	// after its main process exited (`server &`).
 	Background []Process `json:"background,omitempty"`
+	// OutputBytes and StderrBytes count what the command wrote to its
+	// terminal (stdout, with Pipes) and to its stderr, including what
+	// OutputLimit held back.
+	OutputBytes int64 `json:"output_bytes,omitempty"`
+	StderrBytes int64 `json:"stderr_bytes,omitempty"`
 	// NotCopied lists the files of the repository's shadow that commands
 	// changed and that were not copied to the host's repository, each as
 	// "PATH (WHY)" with PATH relative to the workspace: a change git's own
@@ -78,26 +123,38 @@ type Process struct {
 	Command string `json:"command"`
 }
 
-// Exec runs one command to its end through the agent. It starts in the
-// client's directory (see Dir), which becomes the command's final directory
-// when that is inside the workspace. A command that ran and failed is a
-// result, not an error; errors are for a sandbox that could not run it (a
-// *DiedError when it died under the call).
+// Exec runs one command to its end through the agent. When req names no
+// directory it starts in the client's (see Dir), which becomes the command's
+// final directory when that is inside the workspace. A command that ran and
+// failed is a result, not an error; errors are for a request that cannot run
+// (a *StartError) and a sandbox that could not run it (a *DiedError when it
+// died under the call).
 func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	begin := time.Now()
 	if err := ctx.Err(); err != nil {
 		return ExecResult{}, err
 	}
-	c.mu.Lock()
-	dir, reset := c.dir, c.dirReset
-	c.dirReset = false
-	c.mu.Unlock()
-	start := proto.StartMsg{Command: req.Command, Dir: dir, Cols: req.Cols, Rows: req.Rows}
-	if c.hello.InputWait && c.inputWait > 0 {
+	start, err := startMsg(req)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	session := req.Dir == ""
+	var reset bool
+	if session {
+		c.mu.Lock()
+		start.Dir, reset = c.dir, c.dirReset
+		c.dirReset = false
+		c.mu.Unlock()
+	}
+	if !req.Pipes && req.Stdin == nil && c.hello.InputWait && c.inputWait > 0 {
 		start.InputWaitMS = int(c.inputWait / time.Millisecond)
 	}
-	rr, err := c.run(ctx, runParams{start: start, output: req.Output, timeout: req.Timeout})
-	res := ExecResult{Duration: time.Since(begin), TimedOut: rr.timedOut, Canceled: rr.canceled, Dir: dir, DirReset: reset}
+	p := runParams{start: start, output: req.Output, stderr: req.Stderr, limit: req.OutputLimit, timeout: req.Timeout, stdin: req.Stdin, feed: feedTerminal}
+	if req.Pipes {
+		p.feed = feedPipe
+	}
+	rr, err := c.run(ctx, p)
+	res := ExecResult{Duration: time.Since(begin), TimedOut: rr.timedOut, Canceled: rr.canceled, Dir: start.Dir, DirReset: reset}
 	if err != nil {
 		res.ExitCode = -1
 		var d *DiedError
@@ -108,11 +165,12 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) 
 	}
 	ex := rr.exit
 	if ex.Error != "" {
-		return res, fmt.Errorf("sandbox: %s", sanitize.Text(ex.Error))
+		return res, &StartError{Reason: sanitize.Text(ex.Error)}
 	}
 	// What the agent says is shown to the model and a UI: no text of its
 	// (a process's name above all) may carry an escape or a new line.
 	res.ExitCode, res.Signal = ex.ExitCode, sanitize.Text(ex.Signal)
+	res.OutputBytes, res.StderrBytes = max(rr.outBytes, ex.OutBytes), max(rr.errBytes, ex.ErrBytes)
 	if !rr.got {
 		return res, nil
 	}
@@ -123,6 +181,9 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) 
 	}
 	if res.InputWait {
 		res.TimedOut = false
+	}
+	if !session {
+		return res, nil
 	}
 	c.mu.Lock()
 	switch {
@@ -135,6 +196,46 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) 
 	}
 	c.mu.Unlock()
 	return res, nil
+}
+
+// startMsg checks req and turns it into the agent's start message.
+func startMsg(req ExecRequest) (proto.StartMsg, error) {
+	m := proto.StartMsg{
+		Command:     req.Command,
+		Argv:        req.Argv,
+		Env:         req.Env,
+		Dir:         req.Dir,
+		DirExact:    req.Dir != "",
+		Pipes:       req.Pipes,
+		Stdin:       req.Stdin != nil,
+		OutputLimit: max(req.OutputLimit, 0),
+		Cols:        req.Cols,
+		Rows:        req.Rows,
+	}
+	bad := func(format string, args ...any) (proto.StartMsg, error) {
+		return proto.StartMsg{}, &StartError{Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case len(req.Argv) > 0 && req.Command != "":
+		return bad("both a command and an argv: give one")
+	case len(req.Argv) > 0 && req.Argv[0] == "":
+		return bad("argv names no program")
+	case len(req.Argv) > 0 && strings.HasPrefix(req.Argv[0], "-"):
+		return bad("program %q: a name may not start with '-' (give a path such as ./%s)", req.Argv[0], req.Argv[0])
+	}
+	for _, kv := range req.Env {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			return bad("env %q: want NAME=VALUE", kv)
+		}
+	}
+	if req.User != "" {
+		uid, gid, err := parseUser(req.User)
+		if err != nil {
+			return bad("%s", strings.TrimPrefix(err.Error(), "sandbox: "))
+		}
+		m.UID, m.GID = uid, gid
+	}
+	return m, nil
 }
 
 // Shell runs an interactive shell through the agent, in the client's
@@ -155,6 +256,7 @@ func (c *Client) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer, r
 		start:  proto.StartMsg{Interactive: true, Dir: c.Dir(), Cols: size.Cols, Rows: size.Rows},
 		output: stdout,
 		stdin:  stdin,
+		feed:   feedShell,
 		resize: resize,
 	})
 	if err != nil {

@@ -346,8 +346,7 @@ func (a *agent) dispatch(f proto.Frame) error {
 			return err
 		}
 		if c := a.cmd(f.Stream); c != nil {
-			c.credit.Add(int64(n))
-			ring.Notify(c.creditReady)
+			c.out.addCredit(n)
 		}
 	case proto.Input:
 		if c := a.cmd(f.Stream); c != nil && c.input != nil {
@@ -360,7 +359,7 @@ func (a *agent) dispatch(f proto.Frame) error {
 		if err != nil {
 			return err
 		}
-		if c := a.cmd(f.Stream); c != nil {
+		if c := a.cmd(f.Stream); c != nil && c.master != nil {
 			setWinsize(c.master, cols, rows)
 		}
 	case proto.Ping:
@@ -378,6 +377,8 @@ func (a *agent) dispatch(f proto.Frame) error {
 		}
 	case proto.NetListen:
 		return a.netListen(f.Payload)
+	case proto.StderrCredit, proto.InputEnd:
+		return a.dispatchPipes(f)
 	default:
 		if ok, err := a.nets.Dispatch(f); ok {
 			return err
@@ -400,8 +401,9 @@ type agentCmd struct {
 	a      *agent
 	id     uint32
 	msg    proto.StartMsg
-	master *os.File // the PTY's master side; closed by pump
-	tty    string   // the PTY's slave path, as processes' fd links show it
+	master *os.File // the PTY's master side, closed by out's pump; nil with Pipes
+	tty    string   // the PTY's slave path, as processes' fd links show it; "" with Pipes
+	stdin  *os.File // the write end of the command's stdin with Pipes, else nil
 	pid    int      // the shell: leader of the command's session and process group
 	mark   uint32   // the marker group of the shell and all its descendants
 	proc   *shellProc
@@ -412,13 +414,11 @@ type agentCmd struct {
 	exit         proto.ExitMsg // filled by start, completed by wait
 	oom0, forks0 uint64        // the container's OOM kills and refused forks before the start
 
-	credit      atomic.Int64  // output bytes the host will still accept
-	creditReady chan struct{} // cap 1: credit arrived or the stream detached
-	input       *ring.Buf     // terminal input of an interactive shell, else nil
-	outBytes    atomic.Int64  // output read from the master so far
-	readingFrom atomic.Int64  // unix ns since pump has been blocked in read; 0 when not
-	readerDone  chan struct{} // closed when pump has read the master to its end
-	exited      atomic.Bool   // the shell has exited
+	out        *outStream    // the terminal's output, or stdout with Pipes
+	errs       *outStream    // stderr with Pipes, else nil
+	input      *ring.Buf     // input of an interactive shell or from the host (Stdin), else nil
+	readerDone chan struct{} // closed when every output has been read to its end
+	exited     atomic.Bool   // the shell has exited
 
 	mu        sync.Mutex // guards detached, stopping and inputWait; held while sending data
 	detached  bool       // the host has its exit: further output is discarded
@@ -435,9 +435,8 @@ type agentCmd struct {
 // start sets up and forks a command, then waits for it in the background. It
 // runs on the dispatcher, so that later frames of the stream find the process.
 func (a *agent) start(id uint32, m proto.StartMsg) {
-	c := &agentCmd{a: a, id: id, msg: m, creditReady: make(chan struct{}, 1), readerDone: make(chan struct{})}
-	c.credit.Store(proto.OutputWindow)
-	if m.Interactive {
+	c := &agentCmd{a: a, id: id, msg: m}
+	if m.Interactive || m.Stdin {
 		c.input = ring.New(proto.InputWindow)
 	}
 	c.oom0, _ = oomKills()
@@ -451,7 +450,10 @@ func (a *agent) start(id uint32, m proto.StartMsg) {
 	a.mu.Lock()
 	a.cmds[id] = c
 	a.mu.Unlock()
-	go c.pump()
+	go c.out.pump()
+	if c.errs != nil {
+		go c.errs.pump()
+	}
 	if c.input != nil {
 		go c.feed()
 	}
@@ -473,14 +475,18 @@ func (a *agent) resolveDir(dir string) (string, bool) {
 	return real, false
 }
 
-// shellProc is a shell started on its own terminal, in its own session.
+// shellProc is a shell started in its own session, on its own terminal or
+// with pipes.
 type shellProc struct {
 	pid    int
 	mark   uint32                  // its marker group
 	exited chan syscall.WaitStatus // receives its status once, from the reaper
-	master *os.File                // non-blocking; the slave side is only open in the shell
+	master *os.File                // non-blocking; the slave side is only open in the shell; nil with pipes
 	tty    string
-	cwd    *os.File // read end of the directory report; nil when interactive
+	// stdin, stdout and stderr are the agent's ends of the shell's standard
+	// files when it runs with pipes, else nil.
+	stdin, stdout, stderr *os.File
+	cwd                   *os.File // read end of the directory report; nil when interactive
 	// dir and command, for a bash waiting in bashBoot: written once, then
 	// closed, they start the command.
 	dir, command *os.File
@@ -488,26 +494,40 @@ type shellProc struct {
 
 // close releases what the agent holds of a shell that will not be used.
 func (p *shellProc) close() {
-	for _, f := range []*os.File{p.master, p.cwd, p.dir, p.command} {
+	for _, f := range []*os.File{p.master, p.stdin, p.stdout, p.stderr, p.cwd, p.dir, p.command} {
 		if f != nil {
 			f.Close()
 		}
 	}
 }
 
-// spawn starts a shell on a new terminal. Interactive, it is `bash -i` (or
-// `sh -i`) in dir. Else, with bash, it is a bash waiting in bashBoot for its
-// directory and command (a spare, started ahead of need); with sh, it runs
-// shCommand in dir at once.
-func (a *agent) spawn(interactive bool, dir, shCommand string, cols, rows uint16) (_ *shellProc, err error) {
-	master, slave, err := openPTY()
-	if err != nil {
-		return nil, fmt.Errorf("open a terminal: %w", err)
-	}
-	p := &shellProc{master: master, tty: slave.Name()}
-	var theirs []*os.File // the child's ends of pipes, closed once it has them
+// spawnOpts says what shell to start.
+type spawnOpts struct {
+	// interactive starts `bash -i` (or `sh -i`) in dir. Else, with bash, a
+	// bash waiting in bashBoot for its directory and command; with sh, one
+	// that runs shCommand in dir at once.
+	interactive bool
+	dir         string
+	shCommand   string
+	// pipes gives the shell pipes for its standard files instead of a
+	// terminal of cols x rows (200x50 when zero).
+	pipes      bool
+	cols, rows uint16
+	// env is the shell's environment: the commands' (a person's for an
+	// interactive shell) when nil.
+	env []string
+	// uid and gid, when not zero, are the shell's credentials instead of
+	// the commands'; it keeps the ambient capabilities only as their user.
+	uid, gid uint32
+}
+
+// spawn starts a shell in its own session, on a new terminal or with pipes:
+// see spawnOpts. With bash and no command, it is a spare, started ahead of
+// need.
+func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
+	p := &shellProc{}
+	var theirs []*os.File // the child's ends of its terminal and pipes, closed once it has them
 	defer func() {
-		slave.Close()
 		for _, f := range theirs {
 			f.Close()
 		}
@@ -515,30 +535,64 @@ func (a *agent) spawn(interactive bool, dir, shCommand string, cols, rows uint16
 			p.close()
 		}
 	}()
-	if cols == 0 || rows == 0 {
-		cols, rows = 200, 50
+	pipe := func() (r, w *os.File) {
+		if err != nil {
+			return nil, nil
+		}
+		r, w, err = os.Pipe()
+		return r, w
 	}
-	_ = pty.Setsize(slave, &pty.Winsize{Cols: cols, Rows: rows})
-	// The terminal is the command's, as on a login: programs that open it by
-	// name (ssh, gpg, getpass) can.
-	_ = slave.Chown(int(a.uid), -1)
+	uid, gid, ambient := a.uid, a.gid, a.ambient
+	if o.uid != 0 && (o.uid != a.uid || o.gid != a.gid) {
+		uid, gid, ambient = o.uid, o.gid, nil
+	}
+	var stdio [3]*os.File // the child's stdin, stdout and stderr
+	if o.pipes {
+		stdio[0], p.stdin = pipe()
+		p.stdout, stdio[1] = pipe()
+		p.stderr, stdio[2] = pipe()
+		theirs = append(theirs, stdio[:]...)
+		if err != nil {
+			return nil, fmt.Errorf("make pipes: %w", err)
+		}
+	} else {
+		master, slave, err := openPTY()
+		if err != nil {
+			return nil, fmt.Errorf("open a terminal: %w", err)
+		}
+		p.master, p.tty = master, slave.Name()
+		stdio = [3]*os.File{slave, slave, slave}
+		theirs = append(theirs, slave)
+		cols, rows := o.cols, o.rows
+		if cols == 0 || rows == 0 {
+			cols, rows = 200, 50
+		}
+		_ = pty.Setsize(slave, &pty.Winsize{Cols: cols, Rows: rows})
+		// The terminal is the command's, as on a login: programs that open it by
+		// name (ssh, gpg, getpass) can.
+		_ = slave.Chown(int(uid), -1)
+		if !o.interactive {
+			// No LF to CRLF translation for a command's output: the model and the
+			// log want plain lines, and on floods of short lines the kernel's
+			// per-newline work costs ten times the copy itself. A person's shell
+			// keeps the terminal's usual settings.
+			if err := noCRLF(slave); err != nil {
+				return nil, fmt.Errorf("set up the terminal: %w", err)
+			}
+		}
+	}
 	mark := markBase + a.marks.Add(1)
 	if mark > markMax {
 		return nil, errors.New("out of marker groups")
 	}
 	p.mark = mark
-	if !interactive {
-		// No LF to CRLF translation for a command's output: the model and the
-		// log want plain lines, and on floods of short lines the kernel's
-		// per-newline work costs ten times the copy itself. A person's shell
-		// keeps the terminal's usual settings.
-		if err := noCRLF(slave); err != nil {
-			return nil, fmt.Errorf("set up the terminal: %w", err)
-		}
-	}
-	env := a.cmdEnv
-	if interactive {
+	env := o.env
+	switch {
+	case env != nil:
+	case o.interactive:
 		env = a.env
+	default:
+		env = a.cmdEnv
 	}
 	cmd := &exec.Cmd{
 		Path: a.shell,
@@ -547,23 +601,19 @@ func (a *agent) spawn(interactive bool, dir, shCommand string, cols, rows uint16
 		// capability yet to enter a directory that only root may.
 		Dir:    "/",
 		Env:    env,
-		Stdin:  slave,
-		Stdout: slave,
-		Stderr: slave,
+		Stdin:  stdio[0],
+		Stdout: stdio[1],
+		Stderr: stdio[2],
 		SysProcAttr: &syscall.SysProcAttr{
-			Setsid: true, Setctty: true, Ctty: 0,
-			Credential:  &syscall.Credential{Uid: a.uid, Gid: a.gid, Groups: []uint32{mark}},
-			AmbientCaps: a.ambient,
+			// On its terminal, the shell's session has it as its
+			// controlling one; with pipes it has none.
+			Setsid: true, Setctty: !o.pipes, Ctty: 0,
+			Credential:  &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{mark}},
+			AmbientCaps: ambient,
 		},
 	}
+	interactive, dir, shCommand := o.interactive, o.dir, o.shCommand
 	name := filepath.Base(a.shell)
-	pipe := func() (r, w *os.File) {
-		if err != nil {
-			return nil, nil
-		}
-		r, w, err = os.Pipe()
-		return r, w
-	}
 	switch {
 	case interactive:
 		cmd.Args = []string{name, "-c", `cd -- "$1" || exit 125; exec "$0" -i`, a.shell, dir}
@@ -677,7 +727,7 @@ func (a *agent) refill() {
 	done := make(chan struct{})
 	a.refilled = done
 	a.spareMu.Unlock()
-	p, err := a.spawn(false, a.workspace, "", 0, 0)
+	p, err := a.spawn(spawnOpts{dir: a.workspace})
 	a.spareMu.Lock()
 	a.refilled = nil
 	close(done)
@@ -694,36 +744,85 @@ func (a *agent) refill() {
 	}
 }
 
-// fork starts the command: in the spare bash when there is one, else in a new
+// fork starts the command: in the spare bash when there is one and the
+// command asks nothing of its own (pipes, environment, user), else in a new
 // shell.
 func (c *agentCmd) fork() error {
 	a := c.a
-	dir, reset := a.resolveDir(c.msg.Dir)
-	c.exit.Dir, c.exit.DirReset = dir, reset
+	m := c.msg
+	if err := a.checkStart(m); err != nil {
+		return err
+	}
+	var dir string
+	if m.DirExact {
+		var err error
+		if dir, err = a.exactDir(m.Dir); err != nil {
+			return err
+		}
+	} else {
+		dir, c.exit.DirReset = a.resolveDir(m.Dir)
+	}
+	c.exit.Dir = dir
+	command := m.Command
+	if len(m.Argv) > 0 {
+		command = execCommand(m.Argv)
+	}
+	o := spawnOpts{pipes: m.Pipes, cols: m.Cols, rows: m.Rows, uid: m.UID, gid: m.GID}
+	if len(m.Env) > 0 {
+		base := a.cmdEnv
+		if m.Interactive {
+			base = a.env
+		}
+		o.env = envpath.With(base, m.Env)
+	}
 	var p *shellProc
 	var err error
 	switch {
-	case c.msg.Interactive:
-		p, err = a.spawn(true, dir, "", c.msg.Cols, c.msg.Rows)
+	case m.Interactive:
+		o.interactive, o.dir = true, dir
+		p, err = a.spawn(o)
 	case a.bash:
-		if p = a.takeSpare(); p == nil {
-			p, err = a.spawn(false, a.workspace, "", c.msg.Cols, c.msg.Rows)
-		} else if c.msg.Cols != 0 && c.msg.Rows != 0 {
-			setWinsize(p.master, c.msg.Cols, c.msg.Rows)
+		if !m.Pipes && len(m.Env) == 0 && m.UID == 0 {
+			if p = a.takeSpare(); p != nil && m.Cols != 0 && m.Rows != 0 {
+				setWinsize(p.master, m.Cols, m.Rows)
+			}
+		}
+		if p == nil {
+			o.dir = a.workspace
+			p, err = a.spawn(o)
 		}
 		if err == nil {
-			if err = p.begin(dir, c.msg.Command); err != nil {
+			if err = p.begin(dir, command); err != nil {
 				p.kill()
 			}
 		}
 		c.refillTimer = time.AfterFunc(refillAfter, a.refill)
 	default:
-		p, err = a.spawn(false, dir, c.msg.Command, c.msg.Cols, c.msg.Rows)
+		o.dir, o.shCommand = dir, command
+		p, err = a.spawn(o)
 	}
 	if err != nil {
 		return err
 	}
 	c.proc, c.pid, c.mark, c.master, c.tty, c.cwd = p, p.pid, p.mark, p.master, p.tty, p.cwd
+	if !m.Pipes {
+		c.out = newOutStream(c, proto.Data, p.master)
+		c.readerDone = c.out.done
+		return nil
+	}
+	c.out = newOutStream(c, proto.Data, p.stdout)
+	c.errs = newOutStream(c, proto.Stderr, p.stderr)
+	c.stdin = p.stdin
+	if !m.Stdin {
+		c.stdin.Close() // empty: the command reads its end at once
+		c.stdin = nil
+	}
+	c.readerDone = make(chan struct{})
+	go func() {
+		<-c.out.done
+		<-c.errs.done
+		close(c.readerDone)
+	}()
 	return nil
 }
 
@@ -765,6 +864,10 @@ func (c *agentCmd) wait() {
 	c.mu.Lock()
 	ex.InputWait = c.inputWait
 	c.mu.Unlock()
+	ex.OutBytes = c.out.total.Load()
+	if c.errs != nil {
+		ex.ErrBytes = c.errs.total.Load()
+	}
 	_ = c.a.send(proto.JSONFrame(proto.Exit, c.id, ex))
 	c.a.mu.Lock()
 	delete(c.a.cmds, c.id)
@@ -774,6 +877,10 @@ func (c *agentCmd) wait() {
 	}
 	if c.input != nil {
 		c.input.Close()
+	}
+	if c.stdin != nil {
+		// Input no process reads any more must not hold the feeder.
+		c.stdin.Close()
 	}
 }
 
@@ -839,9 +946,10 @@ func readCwd(r *os.File) string {
 	return last
 }
 
-// drain waits, after the shell exited, for the output still in the terminal.
-// Without background processes the master reaches its end once drained; with
-// them it never does, and drain stops at the first quiet moment or exitDrain.
+// drain waits, after the shell exited, for the output still in the terminal
+// (or the pipes). Without background processes the master reaches its end
+// once drained; with them it never does, and drain stops at the first quiet
+// moment or exitDrain.
 func (c *agentCmd) drain() {
 	t := time.NewTimer(20 * time.Millisecond)
 	defer t.Stop()
@@ -869,104 +977,34 @@ loop:
 		if limit > 0 && time.Since(start) > limit {
 			break loop
 		}
-		if since := c.readingFrom.Load(); since != 0 && time.Since(time.Unix(0, since)) >= quiet {
+		if c.out.quiet(quiet) && (c.errs == nil || c.errs.quiet(quiet)) {
 			break loop
 		}
 	}
 	c.mu.Lock()
 	c.detached = true
 	c.mu.Unlock()
-	ring.Notify(c.creditReady)
-}
-
-// pump copies the master to the host as data frames within the credit the host
-// gave, and after the exit frame reads on (discarding) until every process
-// holding the terminal is gone, so that their writes never fail.
-func (c *agentCmd) pump() {
-	defer close(c.readerDone)
-	defer c.master.Close()
-	buf := make([]byte, proto.HeaderSize+proto.MaxChunk)
-	for {
-		n := proto.MaxChunk
-		if avail := c.waitCredit(); avail > 0 {
-			n = int(min(int64(n), avail))
-		}
-		c.readingFrom.Store(time.Now().UnixNano())
-		k, err := c.master.Read(buf[proto.HeaderSize : proto.HeaderSize+n])
-		c.readingFrom.Store(0)
-		if err == nil && k > 0 {
-			// Take what else is there already: fewer, larger frames.
-			k += readMore(c.master, buf[proto.HeaderSize+k:proto.HeaderSize+n])
-		}
-		if k > 0 {
-			c.outBytes.Add(int64(k))
-			c.mu.Lock()
-			if !c.detached {
-				c.credit.Add(-int64(k))
-				proto.PutHeader(buf, proto.Data, c.id, k)
-				_ = c.a.send(buf[:proto.HeaderSize+k])
-			}
-			c.mu.Unlock()
-		}
-		if err != nil {
-			return // EIO: no process holds the terminal any more
-		}
+	ring.Notify(c.out.creditReady)
+	if c.errs != nil {
+		ring.Notify(c.errs.creditReady)
 	}
 }
 
-// readMore reads from f without waiting, as long as data is there and p has
-// room; it returns how much it read.
-func readMore(f *os.File, p []byte) int {
-	sc, err := f.SyscallConn()
-	if err != nil {
-		return 0
-	}
-	total := 0
-	_ = sc.Read(func(fd uintptr) bool {
-		for total < len(p) {
-			n, err := unix.Read(int(fd), p[total:])
-			if n <= 0 || err != nil {
-				break
-			}
-			total += n
-		}
-		return true
-	})
-	return total
-}
-
-// waitCredit blocks until the host accepts output; it returns 0 once the
-// stream is detached or the agent is shutting down.
-func (c *agentCmd) waitCredit() int64 {
-	for {
-		c.mu.Lock()
-		detached := c.detached
-		c.mu.Unlock()
-		if detached {
-			return 0
-		}
-		if v := c.credit.Load(); v > 0 {
-			return v
-		}
-		select {
-		case <-c.creditReady:
-		case <-c.a.done:
-			// Shutting down: read on, sending nothing.
-			c.mu.Lock()
-			c.detached = true
-			c.mu.Unlock()
-			return 0
-		}
-	}
-}
-
-// feed writes an interactive shell's input to the terminal and returns credit.
+// feed writes the input the host sends to the terminal (or, with Pipes, to
+// the command's stdin, which it closes at InputEnd) and returns credit.
 func (c *agentCmd) feed() {
-	buf := make([]byte, 4096)
+	// A terminal's input ends with its output; a pipe's at InputEnd, or when
+	// the command exits (wait closes both).
+	w, size, outDone := c.master, 4096, c.readerDone
+	if c.stdin != nil {
+		w, size, outDone = c.stdin, proto.MaxChunk, nil
+		defer c.stdin.Close()
+	}
+	buf := make([]byte, size)
 	for {
 		n, done := c.input.Read(buf)
 		if n > 0 {
-			if _, err := c.master.Write(buf[:n]); err != nil {
+			if _, err := w.Write(buf[:n]); err != nil {
 				return
 			}
 			if c.a.send(proto.CreditFrame(c.id, n)) != nil {
@@ -979,7 +1017,7 @@ func (c *agentCmd) feed() {
 		}
 		select {
 		case <-c.input.Ready:
-		case <-c.readerDone:
+		case <-outDone:
 			return
 		}
 	}
@@ -1031,7 +1069,7 @@ func (a *agent) monitor(ctx context.Context) {
 		a.mu.Lock()
 		var watch []*agentCmd
 		for _, c := range a.cmds {
-			if c.msg.InputWaitMS > 0 && !c.exited.Load() {
+			if c.msg.InputWaitMS > 0 && !c.msg.Pipes && !c.exited.Load() {
 				watch = append(watch, c)
 			}
 		}
@@ -1066,7 +1104,7 @@ func (c *agentCmd) checkInputWait(all []procStat, now time.Time) {
 			pids.WriteByte(',')
 		}
 	}
-	out := c.outBytes.Load()
+	out := c.out.total.Load()
 	if len(members) == 0 || sessionKind(members, c.tty) != waitTTY {
 		c.iwSince = time.Time{}
 		return

@@ -24,7 +24,7 @@ import (
 )
 
 // Version is bumped on any incompatible change of the frames below.
-const Version = 2
+const Version = 3
 
 // Type is a frame's type.
 type Type byte
@@ -99,12 +99,35 @@ type AgentHelloMsg struct {
 // StartMsg starts a command on a new stream.
 type StartMsg struct {
 	Command string `json:"command,omitempty"`
+	// Argv runs a program with its arguments instead of Command: the shell
+	// replaces itself with it (exec), finding it on the PATH.
+	Argv []string `json:"argv,omitempty"`
+	// Env adds NAME=VALUE pairs to the commands' environment, or replaces
+	// them.
+	Env []string `json:"env,omitempty"`
 	// Interactive runs a login-less interactive shell instead of Command, with
 	// no input-wait detection.
-	Interactive bool   `json:"interactive,omitempty"`
-	Dir         string `json:"dir"`
-	Cols        uint16 `json:"cols"`
-	Rows        uint16 `json:"rows"`
+	Interactive bool `json:"interactive,omitempty"`
+	// Dir is where the command starts. The session's directory is clamped
+	// to the workspace (the workspace when it is missing or outside);
+	// with DirExact, Dir is the caller's choice — relative to the workspace
+	// or absolute — and must be a directory, or the command does not start.
+	Dir      string `json:"dir"`
+	DirExact bool   `json:"dirExact,omitempty"`
+	// Pipes runs the command without a terminal (see Stderr). Stdin says
+	// its input follows in Input frames: typed into the terminal, or, with
+	// Pipes, written to its stdin up to InputEnd.
+	Pipes bool `json:"pipes,omitempty"`
+	Stdin bool `json:"stdin,omitempty"`
+	// OutputLimit, when positive, is how many bytes of the command's output
+	// (and of its stderr, each) are sent; the rest are read and counted.
+	OutputLimit int64 `json:"outputLimit,omitempty"`
+	// UID and GID, when not zero, are the credentials the command runs with
+	// instead of the hello's; never 0.
+	UID  uint32 `json:"uid,omitempty"`
+	GID  uint32 `json:"gid,omitempty"`
+	Cols uint16 `json:"cols"`
+	Rows uint16 `json:"rows"`
 	// InputWaitMS ends the command once it has waited that long for terminal
 	// input; zero disables the detection.
 	InputWaitMS int `json:"inputWaitMs,omitempty"`
@@ -125,6 +148,10 @@ type ExitMsg struct {
 	OOMKilled    bool      `json:"oomKilled,omitempty"`
 	ProcessLimit bool      `json:"processLimit,omitempty"`
 	Background   []Process `json:"background,omitempty"`
+	// OutBytes and ErrBytes count what the command wrote to its terminal
+	// (stdout with Pipes) and to its stderr, sent or not.
+	OutBytes int64 `json:"outBytes,omitempty"`
+	ErrBytes int64 `json:"errBytes,omitempty"`
 	// Error is set when the command could not be started at all.
 	Error string `json:"error,omitempty"`
 }

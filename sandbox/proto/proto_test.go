@@ -61,6 +61,9 @@ func TestFrameReaderRejects(t *testing.T) {
 func FuzzFrameReader(f *testing.F) {
 	f.Add(AppendFrame(nil, Data, 1, []byte("x")))
 	f.Add([]byte{1, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff})
+	f.Add(AppendFrame(nil, Stderr, 1, []byte("e")))
+	f.Add(AppendFrame(nil, InputEnd, 1, nil))
+	f.Add(JSONFrame(Start, 1, StartMsg{Argv: []string{"a", "b"}, Pipes: true, Stdin: true, OutputLimit: 10, UID: 5, GID: 5}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr := NewReader(bytes.NewReader(b))
 		for {
@@ -73,4 +76,24 @@ func FuzzFrameReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The frame types of the exec API (21-31) meet none of the others.
+func TestExecFrameTypes(t *testing.T) {
+	seen := map[Type]string{}
+	for name, typ := range map[string]Type{
+		"Hello": Hello, "Start": Start, "Data": Data, "Exit": Exit, "Input": Input, "Credit": Credit, "Resize": Resize, "Stop": Stop, "Ping": Ping, "Pong": Pong,
+		"NetListen": NetListen, "NetOpen": NetOpen, "NetData": NetData, "NetCredit": NetCredit, "NetEnd": NetEnd,
+		"Stderr": Stderr, "StderrCredit": StderrCredit, "InputEnd": InputEnd,
+	} {
+		if other, dup := seen[typ]; dup {
+			t.Errorf("%s and %s are both type %d", name, other, typ)
+		}
+		seen[typ] = name
+	}
+	for _, typ := range []Type{Stderr, StderrCredit, InputEnd} {
+		if typ < 21 || typ > 31 {
+			t.Errorf("%s is type %d, outside 21-31", seen[typ], typ)
+		}
+	}
 }

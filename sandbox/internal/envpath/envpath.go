@@ -38,3 +38,15 @@ func Within(root, p string) bool {
 	}
 	return p == root || strings.HasPrefix(p, root+"/")
 }
+
+// With returns env with each NAME=VALUE of set in place of the variable of
+// that name, or added after it.
+func With(env, set []string) []string {
+	out := slices.Clone(env)
+	for _, kv := range set {
+		name, _, _ := strings.Cut(kv, "=")
+		out = slices.DeleteFunc(out, func(e string) bool { return strings.HasPrefix(e, name+"=") })
+		out = append(out, kv)
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/corralhq/corral/sandbox/proto"
+)
+
+// checkStart refuses what a command may not ask for.
+func (a *agent) checkStart(m proto.StartMsg) error {
+	switch {
+	case (m.UID == 0) != (m.GID == 0):
+		return fmt.Errorf("user %d:%d: give both a uid and a gid, neither 0 (commands never run as root)", m.UID, m.GID)
+	case len(m.Argv) > 0 && m.Command != "":
+		return errors.New("a command and an argv: give one")
+	case len(m.Argv) > 0 && m.Interactive:
+		return errors.New("an interactive shell takes no argv")
+	case len(m.Argv) > 0 && strings.HasPrefix(m.Argv[0], "-"):
+		return fmt.Errorf("program %q: a name may not start with '-' (give a path such as ./%s)", m.Argv[0], m.Argv[0])
+	case (m.Stdin || m.Pipes) && m.Interactive:
+		return errors.New("an interactive shell has a terminal, and reads its input")
+	}
+	for _, kv := range m.Env {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			return fmt.Errorf("env %q: want NAME=VALUE", kv)
+		}
+	}
+	return nil
+}
+
+// exactDir resolves a directory the caller chose: relative to the workspace,
+// or absolute anywhere in the sandbox. It must be a directory.
+func (a *agent) exactDir(dir string) (string, error) {
+	if dir == "" {
+		return a.workspace, nil
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(a.workspace, dir)
+	}
+	dir = filepath.Clean(dir)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("working directory %s does not exist", dir)
+	case err != nil:
+		return "", fmt.Errorf("working directory: %w", err)
+	case !fi.IsDir():
+		return "", fmt.Errorf("working directory %s is not a directory", dir)
+	}
+	return dir, nil
+}
+
+// execCommand is the shell command that replaces the shell with the program
+// argv names, its words quoted so that the shell changes none of them.
+func execCommand(argv []string) string {
+	var b strings.Builder
+	b.WriteString("exec")
+	for _, w := range argv {
+		b.WriteString(" '")
+		b.WriteString(strings.ReplaceAll(w, "'", `'\''`))
+		b.WriteByte('\'')
+	}
+	return b.String()
+}
+
+// dispatchPipes handles the frames of Pipes commands. It never blocks.
+func (a *agent) dispatchPipes(f proto.Frame) error {
+	c := a.cmd(f.Stream)
+	switch f.Type {
+	case proto.StderrCredit:
+		n, err := proto.ParseCredit(f.Payload)
+		if err != nil {
+			return err
+		}
+		if c != nil && c.errs != nil {
+			c.errs.addCredit(n)
+		}
+	case proto.InputEnd:
+		if len(f.Payload) != 0 {
+			return fmt.Errorf("%w: input end of %d bytes", proto.ErrProtocol, len(f.Payload))
+		}
+		if c != nil && c.stdin != nil {
+			c.input.Close()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,22 @@
+package sandbox_test
+
+import (
+	"testing"
+
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/sandboxtest"
+)
+
+// The conformance suite against the Docker backend, under runc and, where it
+// is registered, gVisor.
+func TestConformance(t *testing.T) {
+	for _, runtime := range []string{"", "runsc"} {
+		name := runtime
+		if name == "" {
+			name = "default"
+		}
+		t.Run(name, func(t *testing.T) {
+			sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox { return sandbox.NewConformanceSandbox(t, runtime) })
+		})
+	}
+}
