@@ -152,8 +152,9 @@ func (p *Proxy) newForwarder() http.Handler {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.Host = "" // the Host header is the URL's host
 		},
-		Transport: tr,
-		ErrorLog:  nil,
+		Transport:  tr,
+		BufferPool: bodyBuffers{},
+		ErrorLog:   nil,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			t, _ := r.Context().Value(forwardKey{}).(*forwardTarget)
 			reason := dialFailure(err)
@@ -166,6 +167,22 @@ func (p *Proxy) newForwarder() http.Handler {
 			}
 			refuse(w, http.StatusBadGateway, fmt.Sprintf("cannot reach %s (%s)", r.URL.Host, reason))
 		},
+	}
+}
+
+// bodyBuffers lends the forwarder buffers of 256 KiB: a large body then
+// costs an eighth of the system calls it would with the default 32 KiB.
+type bodyBuffers struct{}
+
+const bodyBufSize = 256 << 10
+
+var bodyPool = sync.Pool{New: func() any { return new([bodyBufSize]byte) }}
+
+func (bodyBuffers) Get() []byte { return bodyPool.Get().(*[bodyBufSize]byte)[:] }
+
+func (bodyBuffers) Put(b []byte) {
+	if cap(b) >= bodyBufSize {
+		bodyPool.Put((*[bodyBufSize]byte)(b[:bodyBufSize]))
 	}
 }
 

@@ -29,7 +29,9 @@ func (p *Proxy) tunnel(client net.Conn, up net.Conn, host string, rec *entry) {
 	// servers say nothing before the ClientHello.
 	go func() {
 		defer wg.Done()
-		n, _ := io.Copy(client, up)
+		// Written to the socket itself, not through its wrappers, so that
+		// the kernel can splice one socket into the other.
+		n, _ := io.Copy(bare(client), up)
 		rec.in.Add(n)
 		closeWrite(client)
 	}()
@@ -152,6 +154,20 @@ type bufferedConn struct {
 func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
 func (c *bufferedConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+// bare returns the connection under the proxy's wrappers, for writing.
+func bare(c net.Conn) net.Conn {
+	for {
+		switch w := c.(type) {
+		case *bufferedConn:
+			c = w.Conn
+		case *closeNotifyConn:
+			c = w.Conn
+		default:
+			return c
+		}
+	}
+}
 
 // closeWrite half-closes a connection where it can, else leaves it.
 func closeWrite(c net.Conn) error {
