@@ -41,7 +41,13 @@ type Config struct {
 	// Egress, when set, is the sandbox's only way out: the network stays
 	// none, and connections to the loopback listeners EgressHTTPAddr and
 	// EgressSOCKSAddr inside are relayed to it; commands get EgressEnv.
+	// Under runc (and gVisor registered with --host-uds=open) the agent
+	// takes them to a Unix socket of the host's, mounted where only it can
+	// reach it; elsewhere over its stream.
 	Egress Egress
+	// EgressStream relays egress over the agent's stream even where the
+	// socket could be mounted: slower, for tests of that path.
+	EgressStream bool
 	// PidsLimit caps the number of processes (DefaultPidsLimit when zero).
 	PidsLimit int64
 	// Memory caps memory in bytes, swap disabled (DefaultMemory when zero).

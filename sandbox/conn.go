@@ -62,6 +62,9 @@ type ClientConfig struct {
 	// agent's loopback listeners (EgressHTTPAddr, EgressSOCKSAddr), which
 	// Dial asks the agent to open; without it the agent opens none.
 	Egress Egress
+	// egressSide is the Docker backend's socket for egress, offered to the
+	// agent with the listeners; nil relays egress over conn.
+	egressSide *egressSide
 	// Stderr, when not nil, is where the backend writes what the agent
 	// prints on its stderr; its last lines go into the errors of a failed
 	// handshake.
@@ -176,7 +179,7 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, cfg ClientConfig) (_ *Cl
 		return nil, err
 	}
 	if c.egress != nil {
-		if err := c.listen(ctx); err != nil {
+		if err := c.openEgress(ctx, cfg.egressSide); err != nil {
 			return nil, err
 		}
 	}

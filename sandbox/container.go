@@ -409,7 +409,16 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 		// now; the new container sees the shadow as it is.
 		g.syncOut()
 	}
-	cc, hc := c.spec(info, g)
+	side, err := c.egressSide(info)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && side != nil {
+			side.close()
+		}
+	}()
+	cc, hc := c.spec(info, g, side)
 
 	c.mu.Lock()
 	c.generation++
@@ -458,15 +467,16 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 		hello.AmbientCaps = []uintptr{capDACOverride}
 	}
 	conn, err := Dial(ctx, newAttachConn(hj.Conn, hj.Reader, stderr), ClientConfig{
-		Name:      id,
-		Hello:     hello,
-		Dir:       dir,
-		InputWait: c.cfg.InputWait,
-		Egress:    c.cfg.Egress,
-		Stderr:    stderr,
-		Logger:    c.log,
-		Died:      func(cause error) *DiedError { return c.died(api, id, cause, stderr) },
-		Broken:    func() { c.removeLater(id) },
+		Name:       id,
+		Hello:      hello,
+		Dir:        dir,
+		InputWait:  c.cfg.InputWait,
+		Egress:     c.cfg.Egress,
+		Stderr:     stderr,
+		egressSide: side,
+		Logger:     c.log,
+		Died:       func(cause error) *DiedError { return c.died(api, id, cause, stderr) },
+		Broken:     func() { c.removeLater(id) },
 	})
 	if err != nil {
 		return nil, err
@@ -528,7 +538,7 @@ func (c *Container) agentCaps() []string {
 }
 
 // spec is the container's configuration: hardened by default.
-func (c *Container) spec(info *system.Info, g *gitShadow) (*container.Config, *container.HostConfig) {
+func (c *Container) spec(info *system.Info, g *gitShadow, side *egressSide) (*container.Config, *container.HostConfig) {
 	cfg := c.cfg
 	cc := &container.Config{
 		Image: cfg.Image,
@@ -570,20 +580,23 @@ func (c *Container) spec(info *system.Info, g *gitShadow) (*container.Config, *c
 			NanoCPUs:   nano,
 			PidsLimit:  &pids,
 		},
-		Mounts: c.mounts(g),
+		Mounts: c.mounts(g, side),
 	}
 	return cc, hc
 }
 
 // mounts lists the bind mounts: the workspace read-write, the agent, the
-// repository's shadow and the extra directories read-only.
-func (c *Container) mounts(g *gitShadow) []mount.Mount {
+// egress socket, the repository's shadow and the extra directories read-only.
+func (c *Container) mounts(g *gitShadow, side *egressSide) []mount.Mount {
 	ws := c.cfg.Workspace
 	ms := []mount.Mount{
 		{Type: mount.TypeBind, Source: ws, Target: ws},
 		{Type: mount.TypeBind, Source: c.cfg.Agent, Target: agentPath, ReadOnly: true},
 	}
 	ms = append(ms, c.agentRT.mounts()...)
+	if side != nil {
+		ms = append(ms, side.mounts()...)
+	}
 	if g != nil {
 		ms = append(ms, g.mounts...)
 	}

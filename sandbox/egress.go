@@ -3,10 +3,14 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"time"
 
+	"github.com/docker/docker/api/types/system"
+
+	"github.com/corralhq/corral/internal/sanitize"
 	"github.com/corralhq/corral/sandbox/internal/netrelay"
 	"github.com/corralhq/corral/sandbox/proto"
 )
@@ -52,25 +56,66 @@ func EgressEnv() []string {
 	}
 }
 
+// egressSide opens the socket of a new container's egress where the runtime
+// can mount it (see socketEgress); nil for the stream relay.
+func (c *Container) egressSide(info *system.Info) (*egressSide, error) {
+	if c.cfg.Egress == nil || c.cfg.EgressStream {
+		return nil, nil
+	}
+	ok, passFD := socketEgress(info, c.cfg.Runtime)
+	if !ok {
+		return nil, nil
+	}
+	return listenEgressSide(c.cfg.Egress, passFD, c.log)
+}
+
+// openEgress has the agent open the egress listeners, offering it side's
+// socket when there is one; the socket's connection ends with the client's.
+func (c *Client) openEgress(ctx context.Context, side *egressSide) error {
+	m := proto.NetListenMsg{HTTP: EgressHTTPAddr, SOCKS: EgressSOCKSAddr}
+	if side != nil {
+		m.Socket, m.PassFD = egressSocketPath, side.passFD
+	}
+	reply, err := c.listen(ctx, m)
+	if err != nil || side == nil {
+		return err
+	}
+	if reply.SocketError == "" {
+		err = side.serve()
+	} else {
+		err = errors.New(sanitize.Text(reply.SocketError))
+	}
+	if err != nil {
+		c.log.Warn("no egress socket: relaying egress over the agent's stream", "sandbox", c.name, "err", err)
+		side.close()
+		return nil
+	}
+	go func() {
+		<-c.done
+		side.close()
+	}()
+	return nil
+}
+
 // listen asks the agent to open the egress listeners and waits for its answer.
-func (c *Client) listen(ctx context.Context) error {
-	if err := c.send(proto.JSONFrame(proto.NetListen, 0, proto.NetListenMsg{HTTP: EgressHTTPAddr, SOCKS: EgressSOCKSAddr})); err != nil {
-		return fmt.Errorf("sandbox agent: %w", err)
+func (c *Client) listen(ctx context.Context, m proto.NetListenMsg) (proto.NetListenMsg, error) {
+	if err := c.send(proto.JSONFrame(proto.NetListen, 0, m)); err != nil {
+		return m, fmt.Errorf("sandbox agent: %w", err)
 	}
 	t := time.NewTimer(netListenTimeout)
 	defer t.Stop()
 	select {
-	case m := <-c.netCh:
-		if m.Error != "" {
-			return fmt.Errorf("sandbox agent: egress listeners: %s", m.Error)
+	case r := <-c.netCh:
+		if r.Error != "" {
+			return r, fmt.Errorf("sandbox agent: egress listeners: %s", sanitize.Text(r.Error))
 		}
-		return nil
+		return r, nil
 	case <-c.done:
-		return fmt.Errorf("the sandbox agent ended before it opened the egress listeners")
+		return m, fmt.Errorf("the sandbox agent ended before it opened the egress listeners")
 	case <-ctx.Done():
-		return ctx.Err()
+		return m, ctx.Err()
 	case <-t.C:
-		return fmt.Errorf("the sandbox agent did not open the egress listeners within %v", netListenTimeout)
+		return m, fmt.Errorf("the sandbox agent did not open the egress listeners within %v", netListenTimeout)
 	}
 }
 

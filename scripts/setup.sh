@@ -205,7 +205,9 @@ install_staticcheck() {
 
 # --- gVisor (optional) -------------------------------------------------------------
 
-readonly RUNSC_ARGS='["--network=none","--platform=ptrace"]'
+# --host-uds=open lets the egress socket corral mounts be connected to (see the
+# README's Network section).
+readonly RUNSC_ARGS='["--network=none","--platform=ptrace","--host-uds=open"]'
 
 runsc_registered() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
 

@@ -96,7 +96,7 @@ func (allowAll) Classify(command string) policy.Verdict {
 	return policy.Verdict{Decision: policy.Allow, Reason: "test"}
 }
 
-func newEgressFixture(t *testing.T, runtime string) *egressFixture {
+func newEgressFixture(t *testing.T, runtime string, stream bool) *egressFixture {
 	t.Helper()
 	testenv.NeedsDocker(t)
 	f := &egressFixture{looked: &lookups{}, records: &recordLog{}}
@@ -138,7 +138,7 @@ func newEgressFixture(t *testing.T, runtime string) *egressFixture {
 		o.Network = calls
 		box, err = sandbox.New(sandbox.Config{
 			Workspace: o.Workspace, Image: testenv.Image, Agent: testenv.Agent(t),
-			Memory: 512 << 20, Runtime: runtime, Egress: proxy,
+			Memory: 512 << 20, Runtime: runtime, Egress: proxy, EgressStream: stream,
 			Env: []string{"CURL_CA_BUNDLE=" + filepath.Join(o.Workspace, "ca.pem")},
 		})
 		if err != nil {
@@ -194,8 +194,8 @@ except (OSError, ssl.SSLError) as e:
 `
 )
 
-func testEgress(t *testing.T, runtime string) {
-	f := newEgressFixture(t, runtime)
+func testEgress(t *testing.T, runtime string, stream bool) {
+	f := newEgressFixture(t, runtime, stream)
 	for name, content := range map[string]string{"raw.py": rawTCP, "udp.py": udpDNS, "front.py": sniFront} {
 		mustOK(t, f.s, "write", m{"path": name, "content": content})
 	}
@@ -245,7 +245,11 @@ func testEgress(t *testing.T, runtime string) {
 	}
 }
 
-func TestEgress(t *testing.T) { testEgress(t, "") }
+func TestEgress(t *testing.T) { testEgress(t, "", false) }
+
+// The relay over the agent's stream, which the Kubernetes backend and gVisor
+// without --host-uds use, keeps every promise too.
+func TestEgressStream(t *testing.T) { testEgress(t, "", true) }
 
 func TestEgressGVisor(t *testing.T) {
 	testenv.NeedsDocker(t)
@@ -253,5 +257,5 @@ func TestEgressGVisor(t *testing.T) {
 	if !strings.Contains(string(out), `"runsc"`) {
 		t.Skip("runsc is not registered with the Docker engine")
 	}
-	testEgress(t, "runsc")
+	testEgress(t, "runsc", false)
 }

@@ -142,6 +142,12 @@ func report(w io.Writer, res map[string]result) {
 	if r, ok := res["BenchmarkCheckpoint200Calls"]; ok {
 		line("200 checkpoints, 100k files", fmt.Sprintf("repository +%.0f KiB, state directory +%.0f KiB, corral log reports %.0f KiB", r["repo-growth-KiB"], r["state-growth-KiB"], r["disk-usage-KiB"]))
 	}
+	if r, ok := res["BenchmarkEgress"]; ok {
+		line("--network allow, download", fmt.Sprintf("tunnel %.0f MB/s vs bridge %.0f MB/s (%.2fx; goal ≥ 0.8x), %.2fx a bare host relay | plain HTTP %.0f vs %.0f MB/s (%.2fx) | stream relay %.0f MB/s (%.2fx)",
+			r["tunnel-MB/s"], r["bridge-stream-MB/s"], r["tunnel/bridge"], r["tunnel/host-relay"], r["proxy-MB/s"], r["bridge-MB/s"], r["proxy/bridge"], r["stream-relay-MB/s"], r["stream-relay/bridge"]))
+		line("--network allow, per request", fmt.Sprintf("+%.1f ms p50 (stream relay +%.1f ms); 100 tunnels %.1f MiB (stream relay %.1f MiB)",
+			r["added-p50-ms"], r["stream-relay-added-p50-ms"], r["100-tunnels-MiB"], r["stream-relay-100-tunnels-MiB"]))
+	}
 	var typical []string
 	for name := range res {
 		if strings.HasPrefix(name, "BenchmarkTypical/") {

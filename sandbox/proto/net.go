@@ -13,9 +13,19 @@ import (
 // command makes to one of them is a stream the agent opens with NetOpen, under
 // an id with NetStreamBit set (the host's ids never have it, so the two never
 // meet). Its bytes go both ways in NetData frames, each way with at most
-// NetWindow bytes in flight: the receiver sends NetCredit as its reader
+// a window of bytes in flight: the receiver sends NetCredit as its reader
 // consumes them. NetEnd says its sender sends no more data (NetEOF, a
 // half-close) or is gone altogether (NetClose).
+//
+// Where the host offers a Unix socket of its proxy (NetListenMsg.Socket), the
+// agent connects to it once, before it answers NetListen, and the host takes
+// no other connection there. Under PassFD the agent sends on that connection,
+// for each connection a command makes, one byte naming the listener
+// (NetSocketHTTP, NetSocketSOCKS) with the connection's descriptor
+// (SCM_RIGHTS); else that connection carries the frames above (NetOpen,
+// NetData, NetCredit, NetEnd) in place of the stream. Either way the stream
+// carries none of their bytes; when the socket connection fails, the agent
+// relays later connections over the stream.
 const (
 	NetListen Type = 16 // host→agent, stream 0: NetListenMsg; answered with the same type
 	NetOpen   Type = 17 // agent→host: NetOpenMsg, opens a stream
@@ -40,8 +50,25 @@ type NetListenMsg struct {
 	HTTP string `json:"http,omitempty"`
 	// SOCKS is the address of the SOCKS5 proxy's listener.
 	SOCKS string `json:"socks,omitempty"`
-	Error string `json:"error,omitempty"`
+	// Socket, when set, is the path inside the sandbox of a Unix socket of
+	// the host's, a second data path beside this stream (see above). The
+	// agent answers with SocketError set when it cannot connect to it, and
+	// then relays every connection over this stream.
+	Socket string `json:"socket,omitempty"`
+	// PassFD asks the agent to hand each connection's descriptor over the
+	// socket rather than relay its bytes (where the sandbox's sockets are
+	// the host kernel's: runc, not gVisor).
+	PassFD      bool   `json:"pass_fd,omitempty"`
+	SocketError string `json:"socket_error,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
+
+// The byte that comes with a descriptor under PassFD: which listener accepted
+// the connection.
+const (
+	NetSocketHTTP  byte = 'h'
+	NetSocketSOCKS byte = 's'
+)
 
 // NetOpenMsg opens a relayed connection.
 type NetOpenMsg struct {

@@ -272,29 +272,32 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
-// Pump copies between a real connection (the agent's socket) and its relayed
-// end until both directions end, then closes both.
-func Pump(sock net.Conn, c *Conn) {
+// Pump copies between two connections until both directions end, passing
+// on each half-close, then closes both: the agent's socket and its relayed
+// end, or two sockets (the kernel splices what it can).
+func Pump(a, b net.Conn) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, err := io.Copy(sock, c)
-		if err == nil {
-			if cw, ok := sock.(interface{ CloseWrite() error }); ok {
-				_ = cw.CloseWrite()
-			}
+		copyHalf(a, b)
+	}()
+	copyHalf(b, a)
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+// copyHalf copies src to dst; at src's end it half-closes dst, and after a
+// failure it closes both, which ends the other direction too.
+func copyHalf(dst, src net.Conn) {
+	_, err := io.Copy(dst, src)
+	if err == nil {
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
 			return
 		}
-		sock.Close()
-	}()
-	_, err := io.Copy(c, sock)
-	if err == nil {
-		_ = c.CloseWrite()
-	} else {
-		c.Close()
 	}
-	wg.Wait()
-	sock.Close()
-	c.Close()
+	dst.Close()
+	src.Close()
 }
