@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -131,7 +132,7 @@ func (s *egressSide) serve() error {
 	}
 	s.u = u
 	if !s.passFD {
-		s.nets = netrelay.NewTable(s.send, maxRelayed)
+		s.nets = netrelay.NewSizedTable(s.send, maxRelayed, netrelay.WideSizes)
 	}
 	s.mu.Unlock()
 	if s.passFD {
@@ -183,7 +184,7 @@ func (s *egressSide) readFDs(u *net.UnixConn) {
 // side connection ends; a frame of another kind ends it.
 func (s *egressSide) readFrames(u *net.UnixConn) {
 	defer s.close()
-	fr := proto.NewReader(u)
+	fr := proto.NewReader(bufio.NewReaderSize(u, 64<<10))
 	for {
 		f, err := fr.Next()
 		if err != nil {

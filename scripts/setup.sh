@@ -270,6 +270,9 @@ set_runtime() {
 gvisor() {
 	if runsc_registered; then
 		info "runsc is registered with the engine"
+		if ! docker info --format '{{json .Runtimes.runsc}}' 2>/dev/null | grep -q -e '--host-uds=open' -e '--host-uds=all'; then
+			info "  without --host-uds=open: under gVisor, --network allow relays over the agent's stream (slower; see the README's Images section)"
+		fi
 		return 0
 	fi
 	if ! (apt_install runsc); then

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,7 +62,7 @@ func (s *sideConn) fail() {
 // connection ends; anything else ends it.
 func (s *sideConn) read() {
 	defer s.fail()
-	fr := proto.NewReader(s.u)
+	fr := proto.NewReader(bufio.NewReaderSize(s.u, 64<<10))
 	for {
 		f, err := fr.Next()
 		if err != nil {
@@ -112,7 +113,7 @@ func (a *agent) netListen(p []byte) error {
 		} else {
 			side = &sideConn{u: u.(*net.UnixConn), passFD: m.PassFD}
 			if !m.PassFD {
-				side.nets = netrelay.NewTable(side.send, maxRelayed)
+				side.nets = netrelay.NewSizedTable(side.send, maxRelayed, netrelay.WideSizes)
 				go side.read()
 			}
 			go func() {

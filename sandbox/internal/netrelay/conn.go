@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// Window is how many bytes of one direction may be in flight.
+// Window is how many bytes of one direction may be in flight, by default.
 const Window = 512 << 10
 
 // Sender sends a relayed connection's frames to the other end. Its methods
@@ -32,17 +32,30 @@ type Sender interface {
 // ErrOverflow is returned by Deliver when the other end sent past its window.
 var ErrOverflow = errors.New("relayed connection: flow-control window exceeded")
 
-// maxChunk bounds the data of one frame.
-const maxChunk = 32 << 10
+// Chunk bounds the data of one frame, by default.
+const Chunk = 32 << 10
+
+// Sizes are a connection's flow-control window and largest frame; both ends
+// must use the same.
+type Sizes struct {
+	Window, Chunk int
+}
+
+// DefaultSizes suit a channel that also carries other traffic.
+var DefaultSizes = Sizes{Window: Window, Chunk: Chunk}
+
+// WideSizes suit a channel of the relayed connections' own.
+var WideSizes = Sizes{Window: 4 << 20, Chunk: 256 << 10}
 
 // Conn is one end of a relayed connection: a net.Conn with CloseWrite and
 // deadlines.
 type Conn struct {
-	id   uint32
-	send Sender
+	id    uint32
+	send  Sender
+	sizes Sizes
 
 	mu       sync.Mutex // guards everything below
-	buf      []byte     // received, not yet read (at most Window)
+	buf      []byte     // received, not yet read (at most sizes.Window)
 	consumed int        // read since the last credit sent
 	eof      bool       // the other end ended its data
 	gone     bool       // the other end closed: writes fail
@@ -55,10 +68,15 @@ type Conn struct {
 	remote   net.Addr
 }
 
-// New returns one end of connection id. local and remote are what its
-// LocalAddr and RemoteAddr report.
+// New returns one end of connection id with DefaultSizes. local and remote
+// are what its LocalAddr and RemoteAddr report.
 func New(id uint32, send Sender, local, remote net.Addr) *Conn {
-	return &Conn{id: id, send: send, credit: Window, wake: make(chan struct{}), local: local, remote: remote}
+	return NewSized(id, send, DefaultSizes, local, remote)
+}
+
+// NewSized is New with other sizes.
+func NewSized(id uint32, send Sender, sizes Sizes, local, remote net.Addr) *Conn {
+	return &Conn{id: id, send: send, sizes: sizes, credit: sizes.Window, wake: make(chan struct{}), local: local, remote: remote}
 }
 
 // ID is the connection's stream id.
@@ -77,7 +95,7 @@ func (c *Conn) Deliver(p []byte) error {
 	if c.closed || c.eof {
 		return nil // dropped: the reader is gone, or the peer broke its word
 	}
-	if len(c.buf)+len(p) > Window {
+	if len(c.buf)+len(p) > c.sizes.Window {
 		return ErrOverflow
 	}
 	c.buf = append(c.buf, p...)
@@ -160,18 +178,57 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(c.buf) == 0 {
 		c.buf = nil // let a drained buffer go
 	}
+	return n, c.consume(n)
+}
+
+// consume grants the other end credit for n bytes read, in batches; c.mu is
+// held, and released while the credit is sent.
+func (c *Conn) consume(n int) error {
 	c.consumed += n
-	if c.consumed >= Window/4 || len(c.buf) == 0 {
-		k := c.consumed
-		c.consumed = 0
+	if c.consumed < c.sizes.Window/4 && len(c.buf) > 0 {
+		return nil
+	}
+	k := c.consumed
+	c.consumed = 0
+	c.mu.Unlock()
+	err := c.send.Credit(c.id, k)
+	c.mu.Lock()
+	return err
+}
+
+// WriteTo writes what arrives to w until the other end ends its data, each
+// time all that has arrived in one write: fewer, larger writes than io.Copy's
+// 32 KiB, which counts where every system call is dear (gVisor).
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		for len(c.buf) == 0 {
+			switch {
+			case c.closed:
+				return total, net.ErrClosed
+			case c.eof:
+				return total, nil
+			}
+			if !c.rdl.IsZero() && !time.Now().Before(c.rdl) {
+				return total, os.ErrDeadlineExceeded
+			}
+			c.wait(c.rdl)
+		}
+		b := c.buf
+		c.buf = nil
 		c.mu.Unlock()
-		err := c.send.Credit(c.id, k)
+		n, err := w.Write(b)
 		c.mu.Lock()
+		total += int64(n)
+		if cerr := c.consume(n); err == nil {
+			err = cerr
+		}
 		if err != nil {
-			return n, err
+			return total, err
 		}
 	}
-	return n, nil
 }
 
 func (c *Conn) Write(p []byte) (int, error) {
@@ -194,7 +251,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 			c.wait(c.wdl)
 			continue
 		}
-		k := min(len(p)-done, c.credit, maxChunk)
+		k := min(len(p)-done, c.credit, c.sizes.Chunk)
 		c.credit -= k
 		c.mu.Unlock()
 		err := c.send.Data(c.id, p[done:done+k])

@@ -39,11 +39,13 @@ type addr string
 func (a addr) Network() string { return "relay" }
 func (a addr) String() string  { return string(a) }
 
-func pair(t *testing.T) (*Conn, *Conn) {
+func pair(t *testing.T) (*Conn, *Conn) { return sizedPair(t, DefaultSizes) }
+
+func sizedPair(t *testing.T, sizes Sizes) (*Conn, *Conn) {
 	wa := &wire{ch: make(chan func(), 1024)}
 	wb := &wire{ch: make(chan func(), 1024)}
-	a := New(1, wa, addr("a"), addr("b"))
-	b := New(1, wb, addr("b"), addr("a"))
+	a := NewSized(1, wa, sizes, addr("a"), addr("b"))
+	b := NewSized(1, wb, sizes, addr("b"), addr("a"))
 	wa.peer, wb.peer = b, a
 	stop := make(chan struct{})
 	for _, w := range []*wire{wa, wb} {
@@ -85,6 +87,39 @@ func TestTransferBothWaysWithHalfClose(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// countingWriter counts its writes.
+type countingWriter struct {
+	buf    bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.buf.Write(p)
+}
+
+// io.Copy from a Conn writes what arrived in writes as large as the window
+// allows, and everything arrives, in both sizes.
+func TestWriteTo(t *testing.T) {
+	for _, sizes := range []Sizes{DefaultSizes, WideSizes} {
+		a, b := sizedPair(t, sizes)
+		data := make([]byte, 16<<20+5)
+		rand.Read(data)
+		go func() {
+			a.Write(data)
+			a.CloseWrite()
+		}()
+		var w countingWriter
+		n, err := io.Copy(&w, b)
+		if err != nil || n != int64(len(data)) || !bytes.Equal(w.buf.Bytes(), data) {
+			t.Fatalf("%+v: copied %d bytes, %v", sizes, n, err)
+		}
+		if w.writes > len(data)/(64<<10) {
+			t.Errorf("%+v: %d writes for %d bytes: as many as io.Copy's own 32 KiB buffer would make", sizes, w.writes, len(data))
+		}
+	}
 }
 
 func TestDeadlineAndClose(t *testing.T) {

@@ -11,8 +11,9 @@ import (
 // Table holds the relayed connections of one protocol connection, on either
 // side, and speaks their frames. Its methods are safe for concurrent use.
 type Table struct {
-	send func([]byte) error
-	max  int
+	send  func([]byte) error
+	max   int
+	sizes Sizes
 
 	mu     sync.Mutex // guards conns and failed
 	conns  map[uint32]*Conn
@@ -22,7 +23,12 @@ type Table struct {
 // NewTable returns an empty table whose frames go out through send (which
 // must be safe for concurrent use), holding at most max connections.
 func NewTable(send func([]byte) error, max int) *Table {
-	return &Table{send: send, max: max, conns: map[uint32]*Conn{}}
+	return NewSizedTable(send, max, DefaultSizes)
+}
+
+// NewSizedTable is NewTable whose connections have other sizes.
+func NewSizedTable(send func([]byte) error, max int, sizes Sizes) *Table {
+	return &Table{send: send, max: max, sizes: sizes, conns: map[uint32]*Conn{}}
 }
 
 // Open registers connection id; ok is false when the id is taken, the table
@@ -33,7 +39,7 @@ func (t *Table) Open(id uint32, local, remote net.Addr) (c *Conn, ok bool) {
 	if _, dup := t.conns[id]; dup || t.failed || len(t.conns) >= t.max {
 		return nil, false
 	}
-	c = New(id, t, local, remote)
+	c = NewSized(id, t, t.sizes, local, remote)
 	t.conns[id] = c
 	return c, true
 }
