@@ -85,8 +85,10 @@ type Config struct {
 	// through an egress proxy of its own on the host (Sandbox.Network must be
 	// "none" or empty). The [network] table of PolicyFile adds its allow,
 	// deny and presets. Open sets CallID and Record (each decision is a
-	// network event and is named in its bash result) and Logger when nil; an
-	// Approver left nil refuses hosts no list names.
+	// network event and is named in its bash result) and Logger when nil. An
+	// Approver left nil makes a host no list names an approval of the
+	// session, put to its Confirmer (tools.Session.ApproveHost): refused
+	// without one, or with a tools.Auto one.
 	Egress *egress.Config
 	// Checkpoints, when not nil, records the workspace before each call of a
 	// session that may change it (package checkpoint; its Workspace is set to
@@ -319,9 +321,20 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 	}
 	scfg := h.sandboxConfig()
 	scfg.ReadOnlyMounts = append(scfg.ReadOnlyMounts, opts.LogDir)
-	var session atomic.Pointer[tools.Session] // set once open, for network events
+	var session atomic.Pointer[tools.Session] // set once open, for network events and approvals
 	if h.cfg.Egress != nil {
 		e := *h.cfg.Egress
+		if e.Approver == nil {
+			// A host no list names is an approval of the session, put to
+			// its Confirmer.
+			e.Approver = egress.ApproverFunc(func(ctx context.Context, req egress.Request) (egress.Decision, error) {
+				ts := session.Load()
+				if ts == nil {
+					return egress.Decision{}, tools.ErrNoApprover
+				}
+				return ts.ApproveHost(ctx, req)
+			})
+		}
 		calls := &egress.Calls{}
 		record := e.Record
 		e.CallID = calls.Current

@@ -31,6 +31,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
+
+	"github.com/corralhq/corral/internal/sanitize"
 )
 
 // Config configures a Proxy. The zero value allows nothing.
@@ -65,16 +68,27 @@ type Resolver interface {
 }
 
 // Approver decides about a host that no list names, asked at most once per
-// host and port for a session unless it answers AllowOnce.
+// host and port for a session unless it answers AllowOnce. An error refuses
+// the connection as not allowed and is not remembered: the next connection
+// asks again.
 type Approver interface {
-	Approve(ctx context.Context, req Request) (Answer, error)
+	Approve(ctx context.Context, req Request) (Decision, error)
 }
 
 // ApproverFunc adapts a function to Approver.
-type ApproverFunc func(ctx context.Context, req Request) (Answer, error)
+type ApproverFunc func(ctx context.Context, req Request) (Decision, error)
 
 // Approve calls f.
-func (f ApproverFunc) Approve(ctx context.Context, req Request) (Answer, error) { return f(ctx, req) }
+func (f ApproverFunc) Approve(ctx context.Context, req Request) (Decision, error) { return f(ctx, req) }
+
+// Decision is an Approver's answer.
+type Decision struct {
+	Answer Answer
+	// Reason, with Deny, is why, for the command: the refusal (the 403 body,
+	// the record's reason) says it on one line. "denied by the user" when
+	// empty.
+	Reason string
+}
 
 // Request is what an Approver is asked about.
 type Request struct {
@@ -140,7 +154,7 @@ type Proxy struct {
 	forward http.Handler
 
 	mu      sync.Mutex // guards answers, pending, conns and closed
-	answers map[string]Answer
+	answers map[string]Decision
 	pending map[string]chan struct{}
 	conns   map[net.Conn]struct{}
 	closed  bool
@@ -155,7 +169,7 @@ func New(cfg Config) (*Proxy, error) {
 		cfg:     cfg,
 		hosts:   map[string]netip.Addr{},
 		log:     cfg.Logger,
-		answers: map[string]Answer{},
+		answers: map[string]Decision{},
 		pending: map[string]chan struct{}{},
 		conns:   map[net.Conn]struct{}{},
 	}
@@ -360,12 +374,30 @@ func (p *Proxy) judge(ctx context.Context, callID, host string, port int) decisi
 	return d
 }
 
-// ruleOf is the rule a refusal by the approver names.
+// ruleOf is the rule a refusal of ask names: the user's, unless no one was
+// asked.
 func ruleOf(reason string) string {
-	if reason == reasonUser {
-		return "user"
+	if reason == reasonUnlisted {
+		return ""
 	}
-	return ""
+	return "user"
+}
+
+// refusal is the reason of an approver's Deny, on one line.
+func refusal(d Decision) string {
+	why := sanitize.Text(strings.Join(strings.Fields(d.Reason), " "))
+	if why == "" {
+		return reasonUser
+	}
+	const max = 300
+	if len(why) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(why[cut]) {
+			cut--
+		}
+		why = why[:cut] + "…"
+	}
+	return why
 }
 
 // judgeAddr decides about a raw address: only a range admits it.
@@ -386,7 +418,7 @@ func (p *Proxy) judgeAddr(ctx context.Context, callID string, a netip.Addr, port
 		rule, ok := p.ask(ctx, callID, a.String(), port)
 		if !ok {
 			if rule == reasonUnlisted {
-				rule = "a raw address not in an allowed range"
+				return decision{reason: "a raw address not in an allowed range"}
 			}
 			return decision{reason: rule, rule: ruleOf(rule)}
 		}
@@ -436,10 +468,10 @@ func (p *Proxy) ask(ctx context.Context, callID, host string, port int) (string,
 		p.mu.Lock()
 		if a, ok := p.answers[key]; ok {
 			p.mu.Unlock()
-			if a == AllowSession {
+			if a.Answer == AllowSession {
 				return "user (for the session)", true
 			}
-			return reasonUser, false
+			return refusal(a), false
 		}
 		wait, busy := p.pending[key]
 		if !busy {
@@ -458,7 +490,7 @@ func (p *Proxy) ask(ctx context.Context, callID, host string, port int) (string,
 		a, err := p.cfg.Approver.Approve(ctx, Request{CallID: callID, Host: host, Port: port})
 		p.mu.Lock()
 		delete(p.pending, key)
-		if err == nil && a != AllowOnce {
+		if err == nil && a.Answer != AllowOnce {
 			p.answers[key] = a
 		}
 		p.mu.Unlock()
@@ -467,12 +499,12 @@ func (p *Proxy) ask(ctx context.Context, callID, host string, port int) (string,
 		case err != nil:
 			p.log.Debug("egress approver failed", "host", key, "err", err)
 			return reasonUnlisted, false
-		case a == AllowOnce:
+		case a.Answer == AllowOnce:
 			return "user (once)", true
-		case a == AllowSession:
+		case a.Answer == AllowSession:
 			return "user (for the session)", true
 		}
-		return reasonUser, false
+		return refusal(a), false
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -493,11 +494,15 @@ func TestSOCKS(t *testing.T) {
 
 func TestApprover(t *testing.T) {
 	var asked atomic.Int32
-	answers := map[string]Answer{"once.test": AllowOnce, "session.test": AllowSession, "no.test": Deny}
+	answers := map[string]Decision{"once.test": {Answer: AllowOnce}, "session.test": {Answer: AllowSession}, "no.test": {Answer: Deny},
+		"why.test": {Answer: Deny, Reason: "denied by the user: use the\r\nmirror"}}
 	f := newFixture(t, Config{
-		Hosts: []string{"once.test:127.0.0.1", "session.test:127.0.0.1", "no.test:127.0.0.1"},
-		Approver: ApproverFunc(func(ctx context.Context, req Request) (Answer, error) {
+		Hosts: []string{"once.test:127.0.0.1", "session.test:127.0.0.1", "no.test:127.0.0.1", "why.test:127.0.0.1", "err.test:127.0.0.1"},
+		Approver: ApproverFunc(func(ctx context.Context, req Request) (Decision, error) {
 			asked.Add(1)
+			if req.Host == "err.test" {
+				return Decision{}, errors.New("no one to ask")
+			}
 			return answers[req.Host], nil
 		}),
 	})
@@ -510,14 +515,18 @@ func TestApprover(t *testing.T) {
 		{"session.test", 200, 1}, {"session.test", 200, 0},
 		{"no.test", 403, 1}, {"no.test", 403, 0},
 		{"once.test", 200, 1}, {"once.test", 200, 1},
+		{"why.test", 403, 1}, {"why.test", 403, 0},
+		// A failed approver refuses, and is asked again next time.
+		{"err.test", 403, 1}, {"err.test", 403, 1},
 	} {
 		before := asked.Load()
 		code, body, _, _ := rawConnect(t, f.httpProxy, fmt.Sprintf("%s:%d", c.host, port))
 		if code != c.code || asked.Load()-before != c.askedMore {
 			t.Errorf("%s: %d %q, asked %d more", c.host, code, body, asked.Load()-before)
 		}
-		if c.code == 403 && !strings.Contains(body, "(denied by the user)") {
-			t.Errorf("%s: %q", c.host, body)
+		want := map[string]string{"no.test": "(denied by the user)", "why.test": "(denied by the user: use the mirror)", "err.test": "(not in the allowlist)"}[c.host]
+		if c.code == 403 && !strings.Contains(body, want) {
+			t.Errorf("%s: %q, want %q", c.host, body, want)
 		}
 	}
 	// Unattended: no approver, no connection.

@@ -84,8 +84,11 @@ type Approval struct {
 	Choices []Choice `json:"choices"`
 	// NoRule says why rule is not offered.
 	NoRule string `json:"no_rule,omitempty"`
-	// Host is set when the approval is about a network destination.
-	Host string `json:"host,omitempty"`
+	// Network is set when the approval is about a network destination a
+	// command wants to reach; Command is then the command that was running
+	// when it asked (empty when none was), Verdict is empty and Amendment is
+	// the pattern a "rule" decision adds to the [network] allow list.
+	Network *NetworkAsk `json:"network,omitempty"`
 	// Created is when it was asked; Deadline, when set, is when it is denied
 	// unanswered.
 	Created  time.Time `json:"created"`
@@ -150,6 +153,21 @@ type AnswerFunc func(ctx context.Context, a *Approval) (Answer, error)
 
 // Confirm calls f.
 func (f AnswerFunc) Confirm(ctx context.Context, a *Approval) (Answer, error) { return f(ctx, a) }
+
+// Auto is a Confirmer that asks no one: it answers every approval about a
+// command with its choice at once (By "auto"), and has no one to ask about a
+// host (ErrNoApprover): approving commands without a person must not open the
+// network. A session does not put hosts to it at all, and the MCP server does
+// not race a client's elicitation against it.
+type Auto Choice
+
+// Confirm answers a command's approval with c.
+func (c Auto) Confirm(ctx context.Context, a *Approval) (Answer, error) {
+	if a.Network != nil {
+		return Answer{}, ErrNoApprover
+	}
+	return Answer{Choice: Choice(c), By: "auto"}, nil
+}
 
 // Amender makes a rule decision last: it adds allow rules (patterns in the
 // policy file's syntax) to the user's policy and returns the classifier that
@@ -336,14 +354,24 @@ func (s *Session) approve(ctx context.Context, command string, v policy.Verdict,
 			s.sh.setPolicy(c)
 		}
 	default:
+		s.ended(a, ans, "")
 		return refuse(refusedText(command, v, ans))
 	}
+	s.ended(a, ans, ruleFailure(det.RuleError))
 	det.Approved = true
 	return nil
 }
 
-// decide puts a to the Confirmer and returns the answer, emitting the
-// approval and approval_end events around it. The approval is registered with
+// ruleFailure is the approval_end error of a rule that could not be added.
+func ruleFailure(err string) string {
+	if err == "" {
+		return ""
+	}
+	return "the rule was not added to the policy file: " + err
+}
+
+// decide puts a to the Confirmer and returns the answer, after emitting the
+// approval event (ended emits approval_end). The approval is registered with
 // every channel before its event goes out, so that whoever sees the event can
 // answer it at once. A timeout (ApproveTimeout) denies it; a cancelled ctx
 // aborts it; a Confirmer with no one to ask (ErrNoApprover), one that fails or
@@ -372,8 +400,14 @@ func (s *Session) decide(ctx context.Context, a *Approval) Answer {
 		err = a.Check(ans)
 		ans = Answer{Choice: ChoiceDeny, By: "error", Reason: err.Error()}
 	}
-	s.emit(Event{Type: EventApprovalEnd, CallID: a.CallID, Approval: &Approval{ID: a.ID, Session: a.Session, CallID: a.CallID, Command: a.Command}, Answer: &ans})
 	return ans
+}
+
+// ended emits the approval_end event of a, after its decision took effect;
+// failure says what of it failed (a rule that could not be added).
+func (s *Session) ended(a *Approval, ans Answer, failure string) {
+	s.emit(Event{Type: EventApprovalEnd, CallID: a.CallID, Answer: &ans, Error: failure,
+		Approval: &Approval{ID: a.ID, Session: a.Session, CallID: a.CallID, Command: a.Command, Network: a.Network}})
 }
 
 func refusedText(command string, v policy.Verdict, ans Answer) string {

@@ -302,6 +302,13 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	term := newTerminal(maxTermLine, tr.addLine)
 	out := &rawSink{term: term, s: s, callID: callID(ctx), eventsLeft: s.maxLogBytes()}
 
+	// While it runs, a host the command wants may be put to the user, who
+	// can stop the call (ApproveHost).
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(errCallEnded)
+	run := &runningCall{id: out.callID, command: command, cwd: s.sh.cwd(s.ws.real), ctx: ctx, stop: stop}
+	s.running.add(run)
+	defer s.running.remove(run)
 	if s.opts.Network != nil {
 		s.opts.Network.Begin(out.callID)
 	}
@@ -314,9 +321,14 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	if ferr := tr.log.Flush(); ferr != nil {
 		s.log.Warn("writing bash log", "path", det.LogPath, "err", ferr)
 	}
+	var stopped *Stopped
+	errors.As(context.Cause(ctx), &stopped)
 	if err != nil {
 		if ctx.Err() != nil {
 			det.ExecResult = &sandbox.ExecResult{Canceled: true}
+			if stopped != nil {
+				return Result{IsError: true, Details: det, Content: stoppedText(command, stopped)}, nil
+			}
 			return Result{IsError: true, Details: det, Content: fmt.Sprintf("Command: %s\nCancelled: the call was cancelled before the command finished.", command)}, nil
 		}
 		var died *sandbox.DiedError
@@ -387,6 +399,12 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	switch {
 	case res.TimedOut:
 		fmt.Fprintf(&h, "Timed out after %s: the command was stopped (SIGTERM, then SIGKILL). Give a longer timeout (at most %d s), make the command faster, or run it in the background.\n", roundDuration(timeout), s.maxBashTimeout()/time.Second)
+	case res.Canceled && stopped != nil:
+		fmt.Fprintf(&h, "Stopped by the user: the command wanted to reach %s, and the user stopped this call.", stopped.Target)
+		if stopped.Reason != "" {
+			fmt.Fprintf(&h, " The user says: %s", stopped.Reason)
+		}
+		h.WriteString("\nDo not run it again or work around it: stop and wait for the user's instructions.\n")
 	case res.Canceled:
 		h.WriteString("Cancelled: the call was cancelled and the command was stopped.\n")
 	case res.InputWait:

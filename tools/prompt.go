@@ -13,6 +13,10 @@ import (
 // runs, the policy's finding and rule, the programs that need approval and the
 // rule a "rule" decision would add.
 func Describe(w io.Writer, a *Approval) {
+	if a.Network != nil {
+		describeHost(w, a)
+		return
+	}
 	fmt.Fprintf(w, "corral: the agent wants to run\n    %s\n", oneLine(a.Command))
 	if a.Cwd != "" {
 		fmt.Fprintf(w, "  in %s\n", a.Cwd)
@@ -29,9 +33,28 @@ func Describe(w io.Writer, a *Approval) {
 	for _, r := range a.Amendment {
 		fmt.Fprintf(w, "  rule it would add: allow %s\n", r)
 	}
-	if a.Host != "" {
-		fmt.Fprintf(w, "  host: %s\n", a.Host)
+	deadline(w, a)
+}
+
+// describeHost writes what a person needs to decide about a host: the host
+// and port, the command that wants it, and the pattern a rule would add.
+func describeHost(w io.Writer, a *Approval) {
+	fmt.Fprintf(w, "corral: a command wants to reach %s, which no network list allows\n", a.Network.Target())
+	if a.Command != "" {
+		fmt.Fprintf(w, "  command: %s\n", oneLine(a.Command))
+	} else {
+		fmt.Fprintf(w, "  (no command was running: a background process)\n")
 	}
+	if a.Cwd != "" {
+		fmt.Fprintf(w, "  in %s\n", a.Cwd)
+	}
+	for _, r := range a.Amendment {
+		fmt.Fprintf(w, "  rule it would add: [network] allow %q\n", r)
+	}
+	deadline(w, a)
+}
+
+func deadline(w io.Writer, a *Approval) {
 	if !a.Deadline.IsZero() {
 		fmt.Fprintf(w, "  denied unless answered by %s\n", a.Deadline.Format(time.TimeOnly))
 	}

@@ -265,6 +265,7 @@ type Session struct {
 	id     string
 
 	approvals approvals
+	running   runningCalls // bash commands while they run, for host approvals
 
 	// bash state, owned by bash.go.
 	sh *shell

@@ -1,24 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/docker/go-units"
 	"github.com/spf13/pflag"
 
 	"github.com/corralhq/corral"
-	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/tools"
 	"github.com/corralhq/corral/ui"
@@ -97,9 +92,11 @@ func (f *sessionFlags) options() (tools.Options, error) {
 	switch f.confirm {
 	case "deny":
 	case "allow":
-		o.Confirmer = tools.ConfirmFunc(func(context.Context, tools.ConfirmRequest) (bool, error) { return true, nil })
+		// Commands run unasked; hosts no list names are refused: only a
+		// person approves a host.
+		o.Confirmer = tools.Auto(tools.ChoiceOnce)
 	case "ask":
-		o.Confirmer = &ttyConfirmer{}
+		o.Confirmer = newTTYConfirmer()
 	default:
 		return o, fmt.Errorf("--confirm %q: want deny, allow or ask", f.confirm)
 	}
@@ -122,10 +119,6 @@ func (f *sessionFlags) config(progress io.Writer) (corral.Config, error) {
 	eg, err := f.sandbox.egress()
 	if err != nil {
 		return corral.Config{}, err
-	}
-	if eg != nil && f.confirm == "ask" {
-		// Only a person approves a host: --confirm allow approves commands.
-		eg.Approver = &ttyApprover{}
 	}
 	cp, err := f.checkpoints.options(box.Workspace, os.Stderr)
 	if err != nil {
@@ -187,59 +180,29 @@ func (f *sessionFlags) host(progress io.Writer, log *slog.Logger) (h *corral.Hos
 }
 
 // ttyConfirmer asks on the controlling terminal, which stays free when stdin
-// carries the input of `corral run` or the MCP protocol.
+// carries the input of `corral run` or the MCP protocol. Approvals about
+// commands and hosts are asked one at a time; one answered elsewhere while it
+// waits for its turn is never shown.
 type ttyConfirmer struct {
-	mu sync.Mutex // serialises prompts
+	turn chan struct{} // holds a token while a prompt is shown
 }
 
+func newTTYConfirmer() *ttyConfirmer { return &ttyConfirmer{turn: make(chan struct{}, 1)} }
+
 func (t *ttyConfirmer) Confirm(ctx context.Context, a *tools.Approval) (tools.Answer, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	select {
+	case t.turn <- struct{}{}:
+		defer func() { <-t.turn }()
+	case <-ctx.Done():
+		return tools.Answer{}, ctx.Err()
+	}
+	if ctx.Err() != nil {
+		return tools.Answer{}, ctx.Err()
+	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		return tools.Answer{}, errors.New("no terminal to ask for confirmation on; use --confirm=deny or --confirm=allow")
 	}
 	defer tty.Close()
 	return tools.Prompt(ctx, tty, tty, a)
-}
-
-// ttyApprover asks on the controlling terminal about a host the network
-// allowlist does not name.
-type ttyApprover struct {
-	mu sync.Mutex // serialises prompts
-}
-
-func (t *ttyApprover) Approve(ctx context.Context, req egress.Request) (egress.Answer, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
-	if err != nil {
-		return egress.Deny, errors.New("no terminal to ask about a host on")
-	}
-	defer tty.Close()
-	return askHost(ctx, tty, tty, req)
-}
-
-// askHost asks whether a command may reach a host: yes for the session,
-// once for this connection, anything else no.
-func askHost(ctx context.Context, r io.Reader, w io.Writer, req egress.Request) (egress.Answer, error) {
-	fmt.Fprintf(w, "\ncorral: a command wants to reach %s, which is not in the network allowlist.\nAllow it for this session? [y/once/N] ", net.JoinHostPort(req.Host, strconv.Itoa(req.Port)))
-	answer := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(r).ReadString('\n')
-		answer <- strings.ToLower(strings.TrimSpace(line))
-	}()
-	select {
-	case a := <-answer:
-		switch a {
-		case "y", "yes":
-			return egress.AllowSession, nil
-		case "once", "o":
-			return egress.AllowOnce, nil
-		}
-		return egress.Deny, nil
-	case <-ctx.Done():
-		fmt.Fprintln(w)
-		return egress.Deny, ctx.Err()
-	}
 }

@@ -1,25 +1,11 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
-
-	"github.com/corralhq/corral/egress"
 )
-
-func TestAskHost(t *testing.T) {
-	req := egress.Request{Host: "evil.example", Port: 443}
-	for answer, want := range map[string]egress.Answer{"y\n": egress.AllowSession, "once\n": egress.AllowOnce, "n\n": egress.Deny, "": egress.Deny} {
-		var out strings.Builder
-		got, err := askHost(context.Background(), strings.NewReader(answer), &out, req)
-		if err != nil || got != want || !strings.Contains(out.String(), "evil.example:443") {
-			t.Errorf("answer %q: %v, %v; asked %q", answer, got, err, out.String())
-		}
-	}
-}
 
 func TestNetworkFlags(t *testing.T) {
 	ws := t.TempDir()
