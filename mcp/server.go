@@ -60,9 +60,11 @@ type Options struct {
 	Version string
 }
 
-// NewServer returns a server whose sessions host opens. A command the policy
-// wants confirmed is put to the user through the client (elicitation) when the
-// client supports it; otherwise host's Confirmer decides.
+// NewServer returns a server whose sessions host opens. An approval (a
+// command the policy wants confirmed, a host no network list names) is put to
+// the user through the client (elicitation) when the client supports it, and
+// at once through host's Confirmer, unless that is a tools.Auto: the first
+// answer wins. Without elicitation, host's Confirmer decides.
 func NewServer(host *corral.Host, opts Options) *Server {
 	m := &Server{host: host, log: host.Logger(), sessions: map[*sdk.ServerSession]*clientSession{}}
 	m.server = sdk.NewServer(&sdk.Implementation{Name: "corral", Title: "corral sandboxed tools", Version: opts.Version}, &sdk.ServerOptions{
@@ -155,7 +157,7 @@ func (m *Server) session(ctx context.Context, ss *sdk.ServerSession) (*clientSes
 func (m *Server) open(ss *sdk.ServerSession, ms *clientSession) {
 	// The session outlives the call that opened it.
 	ms.s, ms.err = m.host.Open(context.Background(), corral.SessionOptions{
-		Confirmer: &elicitConfirmer{ss: ss, fallback: m.host.Confirmer()},
+		Confirmer: m.confirmer(ss),
 		Events:    ms.router,
 	})
 	close(ms.ready)
@@ -205,27 +207,42 @@ func (m *Server) Close() {
 	m.closing.Wait()
 }
 
-// elicitConfirmer asks the user through the MCP client when it supports
-// elicitation, and falls back to the --confirm policy otherwise.
+// confirmer is who decides the approvals of ss's session. A client that
+// supports elicitation asks its user, and so does every channel of the host's
+// Confirmer (the terminal, the web view) at once: the first answer wins, the
+// others are withdrawn (the elicitation is cancelled). An Auto host
+// Confirmer (--confirm allow) asks no one, so it is not raced: an eliciting
+// client alone is asked. A client that cannot elicit gets the host's
+// Confirmer alone.
+func (m *Server) confirmer(ss *sdk.ServerSession) tools.Confirmer {
+	host := m.host.Confirmer()
+	ip := ss.InitializeParams()
+	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+		return host
+	}
+	el := &elicitConfirmer{ss: ss}
+	if _, auto := host.(tools.Auto); auto {
+		return el
+	}
+	return tools.Race(el, host)
+}
+
+// elicitConfirmer asks the user through the MCP client (elicitation).
 type elicitConfirmer struct {
-	ss       *sdk.ServerSession
-	fallback tools.Confirmer
+	ss *sdk.ServerSession
 }
 
 func (c *elicitConfirmer) Confirm(ctx context.Context, a *tools.Approval) (tools.Answer, error) {
-	ip := c.ss.InitializeParams()
-	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
-		if c.fallback == nil {
-			return tools.Answer{}, tools.ErrNoApprover
-		}
-		return c.fallback.Confirm(ctx, a)
-	}
 	var msg strings.Builder
 	tools.Describe(&msg, a)
 	if a.NoRule != "" {
 		fmt.Fprintf(&msg, "  (%s)\n", a.NoRule)
 	}
-	msg.WriteString("Decide: once runs it this time; session also approves these programs with these arguments for the rest of the session; rule adds the allow rule above to your policy file; deny refuses it (the reason reaches the agent); abort stops the call.")
+	if a.Network != nil {
+		fmt.Fprintf(&msg, "Decide: once allows this connection; session allows %s for the rest of the session; rule also adds it to the [network] allow list of your policy file; deny refuses it for the session (the reason reaches the agent); abort also stops the command.", a.Network.Target())
+	} else {
+		msg.WriteString("Decide: once runs it this time; session also approves these programs with these arguments for the rest of the session; rule adds the allow rule above to your policy file; deny refuses it (the reason reaches the agent); abort stops the call.")
+	}
 	res, err := c.ss.Elicit(ctx, &sdk.ElicitParams{Message: msg.String(), RequestedSchema: elicitSchema(a)})
 	if err != nil {
 		return tools.Answer{}, fmt.Errorf("asking the user through the MCP client: %w", err)
@@ -240,11 +257,15 @@ func elicitSchema(a *tools.Approval) map[string]any {
 	for i, c := range a.Choices {
 		choices[i] = string(c)
 	}
+	help := "once, session (remember these programs and arguments), rule (add the allow rule to the policy file), deny, or abort"
+	if a.Network != nil {
+		help = "once (this connection), session (this host for the session), rule (add it to [network] allow in the policy file), deny, or abort (stop the command)"
+	}
 	return map[string]any{
 		"type": "object",
 		"properties": map[string]any{
 			"decision": map[string]any{"type": "string", "title": "Decision", "enum": choices, "default": string(tools.ChoiceOnce),
-				"description": "once, session (remember these programs and arguments), rule (add the allow rule to the policy file), deny, or abort"},
+				"description": help},
 			"reason": map[string]any{"type": "string", "title": "Reason for the agent", "description": "optional; the agent receives it when you deny or abort"},
 		},
 		"required": []string{"decision"},
