@@ -282,6 +282,11 @@
     return JSON.stringify(args);
   }
 
+  // target is a network approval's host:port.
+  function target(n) {
+    return (n.host.indexOf(":") >= 0 ? "[" + n.host + "]" : n.host) + ":" + n.port;
+  }
+
   // Timeline renders events into root.
   class Timeline {
     constructor(root, opts) {
@@ -390,11 +395,16 @@
       if (!a) return;
       const box = el("div", "approval");
       box.dataset.approval = a.id;
-      box.appendChild(el("strong", "", "Approval needed"));
+      const net = a.network;
+      box.appendChild(el("strong", "", net ? "Network access needed" : "Approval needed"));
       if (a.deadline) box.appendChild(el("span", "muted", " — denied unless answered by " + clock(a.deadline)));
-      box.appendChild(el("div", "cmd", a.command));
+      if (net) {
+        box.appendChild(el("div", "host", "a command wants to reach " + target(net) + ", which no network list allows"));
+        box.appendChild(el("div", "muted", a.command ? "command:" : "no command was running: a background process"));
+      }
+      if (a.command) box.appendChild(el("div", "cmd", a.command));
       if (a.cwd) box.appendChild(el("div", "muted", "in " + a.cwd));
-      box.appendChild(verdictView(a.verdict || {}));
+      if (!net) box.appendChild(verdictView(a.verdict || {}));
       if (a.ask && a.ask.length) {
         box.appendChild(el("div", "", "needs approval:"));
         const ul = el("ul");
@@ -404,7 +414,7 @@
       if (a.amendment && a.amendment.length) {
         box.appendChild(el("div", "", "rule it would add to the policy file:"));
         const ul = el("ul");
-        for (const p of a.amendment) ul.appendChild(el("li", "mono", "allow " + p));
+        for (const p of a.amendment) ul.appendChild(el("li", "mono", net ? "[network] allow " + JSON.stringify(p) : "allow " + p));
         box.appendChild(ul);
       }
       if (a.no_rule) box.appendChild(el("div", "muted", a.no_rule));

@@ -68,7 +68,8 @@
           const d = el("div", "approval");
           const a = el("a", "", "session " + p.session);
           a.href = "/sessions/" + encodeURIComponent(p.session);
-          d.append(a, el("div", "cmd", p.command), el("div", "muted", (p.verdict && p.verdict.reason) || ""));
+          if (p.network) d.append(a, el("div", "host", "reach " + p.network.host + ":" + p.network.port), el("div", "cmd", p.command || "(a background process)"));
+          else d.append(a, el("div", "cmd", p.command), el("div", "muted", (p.verdict && p.verdict.reason) || ""));
           return d;
         }));
         status.textContent = "updated " + new Date().toLocaleTimeString();
