@@ -279,17 +279,12 @@ func checkTrap(w *walker, c *call) {
 	if len(args) == 0 {
 		return
 	}
-	i := 0
-	for i < len(args) && (args[i].s == "-l" || args[i].s == "-p" || args[i].s == "--") {
-		if args[i].s != "--" {
-			return
-		}
-		i++
-	}
-	if i >= len(args) || len(args)-i < 2 {
+	// trap [-lp] [[HANDLER] SIGNAL...]
+	p := parseArgs(args, spec("").firstOperand())
+	if p.has("-l", "-p", "-P") || len(p.ops) < 2 {
 		return
 	}
-	h := args[i]
+	h := p.ops[0]
 	if h.s == "-" || h.s == "" || isFD(h.s) {
 		return
 	}
@@ -298,7 +293,7 @@ func checkTrap(w *walker, c *call) {
 		return
 	}
 	exitOnly := true
-	for _, sig := range args[i+1:] {
+	for _, sig := range p.ops[1:] {
 		if s := strings.ToUpper(sig.s); s != "EXIT" && s != "0" && s != "SIGEXIT" {
 			exitOnly = false
 		}

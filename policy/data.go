@@ -446,13 +446,13 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		return data{kind: dUnknown}
 	case name == "ls" || name == "find" || name == "fd" || name == "fdfind" || name == "exa" || name == "eza":
 		return data{kind: dUnknown, names: listedNames(name, args)}
-	case (name == "grep" || name == "egrep" || name == "fgrep" || name == "rg") && grepListsFiles(args):
+	case (name == "grep" || name == "egrep" || name == "fgrep" || name == "rg") && grepListsFiles(name, args):
 		// grep -rl PATTERN DIR lists files under DIR.
 		return data{kind: dUnknown, names: grepListed(name, args)}
 	case name == "git" && gitListsFiles(args):
 		// git ls-files, git diff --name-only: paths in the repository.
 		return data{kind: dUnknown, names: "*"}
-	case (name == "dirname" || name == "basename") && len(args) == 1 && args[0].known() && !isOpt(args[0].s):
+	case (name == "dirname" || name == "basename") && len(args) == 1 && args[0].known() && len(argsOf(name, args).opts) == 0:
 		if name == "dirname" {
 			return literalData(path.Dir(args[0].s) + "\n")
 		}
@@ -465,7 +465,7 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 	case downloaders[name]:
 		return data{kind: dDownload | stdin.kind&dShell}
 	case transformers[name]:
-		k := stdin.kind | argData | w.operandData(args)
+		k := stdin.kind | argData | w.operandData(name, args)
 		if k == 0 {
 			k = dUnknown
 		}
@@ -479,13 +479,11 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		case "sort", "uniq", "wc":
 			k &^= dEndless // they print once the input ends, or little
 		case "dd":
-			for _, a := range args {
-				if strings.HasPrefix(a.s, "count=") {
-					k &^= dEndless
-				}
+			if len(argsOf(name, args).keyed("count")) > 0 {
+				k &^= dEndless
 			}
 		}
-		return data{kind: k | argData | w.operandData(args)}
+		return data{kind: k | argData | w.operandData(name, args)}
 	case envDumps[name]:
 		return data{kind: dEnv}
 	case shells[name] || interpreters[name]:
@@ -499,13 +497,13 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 // operandData is what the files named among a filter's or transformer's
 // operands carry that matters where it goes: credentials, the environment,
 // downloads (base64 .env, grep KEY ~/.aws/credentials).
-func (w *walker) operandData(args []field) dataKind {
+func (w *walker) operandData(name string, args []field) dataKind {
 	var k dataKind
-	for i, a := range args {
+	for i, a := range argsOf(name, args).ops {
 		if i >= 16 {
 			break
 		}
-		if isOpt(a.s) || !a.known() || a.s == "" {
+		if !a.known() || a.s == "" {
 			continue
 		}
 		k |= w.fileData(a).kind & (dSecret | dEnv | dDownload)
@@ -513,68 +511,44 @@ func (w *walker) operandData(args []field) dataKind {
 	return k
 }
 
+// argsOf parses the arguments of the program name as it reads them.
+func argsOf(name string, args []field) parsed {
+	p, _ := lookup(name)
+	return parseArgs(args, p.args)
+}
+
 // grepListsFiles reports whether grep prints only the names of files (-l).
-func grepListsFiles(args []field) bool {
-	for _, a := range args {
-		if a.s == "--" {
-			return false
-		}
-		if a.s == "--files-with-matches" || a.s == "--files-without-match" || a.s == "--files" || hasShort(a.s, "lL") && !strings.ContainsAny(a.s[1:], "efABCm") {
-			return true
-		}
-	}
-	return false
+func grepListsFiles(name string, args []field) bool {
+	return argsOf(name, args).has("-l", "-L", "--files-with-matches", "--files-without-match", "--files")
 }
 
 // grepListed is a glob for the files grep -l lists: under its first directory
 // operand, or the current one.
 func grepListed(name string, args []field) string {
-	var ops []string
-	skip := false
-	for _, a := range args {
-		switch {
-		case skip:
-			skip = false
-		case a.s == "-e" || a.s == "-f" || a.s == "--regexp" || a.s == "--file" || a.s == "-g" || a.s == "--glob" || a.s == "-t" || a.s == "--type":
-			skip = true
-		case isOpt(a.s):
-		case !a.known():
-			return "*"
-		default:
-			ops = append(ops, a.s)
-		}
-	}
-	if name != "rg" && len(ops) > 0 {
+	p := argsOf(name, args)
+	ops := p.ops
+	if len(p.values("-e", "--regexp", "-f", "--file")) == 0 && !p.has("--files") && len(ops) > 0 {
 		ops = ops[1:] // the pattern
-	}
-	if name == "rg" && len(ops) > 0 && !contains(fieldStrings(args), "--files") {
-		ops = ops[1:]
 	}
 	if len(ops) == 0 {
 		return "*"
 	}
-	return strings.TrimSuffix(ops[0], "/") + "/*"
+	if !ops[0].known() {
+		return "*"
+	}
+	return strings.TrimSuffix(ops[0].s, "/") + "/*"
 }
 
 // gitListsFiles reports whether git prints paths of the repository: ls-files,
 // diff --name-only, grep -l.
 func gitListsFiles(args []field) bool {
-	sub := ""
-	for _, a := range args {
-		if !isOpt(a.s) {
-			sub = a.s
-			break
-		}
-	}
+	sub, rest, _ := gitSplit(args)
 	switch sub {
 	case "ls-files":
 		return true
 	case "diff", "show", "log", "grep":
-		for _, a := range args {
-			if a.s == "--name-only" || sub == "grep" && (a.s == "-l" || a.s == "--files-with-matches") {
-				return true
-			}
-		}
+		p := parseArgs(rest, gitSubArgs)
+		return p.has("--name-only") || sub == "grep" && p.has("-l", "--files-with-matches")
 	}
 	return false
 }
@@ -597,19 +571,11 @@ func hasEncodedEscape(s string) bool {
 // prints names relative to where it runs (unless -d or a pattern), find prints
 // paths under the directory it searches.
 func listedNames(name string, args []field) string {
-	dirOnly := false
+	p := argsOf(name, args)
+	dirOnly := name != "find" && p.has("-d", "--directory")
 	var ops []field
-	for _, a := range args {
-		if isOpt(a.s) {
-			if name == "find" {
-				break
-			}
-			if hasShort(a.s, "d") || a.s == "--directory" {
-				dirOnly = true
-			}
-			continue
-		}
-		if a.s == "(" || a.s == "!" {
+	for k, a := range p.ops {
+		if name == "find" && len(p.opts) > 0 && p.at[k] > p.opts[0].at || a.s == "(" || a.s == "!" {
 			break
 		}
 		ops = append(ops, a)

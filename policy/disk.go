@@ -168,7 +168,7 @@ func (w *walker) ddSize(c *call) {
 	hasOf := false
 	bs, count := 512.0, -1.0
 	known := true
-	for _, a := range c.args() {
+	for _, a := range c.opts().ops {
 		k, v, ok := strings.Cut(a.s, "=")
 		if !ok {
 			continue

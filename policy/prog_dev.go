@@ -10,10 +10,10 @@ import (
 // containers, clusters and clouds.
 
 func registerDev() {
-	reg("git", program{decision: Allow, rule: ruleGit, reason: "git reads or changes the local repository", check: checkGit})
-	reg("npm", program{decision: Allow, rule: ruleBuild, reason: "npm runs a project script", check: checkNpm})
-	reg("pnpm", program{decision: Allow, rule: ruleBuild, reason: "pnpm runs a project script", check: checkPnpm})
-	reg("yarn", program{decision: Allow, rule: ruleBuild, reason: "yarn runs a project script", check: checkYarn})
+	reg("git", program{decision: Allow, rule: ruleGit, reason: "git reads or changes the local repository", check: checkGit, args: gitArgs})
+	reg("npm", program{decision: Allow, rule: ruleBuild, reason: "npm runs a project script", check: checkNpm, args: npmArgs})
+	reg("pnpm", program{decision: Allow, rule: ruleBuild, reason: "pnpm runs a project script", check: checkPnpm, args: pnpmArgs})
+	reg("yarn", program{decision: Allow, rule: ruleBuild, reason: "yarn runs a project script", check: checkYarn, args: yarnArgs})
 	for _, n := range strings.Fields("pip pip3 pip2 uv poetry pipenv conda mamba micromamba gem bundle bundler composer " +
 		"cargo rustup go apt apt-get aptitude dnf yum zypper pacman yay paru apk port brew snap flatpak nix-env nix " +
 		"emerge pkg choco winget scoop cpan cpanm luarocks opam stack cabal mix hex deno-install dotnet-install " +
@@ -39,16 +39,18 @@ func registerDev() {
 		program{decision: Confirm, rule: ruleDatabase, reason: "%s connects to a database server; approval is needed", check: checkDatabase})
 	reg("dropdb dropuser mysqladmin pg_dropcluster", program{decision: Deny, rule: ruleDbWipe, reason: "%s deletes databases or their users; do not drop data — ask the user"})
 	reg("createdb pg_dump pg_restore mysqldump mongodump mongorestore", program{decision: Confirm, rule: ruleDatabase, reason: "%s reads or writes a whole database; approval is needed"})
-	reg("make gmake", program{decision: Allow, rule: ruleBuild, reason: "%s builds the project", check: func(w *walker, c *call) {
-		for _, a := range parseArgs(c.args(), spec("fCIjloW", "--file", "--makefile", "--directory", "--include-dir", "--jobs", "--load-average", "--old-file", "--what-if", "--eval")).ops {
+	reg("make gmake", program{decision: Allow, rule: ruleBuild, reason: "%s builds the project", args: makeArgs, check: func(w *walker, c *call) {
+		p := c.opts()
+		for _, a := range p.ops {
 			if a.s == "install" || a.s == "uninstall" {
 				w.add(Confirm, ruleInstall, c.name+" "+a.s+" installs into system directories; approval is needed", c.part)
 			}
-		}
-		for _, a := range c.args() {
-			if strings.HasPrefix(a.s, "SHELL=") || strings.HasPrefix(a.s, "--eval") {
+			if strings.HasPrefix(a.s, "SHELL=") || strings.HasPrefix(a.s, ".SHELLFLAGS=") {
 				w.add(Confirm, ruleEnvInjection, c.name+" "+a.show()+" changes the shell or rules make uses; approval is needed", c.part)
 			}
+		}
+		for _, v := range p.values("--eval") {
+			w.add(Confirm, ruleEnvInjection, c.name+" --eval "+v.show()+" changes the shell or rules make uses; approval is needed", c.part)
 		}
 	}})
 	reg("dotnet", program{decision: Allow, rule: ruleBuild, reason: "dotnet builds, runs or tests the project", check: func(w *walker, c *call) {
@@ -75,9 +77,17 @@ func registerDev() {
 		}
 	}})
 	reg("code cursor subl atom idea pycharm goland webstorm zed", program{decision: Confirm, rule: ruleGui, reason: "%s opens an editor window outside the sandbox's terminal; approval is needed"})
-	reg("vim vi nvim emacs nano ed ex pico micro joe mg kak hx helix", program{decision: Allow, rule: ruleEditor, reason: "%s edits files", check: checkEditor})
+	reg("vim vi nvim ex", program{decision: Allow, rule: ruleEditor, reason: "%s edits files", check: checkEditor, args: vimArgs})
+	reg("emacs", program{decision: Allow, rule: ruleEditor, reason: "%s edits files", check: checkEditor, args: emacsArgs})
+	reg("nano ed pico micro joe mg kak hx helix", program{decision: Allow, rule: ruleEditor, reason: "%s edits files", check: checkEditor})
 	reg("man info", program{decision: Allow, rule: ruleReadOnly, reason: "%s shows documentation", check: checkMan, exempt: true})
 }
+
+// makeArgs is how make reads its arguments: VAR=value operands are
+// assignments, the others targets.
+var makeArgs = spec("fCIjloW", "--file", "--makefile", "--directory", "--include-dir", "--old-file", "--assume-old",
+	"--what-if", "--new-file", "--assume-new", "--eval").optional("", "--jobs", "--load-average", "--debug", "--output-sync").
+	withFlags("--always-make", "--dry-run", "--just-print", "--recon", "--keep-going", "--silent", "--quiet", "--question", "--touch")
 
 // Package managers: installing, updating and removing packages fetches code
 // from the network (and often runs its install scripts) and needs approval;
@@ -105,27 +115,26 @@ var (
 		"clean-build", "tidy-check", "mod-check", "work", "env-run", "expand", "tree-check")
 )
 
+// pmArgs is how package managers read the options before their command (npm
+// --prefix x, apt-get -y, cargo +nightly).
+var pmArgs = spec("Cpw", "--prefix", "--cwd", "--dir", "--directory", "--manifest-path", "--package", "--workspace",
+	"--project", "--python").plusToo().firstOperand()
+
 func checkPackageManager(w *walker, c *call, name string) {
-	args := c.args()
-	// Skip leading options (npm --prefix x, apt-get -y, cargo +nightly);
 	// pacman's operation is itself an option (-S, -Syu).
-	i := 0
-	for name != "pacman" && name != "yay" && name != "paru" && i < len(args) && (isOpt(args[i].s) || strings.HasPrefix(args[i].s, "+")) {
-		switch args[i].s {
-		case "-C", "--prefix", "--cwd", "--dir", "--directory", "--manifest-path", "-p", "--package", "-w", "--workspace", "--project", "--python":
-			i++
-		}
-		i++
+	ops := c.args()
+	if name != "pacman" && name != "yay" && name != "paru" {
+		ops = parseArgs(ops, pmArgs).ops
 	}
-	if i >= len(args) {
+	if len(ops) == 0 {
 		switch name {
 		case "bundle", "bundler", "composer", "poetry", "pipenv":
 			w.add(Confirm, rulePackageInstall, fmt.Sprintf("%s without a command installs the project's dependencies from the network; approval is needed", name), c.part)
 		}
 		return
 	}
-	sub := args[i].s
-	rest := args[i+1:]
+	sub := ops[0].s
+	rest := ops[1:]
 	next := ""
 	if len(rest) > 0 {
 		next = rest[0].s
@@ -137,7 +146,7 @@ func checkPackageManager(w *walker, c *call, name string) {
 	case "uv":
 		switch sub {
 		case "run":
-			checkRunInner(w, c, rest, uvRunValued)
+			checkRunInner(w, c, rest, uvRunArgs)
 			return
 		case "pip":
 			sub, rest = next, rest[min(1, len(rest)):]
@@ -146,7 +155,7 @@ func checkPackageManager(w *walker, c *call, name string) {
 		}
 	case "poetry", "pipenv", "conda", "mamba", "micromamba", "bundle", "bundler", "mix", "stack", "cabal", "mise", "asdf", "rtx", "volta":
 		if sub == "run" || sub == "exec" {
-			checkRunInner(w, c, rest, envRunValued)
+			checkRunInner(w, c, rest, envRunArgs)
 			return
 		}
 	case "cargo":
@@ -220,37 +229,35 @@ func fieldStrings(fs []field) []string {
 	return out
 }
 
-// The options of "uv run", and of "poetry run" and the like, that take a value.
+// How "uv run", "poetry run" and the like, and "pnpm exec", read the options
+// before the command they run in the project's environment.
 var (
-	uvRunValued  = set("--with", "--from", "--python", "-p", "--directory", "--project", "--package", "--extra", "--group", "--env-file", "--index")
-	envRunValued = set("-n", "--name", "-p", "--prefix", "--env", "-e")
+	uvRunArgs = spec("p", "--with", "--from", "--python", "--directory", "--project", "--package", "--extra", "--group",
+		"--env-file", "--index").firstOperand()
+	envRunArgs  = spec("npe", "--name", "--prefix", "--env").firstOperand()
+	execRunArgs = spec("").firstOperand()
 )
 
 // checkRunInner classifies the command that "uv run", "poetry run" and the
-// like run in the project's environment; the options before it that take a
-// value are in valued.
-func checkRunInner(w *walker, c *call, args []field, valued map[string]bool) {
-	i := 0
-	for i < len(args) && isOpt(args[i].s) {
-		if args[i].s == "--" {
-			i++
-			break
-		}
-		if valued[args[i].s] {
-			i++
-		}
-		i++
-	}
-	if i < len(args) {
-		w.command(c.sub(args[i:]))
+// like run, read from args as sp says.
+func checkRunInner(w *walker, c *call, args []field, sp optSpec) {
+	if ops := parseArgs(args, sp).ops; len(ops) > 0 {
+		w.command(c.sub(ops))
 	}
 }
 
 func checkGo(w *walker, c *call, sub string, rest []field) {
-	p := parseArgs(rest, spec("oCpX", "-o", "-C", "-p", "-exec", "-toolexec", "-overlay", "-modfile", "-pkgdir", "-tags", "-ldflags", "-gcflags", "-asmflags"))
-	for _, a := range rest {
-		if strings.HasPrefix(a.s, "-exec") || strings.HasPrefix(a.s, "-toolexec") || strings.HasPrefix(a.s, "--exec") || strings.HasPrefix(a.s, "--toolexec") {
-			w.add(Confirm, ruleBuildProgram, "go "+sub+" -exec/-toolexec runs a program of the command's choosing around the build; drop the option", c.part)
+	// The go command's flags are one word each, with one dash or two.
+	p := parseArgs(rest, spec("", "-o", "-C", "-p", "-exec", "-toolexec", "-overlay", "-modfile", "-pkgdir", "-tags", "-ldflags",
+		"-gcflags", "-asmflags", "-run", "-bench", "-count", "-timeout", "-coverprofile", "-cpuprofile", "-memprofile",
+		"--exec", "--toolexec").wholeWords().noAbbrev())
+	for _, o := range p.opts {
+		switch o.name {
+		case "-exec", "-toolexec", "--exec", "--toolexec":
+			w.add(Confirm, ruleBuildProgram, "go "+sub+" "+o.name+" runs a program of the command's choosing around the build; drop the option", c.part)
+			if o.has {
+				w.programString(o.val, c.part, "go "+sub+" "+o.name)
+			}
 		}
 	}
 	switch sub {
@@ -288,34 +295,28 @@ func checkGo(w *walker, c *call, sub string, rest []field) {
 	}
 }
 
-// skipOpts returns the index of the first operand in args: options are
-// skipped, each in valued with the word after it. The index passes len(args)
-// when the last option lacks its value.
-func skipOpts(args []field, valued map[string]bool) int {
-	i := 0
-	for i < len(args) && isOpt(args[i].s) {
-		if valued[args[i].s] {
-			i++
-		}
-		i++
-	}
-	return i
-}
-
-// The options of npm, pnpm and yarn, before the command, that take a value.
+// How npm, pnpm and yarn read the options before their command.
 var (
-	npmValued  = set("--prefix", "-C", "--workspace", "-w")
-	pnpmValued = set("--dir", "-C", "--filter", "-F")
-	yarnValued = set("--cwd")
+	npmArgs  = spec("Cw", "--prefix", "--workspace").firstOperand()
+	pnpmArgs = spec("CF", "--dir", "--filter").firstOperand()
+	yarnArgs = spec("", "--cwd").firstOperand()
 )
 
+// subcommand returns a call's first operand and what follows it, as its
+// program reads them; sub is "" when there is none.
+func subcommand(c *call) (sub string, rest []field) {
+	ops := c.opts().ops
+	if len(ops) == 0 {
+		return "", nil
+	}
+	return ops[0].s, ops[1:]
+}
+
 func checkNpm(w *walker, c *call) {
-	args := c.args()
-	i := skipOpts(args, npmValued)
-	if i >= len(args) {
+	sub, rest := subcommand(c)
+	if sub == "" {
 		return
 	}
-	sub, rest := args[i].s, args[i+1:]
 	switch sub {
 	case "exec", "x":
 		w.command(c.sub(append([]field{lit("npx")}, rest...)))
@@ -346,18 +347,16 @@ func checkNpm(w *walker, c *call) {
 }
 
 func checkPnpm(w *walker, c *call) {
-	args := c.args()
-	i := skipOpts(args, pnpmValued)
-	if i >= len(args) {
+	sub, rest := subcommand(c)
+	if sub == "" {
 		w.add(Confirm, rulePackageInstall, "pnpm without a command installs dependencies; approval is needed", c.part)
 		return
 	}
-	sub, rest := args[i].s, args[i+1:]
 	switch sub {
 	case "dlx":
 		w.command(c.sub(append([]field{lit("pnpx")}, rest...)))
 	case "exec":
-		checkRunInner(w, c, rest, nil)
+		checkRunInner(w, c, rest, execRunArgs)
 	case "pkg":
 		if len(rest) > 0 && rest[0].s == "set" {
 			w.npmPkgSet(c, rest[1:])
@@ -373,18 +372,16 @@ func checkPnpm(w *walker, c *call) {
 }
 
 func checkYarn(w *walker, c *call) {
-	args := c.args()
-	i := skipOpts(args, yarnValued)
-	if i >= len(args) {
+	sub, rest := subcommand(c)
+	if sub == "" {
 		w.add(Confirm, rulePackageInstall, "yarn without a command installs dependencies from the network; approval is needed", c.part)
 		return
 	}
-	sub, rest := args[i].s, args[i+1:]
 	switch sub {
 	case "dlx":
 		w.command(c.sub(append([]field{lit("pnpx")}, rest...)))
 	case "exec":
-		checkRunInner(w, c, rest, nil)
+		checkRunInner(w, c, rest, execRunArgs)
 	case "node":
 		// yarn node ARGS is node ARGS.
 		w.command(c.sub(append([]field{lit("node")}, rest...)))
@@ -412,6 +409,20 @@ var (
 		"--cgroup-parent", "--memory-swap", "--cpu-shares", "-c", "--cpuset-cpus", "--group-add", "--privileged-mode",
 		"-f", "--file", "-t", "--tag", "--build-arg", "--target", "--secret", "--ssh", "--cache-from", "--output", "-o",
 		"-H", "--host", "--context", "--config", "--project-name", "--profile", "--env-prefix", "--init-path", "--mac-address")
+	// dockerArgs is how docker and its kin read their options (pflag: no
+	// abbreviations); the first operand is the command.
+	dockerArgs = func() optSpec {
+		short := ""
+		var long []string
+		for o := range dockerValued {
+			if len(o) == 2 {
+				short += o[1:]
+			} else {
+				long = append(long, o)
+			}
+		}
+		return spec(short, long...).noAbbrev().firstOperand()
+	}()
 	dockerReadOnly = set("ps", "images", "version", "info", "inspect", "logs", "stats", "top", "history", "port",
 		"diff", "events", "search", "help", "--version", "-v", "--help")
 	minerImage = regexp.MustCompile(`(?i)xmrig|miner|monero|xmr-stak|cryptonight|nicehash|ethminer|nanopool`)
@@ -423,21 +434,17 @@ func checkDocker(w *walker, c *call) {
 		w.add(Allow, ruleInfo, c.name+" "+args[0].s+" prints the client's version or help", c.part)
 		return
 	}
-	i := 0
-	for i < len(args) && isOpt(args[i].s) {
-		s := args[i].s
-		if s == "-H" || s == "--host" || strings.HasPrefix(s, "--host=") || s == "--context" || s == "-c" {
-			w.add(Confirm, ruleDockerRemote, c.name+" "+s+" talks to another container engine; approval is needed", c.part)
+	p := parseArgs(args, dockerArgs)
+	for _, o := range p.opts {
+		switch o.name {
+		case "-H", "--host", "--context", "-c":
+			w.add(Confirm, ruleDockerRemote, c.name+" "+o.name+" talks to another container engine; approval is needed", c.part)
 		}
-		if dockerValued[s] {
-			i++
-		}
-		i++
 	}
-	if i >= len(args) {
+	if len(p.ops) == 0 {
 		return
 	}
-	sub, rest := args[i].s, args[i+1:]
+	sub, rest := p.ops[0].s, p.ops[1:]
 	// "docker container run", "docker image ls", "docker compose up".
 	switch sub {
 	case "container", "image", "volume", "network", "system", "builder", "buildx", "context", "plugin", "secret", "swarm", "node", "service", "stack", "config", "trust", "manifest", "scout":
@@ -503,20 +510,9 @@ func (w *walker) hostMount(c *call, src field, how string) {
 }
 
 func checkDockerRun(w *walker, c *call, sub string, args []field) {
-	i := 0
-	for i < len(args) && isOpt(args[i].s) {
-		s := args[i].s
-		name, val, has := strings.Cut(s, "=")
-		if !has && dockerValued[name] && i+1 < len(args) {
-			i++
-			val = args[i].s
-			has = true
-		}
-		vf := lit(val)
-		if i < len(args) {
-			vf = args[i]
-			vf.s = val
-		}
+	p := parseArgs(args, dockerArgs)
+	for _, o := range p.opts {
+		name, val, vf := o.name, o.val.s, o.val
 		switch name {
 		case "--privileged":
 			w.add(Deny, ruleDockerPrivileged, c.name+" "+sub+" --privileged gives the container full control of the host; run it without --privileged", c.part)
@@ -557,10 +553,9 @@ func checkDockerRun(w *walker, c *call, sub string, args []field) {
 		case "--entrypoint", "--health-cmd":
 			w.programString(vf, c.part, c.name+" "+name)
 		}
-		i++
 	}
-	if i < len(args) && sub != "exec" {
-		if img := args[i]; minerImage.MatchString(img.s) {
+	if len(p.ops) > 0 && sub != "exec" {
+		if img := p.ops[0]; minerImage.MatchString(img.s) {
 			w.add(Deny, ruleMiner, c.name+" "+sub+" "+img.show()+" runs a cryptocurrency miner; mining is not allowed", c.part)
 		}
 	}
@@ -572,24 +567,23 @@ func checkDockerRun(w *walker, c *call, sub string, args []field) {
 }
 
 func checkDockerCompose(w *walker, c *call) {
-	args := c.args()
-	i := skipOpts(args, dockerValued)
-	if i >= len(args) {
+	ops := parseArgs(c.args(), dockerArgs).ops
+	if len(ops) == 0 {
 		return
 	}
-	switch args[i].s {
+	switch sub := ops[0].s; sub {
 	case "ps", "logs", "config", "ls", "images", "version", "top", "port", "events":
-		if args[i].s == "version" {
+		if sub == "version" {
 			w.add(Allow, ruleInfo, "docker compose version prints the client's version", c.part)
 			return
 		}
-		w.add(Confirm, ruleDockerRead, "docker compose "+args[i].s+" only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.part)
+		w.add(Confirm, ruleDockerRead, "docker compose "+sub+" only lists or shows, but it talks to the container engine, which controls the machine; approval is needed", c.part)
 		return
 	case "run", "exec":
-		checkDockerRun(w, c, args[i].s, args[i+1:])
+		checkDockerRun(w, c, sub, ops[1:])
 		return
 	}
-	w.add(Confirm, ruleDocker, "docker compose "+args[i].s+" starts, stops or changes containers; approval is needed", c.part)
+	w.add(Confirm, ruleDocker, "docker compose "+ops[0].s+" starts, stops or changes containers; approval is needed", c.part)
 }
 
 // Clusters and clouds: everything needs approval; deleting whole namespaces,
@@ -635,11 +629,8 @@ func checkKubectl(w *walker, c *call) {
 func checkInfra(w *walker, c *call) {
 	args := fieldStrings(c.args())
 	sub := ""
-	for _, a := range args {
-		if !isOpt(a) {
-			sub = a
-			break
-		}
+	if ops := c.opts().ops; len(ops) > 0 {
+		sub = ops[0].s
 	}
 	switch sub {
 	case "fmt", "validate", "version", "providers", "-version", "--version", "help", "graph", "syntax-check", "lint", "init-check":
@@ -664,10 +655,7 @@ var cloudSecretVerb = regexp.MustCompile(`(?i)^(get-secret-value|print-access-to
 
 func checkCloud(w *walker, c *call) {
 	var words []string
-	for _, a := range c.args() {
-		if isOpt(a.s) {
-			continue
-		}
+	for _, a := range c.opts().ops {
 		words = append(words, a.s)
 		if len(words) >= 4 {
 			break
@@ -686,10 +674,11 @@ func checkCloud(w *walker, c *call) {
 	}
 	for _, v := range words {
 		if destroyVerb.MatchString(v) {
-			if (v == "rm" || v == "remove") && c.name == "aws" && !c.flag("", "--recursive") {
+			recursive := c.opts().has("--recursive") || c.name != "aws" && c.opts().has("-r")
+			if (v == "rm" || v == "remove") && c.name == "aws" && !recursive {
 				continue
 			}
-			if (v == "rm" || v == "remove" || v == "uninstall") && (c.name == "helm" || c.name == "gsutil" || c.name == "rclone" || c.name == "s3cmd") && !c.flag("r", "--recursive") {
+			if (v == "rm" || v == "remove" || v == "uninstall") && (c.name == "helm" || c.name == "gsutil" || c.name == "rclone" || c.name == "s3cmd") && !recursive {
 				continue
 			}
 			w.add(Deny, ruleCloudDestroy, fmt.Sprintf("%s %s deletes cloud resources, which may not be recoverable; do not delete them — ask the user", c.name, strings.Join(words, " ")), c.part)
@@ -719,21 +708,46 @@ func checkDatabase(w *walker, c *call) {
 	w.add(Confirm, ruleDatabase, c.name+" connects to a database server; approval is needed", c.part)
 }
 
+// How editors read their arguments: vim's -c and --cmd take a command (and a
+// word +CMD is one), emacs's --eval an expression; -S, -s, -u, --script and
+// --load run a file of commands.
+var (
+	// vim's -s takes a file of keys, except after -e (vim -es is silent
+	// Ex mode): it is read as a flag, and the file as an operand.
+	vimArgs   = spec("cSuUiTwWtq", "--cmd").optional("oOp")
+	emacsArgs = spec("", "--eval", "-eval", "--load", "-load", "-l", "--script", "-script", "--funcall", "-funcall", "-f",
+		"--directory", "-L", "--file", "--visit", "--insert").wholeWords()
+)
+
 func checkEditor(w *walker, c *call) {
-	for i, a := range c.args() {
-		s := a.s
-		var cmd string
-		switch {
-		case strings.HasPrefix(s, "+"):
-			cmd = s[1:]
-		case (s == "-c" || s == "--cmd" || s == "-e" || s == "--eval") && i+1 < len(c.args()):
-			cmd = c.args()[i+1].s
-		case s == "-s" || s == "-S" || s == "-u" || s == "--script" || s == "-l" || s == "--load":
-			w.add(Confirm, ruleEditorScript, c.name+" "+s+" runs an editor script; approval is needed", c.part)
+	p := c.opts()
+	var cmds []field
+	for _, o := range p.opts {
+		switch o.name {
+		case "-c", "--cmd", "--eval", "-eval":
+			if o.has {
+				cmds = append(cmds, o.val)
+			}
+		case "-s", "-S", "-u", "--script", "-script", "-l", "--load", "-load":
+			if o.name == "-s" && p.has("-e", "-E") {
+				continue // vim -es: silent Ex mode
+			}
+			w.add(Confirm, ruleEditorScript, c.name+" "+o.name+" runs an editor script; approval is needed", c.part)
 		}
-		if cmd == "" {
+	}
+	// The files it is given are the files it edits: it may write them.
+	c.judgedPaths = true
+	for _, a := range p.ops {
+		if cmd, ok := strings.CutPrefix(a.s, "+"); ok {
+			f := a
+			f.s = cmd
+			cmds = append(cmds, f)
 			continue
 		}
+		w.pathOp(opWrite, a, actor(c), false)
+	}
+	for _, f := range cmds {
+		cmd := f.s
 		if j := strings.IndexByte(cmd, '!'); j >= 0 || strings.Contains(cmd, "system(") || strings.Contains(cmd, "shell-command") || strings.Contains(cmd, "call-process") {
 			w.add(Confirm, ruleEditorExec, c.name+" runs a shell command from its command line; run the command directly", c.part)
 			if j >= 0 {

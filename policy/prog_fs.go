@@ -9,42 +9,100 @@ import (
 
 // Checks of programs that change files.
 
+// How the programs that change files read their arguments (GNU coreutils
+// and findutils, unless said).
+var (
+	rmArgs = spec("").optional("", "--interactive", "--preserve-root").withFlags("--force", "--recursive", "--dir",
+		"--one-file-system", "--no-preserve-root", "--verbose")
+	cpArgs = spec("St", "--suffix", "--target-directory", "--sparse", "--no-preserve").optional("", "--backup", "--context",
+		"--reflink", "--preserve", "--update").withFlags("--archive", "--force", "--recursive", "--link", "--no-clobber",
+		"--symbolic-link", "--no-target-directory", "--parents", "--remove-destination", "--dereference", "--no-dereference",
+		"--one-file-system", "--strip-trailing-slashes", "--verbose", "--attributes-only", "--copy-contents", "--debug",
+		"--interactive", "--exchange")
+	installArgs = spec("gmotS", "--group", "--mode", "--owner", "--target-directory", "--suffix", "--strip-program").optional("", "--backup", "--context").withFlags("--directory",
+		"--compare", "--preserve-timestamps", "--strip", "--no-target-directory", "--verbose", "--debug")
+	lnArgs = spec("St", "--suffix", "--target-directory").optional("", "--backup").withFlags("--symbolic", "--force",
+		"--no-dereference", "--no-target-directory", "--relative", "--verbose", "--logical", "--physical", "--interactive", "--directory")
+	chmodArgs = spec("", "--reference", "--from").withFlags("--recursive", "--changes", "--silent", "--quiet", "--verbose",
+		"--preserve-root", "--no-preserve-root", "--dereference", "--no-dereference")
+	touchArgs = spec("mrdt", "--mode", "--reference", "--date", "--time").optional("", "--context").withFlags("--parents",
+		"--verbose", "--no-create", "--no-dereference")
+	teeArgs      = spec("").optional("", "--output-error").withFlags("--append", "--ignore-interrupts")
+	truncateArgs = spec("sr", "--size", "--reference").withFlags("--no-create", "--io-blocks")
+	shredArgs    = spec("ns", "--iterations", "--size", "--random-source").optional("u", "--remove").withFlags("--exact", "--force", "--zero", "--verbose")
+	sedArgs      = spec("efl", "--expression", "--file", "--line-length").optional("i", "--in-place").withFlags("--quiet",
+		"--silent", "--regexp-extended", "--separate", "--null-data", "--unbuffered", "--posix", "--sandbox", "--debug", "--follow-symlinks")
+	awkArgs = spec("fvFWEeil", "--file", "--assign", "--field-separator", "--source", "--include", "--load", "--exec")
+	tarArgs = spec("fCIFLbgHKNTVX", "--file", "--directory", "--use-compress-program", "--to-command",
+		"--info-script", "--new-volume-script", "--rsh-command", "--exclude", "--files-from", "--checkpoint-action",
+		"--transform", "--xform", "--owner", "--group", "--mode", "--format", "--label", "--newer", "--after-date",
+		"--blocking-factor").optional("", "--checkpoint", "--backup").withFlags("--extract", "--get", "--create", "--append",
+		"--update", "--list", "--absolute-names", "--to-stdout", "--verbose")
+	zipArgs   = spec("bnOtxiPd", "-TT", "--unzip-command", "--temp-path", "--password", "--out")
+	unzipArgs = spec("dxP")
+	gzipArgs  = spec("SbTo", "--suffix", "--threads", "--output").withFlags("--stdout", "--to-stdout", "--list", "--test",
+		"--decompress", "--keep", "--force", "--recursive")
+	patchArgs = spec("pioDBFrVYzdgs", "--input", "--output", "--directory", "--reject-file")
+	// find's options are whole words; the tests that take a value, the
+	// actions that run a command up to ";" or "+", and -fprintf's two.
+	findArgs = func() optSpec {
+		valued := []string{"-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex",
+			"-lname", "-ilname", "-type", "-xtype", "-user", "-group", "-uid", "-gid", "-perm", "-size", "-mtime", "-atime",
+			"-ctime", "-mmin", "-amin", "-cmin", "-newer", "-anewer", "-cnewer", "-samefile", "-inum", "-links", "-maxdepth",
+			"-mindepth", "-fstype", "-context", "-used", "-printf", "-regextype", "-files0-from", "-fprint", "-fprint0",
+			"-fls", "-D"}
+		for _, x := range "aBcmt" {
+			for _, y := range "aBcmt" {
+				valued = append(valued, "-newer"+string(x)+string(y))
+			}
+		}
+		return spec("", valued...).withTwo("-fprintf").withUntil("-exec", "-execdir", "-ok", "-okdir").wholeWords()
+	}()
+	// fd reads its arguments as clap does; -x and -X take the words up to ";".
+	fdArgs = spec("etEdjSoc", "--extension", "--type", "--exclude", "--max-depth", "--min-depth", "--exact-depth",
+		"--threads", "--size", "--changed-within", "--changed-before", "--owner", "--color", "--base-directory",
+		"--path-separator", "--search-path", "--max-results", "--ignore-file", "--format", "--batch-size").withUntil("-x", "--exec", "-X", "--exec-batch")
+	// xargs: -e, -i and -l take a value only in the same word; the command
+	// starts at the first operand.
+	xargsArgs = spec("adEILnPs", "--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var").
+			optional("eil", "--eof", "--replace", "--max-lines").withFlags("--null", "--interactive", "--no-run-if-empty",
+		"--open-tty", "--show-limits", "--verbose", "--exit").firstOperand()
+)
+
 func registerFS() {
-	check := func(names string, base program, fn func(w *walker, c *call)) {
-		base.check = fn
+	check := func(names string, base program, args optSpec, fn func(w *walker, c *call)) {
+		base.check, base.args = fn, args
 		reg(names, base)
 	}
-	check("rm", pEdit, checkRm)
-	check("unlink rmdir", pEdit, func(w *walker, c *call) {
+	check("rm", pEdit, rmArgs, checkRm)
+	check("unlink rmdir", pEdit, spec("").withFlags("--parents", "--verbose", "--ignore-fail-on-non-empty"), func(w *walker, c *call) {
 		c.judgedPaths = true
-		for _, f := range parseArgs(c.args(), spec("")).ops {
+		for _, f := range c.opts().ops {
 			w.pathOp(opDelete, f, actor(c), false)
 		}
 	})
-	check("shred", pEdit, func(w *walker, c *call) {
+	check("shred", pEdit, shredArgs, func(w *walker, c *call) {
 		c.judgedPaths = true
-		p := parseArgs(c.args(), spec("nsx", "--iterations", "--size", "--random-source"))
-		for _, f := range p.ops {
+		for _, f := range c.opts().ops {
 			if w.pathOp(opWrite, f, actor(c), false) == Allow {
 				w.add(Confirm, ruleShred, fmt.Sprintf("shred destroys %s beyond recovery; approval is needed", f.show()), c.part)
 			}
 		}
 	})
-	check("cp", pEdit, func(w *walker, c *call) { checkCopy(w, c, false) })
-	check("mv", pEdit, func(w *walker, c *call) { checkCopy(w, c, true) })
-	check("install", pEdit, checkInstall)
-	check("ln", pEdit, checkLn)
-	check("chmod chown chgrp chattr setfacl", pEdit, checkChmod)
-	check("touch mkdir mkfifo mknod", pEdit, func(w *walker, c *call) {
+	check("cp", pEdit, cpArgs, func(w *walker, c *call) { checkCopy(w, c, false) })
+	check("mv", pEdit, cpArgs, func(w *walker, c *call) { checkCopy(w, c, true) })
+	check("install", pEdit, installArgs, checkInstall)
+	check("ln", pEdit, lnArgs, checkLn)
+	check("chmod chown chgrp chattr setfacl", pEdit, chmodArgs, checkChmod)
+	check("touch mkdir mkfifo mknod", pEdit, touchArgs, func(w *walker, c *call) {
 		c.judgedPaths = true
-		p := parseArgs(c.args(), spec("mrdtTZ", "--mode", "--reference", "--date", "--context"))
-		for _, f := range p.ops {
+		for _, f := range c.opts().ops {
 			w.pathOp(opWrite, f, actor(c), false)
 		}
 	})
-	check("tee", pEdit, func(w *walker, c *call) {
+	check("tee", pEdit, teeArgs, func(w *walker, c *call) {
 		c.judgedPaths = true
-		p := parseArgs(c.args(), spec("", "--output-error"))
+		p := c.opts()
 		for _, f := range p.ops {
 			w.pathOp(opWrite, f, actor(c), false)
 			w.wroteData(f, c.stdin, p.has("-a", "--append"))
@@ -53,46 +111,29 @@ func registerFS() {
 			}
 		}
 	})
-	check("truncate", pEdit, func(w *walker, c *call) {
+	check("truncate", pEdit, truncateArgs, func(w *walker, c *call) {
 		c.judgedPaths = true
-		p := parseArgs(c.args(), spec("sr", "--size", "--reference"))
+		p := c.opts()
 		for _, f := range p.ops {
 			w.pathOp(opWrite, f, actor(c), false)
 		}
 		w.truncateSize(c, p)
 	})
-	check("dd", pEdit, checkDd)
-	reg("fallocate", program{decision: Allow, rule: ruleWorkspaceChange, reason: "fallocate makes a file of a given size", check: checkFallocate})
-	check("sed gsed", pEdit, checkSed)
-	check("awk gawk mawk nawk busybox-awk", pText, checkAwk)
-	check("find gfind", pRead, checkFind)
-	check("fd fdfind", pRead, checkFd)
-	check("xargs", pText, checkXargs)
-	check("tar gtar bsdtar", pEdit, checkTar)
-	check("zip", pEdit, func(w *walker, c *call) {
-		args := c.args()
-		for i, a := range args {
-			v := a
-			switch {
-			case (a.s == "-TT" || a.s == "--unzip-command") && i+1 < len(args):
-				v = args[i+1]
-			case strings.HasPrefix(a.s, "--unzip-command="):
-				v.s = strings.TrimPrefix(a.s, "--unzip-command=")
-			default:
-				continue
-			}
+	check("dd", pEdit, spec(""), checkDd)
+	check("fallocate", program{decision: Allow, rule: ruleWorkspaceChange, reason: "fallocate makes a file of a given size"},
+		spec("lo", "--length", "--offset"), checkFallocate)
+	check("sed gsed", pEdit, sedArgs, checkSed)
+	check("awk gawk mawk nawk busybox-awk", pText, awkArgs, checkAwk)
+	check("find gfind", pRead, findArgs, checkFind)
+	check("fd fdfind", pRead, fdArgs, checkFd)
+	check("xargs", pText, xargsArgs, checkXargs)
+	check("tar gtar bsdtar", pEdit, tarArgs, checkTar)
+	check("zip", pEdit, zipArgs, func(w *walker, c *call) {
+		p := c.opts()
+		for _, v := range p.values("-TT", "--unzip-command") {
 			w.add(Confirm, ruleArchiveExec, "zip -TT runs a program to test the archive; drop the option", c.part)
 			w.programString(v, c.part, "zip -TT")
 		}
-		var rest []field
-		for i := 0; i < len(args); i++ {
-			if args[i].s == "-TT" || args[i].s == "--unzip-command" {
-				i++
-				continue
-			}
-			rest = append(rest, args[i])
-		}
-		p := parseArgs(rest, spec("bnOtxiPd", "--unzip-command", "--temp-path", "--password", "--out"))
 		c.judgedPaths = true
 		for i, f := range p.ops {
 			if i == 0 {
@@ -102,15 +143,14 @@ func registerFS() {
 			}
 		}
 	})
-	check("unzip", pEdit, func(w *walker, c *call) {
-		p := parseArgs(c.args(), spec("dxP"))
+	check("unzip", pEdit, unzipArgs, func(w *walker, c *call) {
 		c.judgedPaths = true
-		for _, d := range p.values("-d") {
+		for _, d := range c.opts().values("-d") {
 			w.pathOp(opWrite, d, actor(c), false)
 		}
 	})
-	check("gzip gunzip bzip2 bunzip2 xz unxz zstd unzstd lz4 compress uncompress", pEdit, func(w *walker, c *call) {
-		p := parseArgs(c.args(), spec("SbTo", "--suffix", "--threads", "--output"))
+	check("gzip gunzip bzip2 bunzip2 xz unxz zstd unzstd lz4 compress uncompress", pEdit, gzipArgs, func(w *walker, c *call) {
+		p := c.opts()
 		if p.has("-c", "--stdout", "--to-stdout", "-l", "--list", "-t", "--test") {
 			return
 		}
@@ -120,8 +160,8 @@ func registerFS() {
 			w.pathOp(opWrite, f, actor(c), false)
 		}
 	})
-	check("patch", pEdit, func(w *walker, c *call) {
-		p := parseArgs(c.args(), spec("pioDBFrVYzdgs", "--input", "--output", "--directory", "--reject-file"))
+	check("patch", pEdit, patchArgs, func(w *walker, c *call) {
+		p := c.opts()
 		for _, f := range p.values("-o", "--output", "-r", "--reject-file") {
 			w.pathOp(opWrite, f, actor(c), false)
 		}
@@ -139,7 +179,7 @@ func registerFS() {
 // directories or credentials is denied.
 func checkRm(w *walker, c *call) {
 	c.judgedPaths = true
-	p := parseArgs(c.args(), spec(""))
+	p := c.opts()
 	recursive := p.has("-r", "-R", "--recursive")
 	if p.has("--no-preserve-root") {
 		w.add(Deny, ruleRmNoPreserveRoot, "rm --no-preserve-root exists only to delete the whole filesystem; remove only the paths you mean, inside the workspace", c.part)
@@ -157,7 +197,7 @@ func checkRm(w *walker, c *call) {
 // destination.
 func checkCopy(w *walker, c *call, move bool) {
 	c.judgedPaths = true
-	p := parseArgs(c.args(), spec("tSZ", "--target-directory", "--suffix", "--backup", "--context"))
+	p := c.opts()
 	ops := p.ops
 	dests := p.values("-t", "--target-directory")
 	if len(dests) == 0 && len(ops) > 1 {
@@ -191,7 +231,7 @@ func checkCopy(w *walker, c *call, move bool) {
 
 func checkInstall(w *walker, c *call) {
 	c.judgedPaths = true
-	p := parseArgs(c.args(), spec("gmotSZ", "--group", "--mode", "--owner", "--target-directory", "--suffix", "--strip-program"))
+	p := c.opts()
 	for _, v := range p.values("--strip-program") {
 		w.programString(v, c.part, "install --strip-program")
 	}
@@ -217,7 +257,7 @@ func checkInstall(w *walker, c *call) {
 
 func checkLn(w *walker, c *call) {
 	c.judgedPaths = true
-	p := parseArgs(c.args(), spec("tS", "--target-directory", "--suffix", "--backup"))
+	p := c.opts()
 	ops := p.ops
 	dests := p.values("-t", "--target-directory")
 	if len(dests) == 0 {
@@ -289,6 +329,13 @@ func (w *walker) throughLinks(c string) string {
 	return c
 }
 
+// chmodMode matches a symbolic mode that starts with a dash; chmodFlag the
+// words that are chmod's own options.
+var (
+	chmodMode = regexp.MustCompile(`^-[rwxXstugoa,+=-]+$`)
+	chmodFlag = regexp.MustCompile(`^-[Rcfvh]+$`)
+)
+
 var setuidMode = regexp.MustCompile(`^(?:[0-7]?[2-7][0-7]{3}|.*[ugoa]*[+=][rwxXt]*s.*)$`)
 
 // setsUID reports whether a chmod mode sets the setuid bit itself (4755, u+s,
@@ -314,8 +361,19 @@ func setsUID(mode string) bool {
 
 func checkChmod(w *walker, c *call) {
 	c.judgedPaths = true
-	p := parseArgs(c.args(), spec("", "--reference", "--from"))
+	p := c.opts()
 	ops := p.ops
+	// A mode may start with a dash (chmod -w f, chmod -x,u+s f): the first
+	// word before the files that reads as a mode is the mode.
+	if c.name == "chmod" && !p.has("--reference") {
+		for _, o := range p.opts {
+			a := c.args()[o.at]
+			if (len(p.ops) == 0 || o.at < p.at[0]) && chmodMode.MatchString(a.s) && !chmodFlag.MatchString(a.s) {
+				ops = append([]field{a}, ops...)
+				break
+			}
+		}
+	}
 	if !p.has("--reference") && len(ops) > 0 && c.name != "chattr" {
 		mode := ops[0]
 		ops = ops[1:]
@@ -349,20 +407,18 @@ func checkChmod(w *walker, c *call) {
 	}
 }
 
+// checkDd: dd reads its operands as KEY=VALUE (if=, of=, bs=, count=).
 func checkDd(w *walker, c *call) {
 	c.judgedPaths = true
 	w.ddSize(c)
-	for _, a := range c.args() {
+	for _, a := range c.opts().ops {
 		k, v, ok := strings.Cut(a.s, "=")
-		if !ok {
-			continue
-		}
 		f := a
-		f.s, f.raw, f.glob = v, "", false
-		switch k {
-		case "of":
+		f.s, f.raw, f.glob, f.pat = v, "", false, ""
+		switch {
+		case ok && k == "of":
 			w.pathOp(opWrite, f, actor(c), false)
-		case "if":
+		case ok && k == "if":
 			w.pathOp(opRead, f, actor(c), false)
 		}
 	}
@@ -372,24 +428,14 @@ func checkDd(w *walker, c *call) {
 // run commands (the e command and the e flag of s).
 func checkSed(w *walker, c *call) {
 	c.judgedPaths = true
-	p := parseArgs(c.args(), spec("efl", "--expression", "--file", "--line-length"))
+	p := c.opts()
 	scripts := p.values("-e", "--expression")
 	ops := p.ops
 	if len(scripts) == 0 && len(p.values("-f", "--file")) == 0 && len(ops) > 0 {
 		scripts, ops = ops[:1], ops[1:]
 	}
-	inPlace := false
-	for _, o := range p.opts {
-		if o.name == "-i" || o.name == "--in-place" {
-			inPlace = true
-		}
-	}
-	// -i may be clustered with a suffix (-i.bak) or with other letters (-ni).
-	for _, a := range c.args() {
-		if hasShort(a.s, "i") || strings.HasPrefix(a.s, "--in-place") {
-			inPlace = true
-		}
-	}
+	// -i takes a suffix in its own word (-i.bak), and clusters (-ni).
+	inPlace := p.has("-i", "--in-place")
 	for _, f := range ops {
 		if inPlace {
 			w.pathOp(opWrite, f, actor(c), false)
@@ -533,10 +579,10 @@ var (
 // checkAwk: awk programs can run commands (system, pipes to and from
 // commands) and write files.
 func checkAwk(w *walker, c *call) {
-	p := parseArgs(c.args(), spec("fvFWE", "--file", "--assign", "--field-separator", "--source", "--include", "--load"))
-	progs := p.values("--source")
+	p := c.opts()
+	progs := p.values("-e", "--source")
 	ops := p.ops
-	if len(p.values("-f", "--file", "-E", "--include")) == 0 && len(progs) == 0 && len(ops) > 0 {
+	if len(p.values("-f", "--file", "-E", "--exec", "-i", "--include")) == 0 && len(progs) == 0 && len(ops) > 0 {
 		progs, ops = ops[:1], ops[1:]
 	}
 	if len(p.values("-l", "--load")) > 0 {
@@ -663,50 +709,36 @@ func argvGroups(code string) []string {
 }
 
 // checkFind: find only reads, unless an action runs a command (-exec, -ok) or
-// deletes (-delete), or writes a file (-fprint).
-// findValued are find's tests and options that take the next word as their
-// argument (the actions that write or run are handled on their own).
-var findValued = set("-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex",
-	"-lname", "-ilname", "-type", "-xtype", "-user", "-group", "-uid", "-gid", "-perm", "-size", "-mtime", "-atime",
-	"-ctime", "-mmin", "-amin", "-cmin", "-newer", "-anewer", "-cnewer", "-samefile", "-inum", "-links", "-maxdepth",
-	"-mindepth", "-fstype", "-context", "-used", "-printf", "-regextype", "-files0-from")
-
+// deletes (-delete), or writes a file (-fprint). Its roots are the operands
+// before the expression; the expression's words are read as find reads them,
+// so that a test's argument is never taken for an action (find -name -delete
+// looks for files named -delete).
 func checkFind(w *walker, c *call) {
-	args := c.args()
+	p := c.opts()
 	var roots []field
-	i := 0
-	for ; i < len(args); i++ {
-		s := args[i].s
-		if s == "-H" || s == "-L" || s == "-P" || strings.HasPrefix(s, "-D") || strings.HasPrefix(s, "-O") {
-			continue
-		}
-		if isOpt(s) || s == "(" || s == "!" || s == "\\(" {
+	for k, r := range p.ops {
+		if len(p.opts) > 0 && p.at[k] > p.opts[0].at || r.s == "(" || r.s == "!" || r.s == "\\(" || r.s == "," {
 			break
 		}
-		roots = append(roots, args[i])
+		roots = append(roots, r)
 	}
 	if len(roots) == 0 {
 		roots = []field{lit(".")}
 	}
 	namePat := "*"
-	for j := i; j+1 < len(args); j++ {
-		switch args[j].s {
-		case "-name", "-iname":
-			if args[j+1].known() && !strings.Contains(args[j+1].s, "/") {
-				namePat = args[j+1].s
-			}
+	for _, v := range p.values("-name", "-iname") {
+		if v.known() && !strings.Contains(v.s, "/") {
+			namePat = v.s
 		}
 	}
+	matching := p.values("-name", "-iname", "-path", "-ipath", "-regex", "-iregex", "-wholename", "-iwholename")
 	for _, r := range roots {
 		w.pathOp(opRead, r, actor(c), false)
 		switch w.classifyPath(r).class {
 		case pcHome, pcRoot, pcHomeDir:
-			for j := i; j+1 < len(args); j++ {
-				switch args[j].s {
-				case "-name", "-iname", "-path", "-ipath", "-regex", "-iregex", "-wholename", "-iwholename":
-					if credentialName.MatchString(args[j+1].s) {
-						w.add(Deny, ruleCredentialSearch, fmt.Sprintf("%s searches %s for credential files (%s); do not harvest secrets — ask the user if the task needs one", c.name, r.show(), args[j+1].show()), c.part)
-					}
+			for _, v := range matching {
+				if credentialName.MatchString(v.s) {
+					w.add(Deny, ruleCredentialSearch, fmt.Sprintf("%s searches %s for credential files (%s); do not harvest secrets — ask the user if the task needs one", c.name, r.show(), v.show()), c.part)
 				}
 			}
 		}
@@ -714,61 +746,42 @@ func checkFind(w *walker, c *call) {
 	c.judgedPaths = true
 	// find ... -path '*.claude*' -exec sed -i ...: the files it changes are an
 	// agent's configuration.
-	for j := i; j+1 < len(args); j++ {
-		switch args[j].s {
-		case "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename":
-			if p := strings.Trim(args[j+1].s, "*"); p != "" && agentConfig(strings.TrimPrefix(p, "./")) != "" || agentConfig(strings.ReplaceAll(args[j+1].s, "*", "x/")) != "" {
-				for _, a := range args[j:] {
-					switch a.s {
-					case "-exec", "-execdir", "-ok", "-okdir", "-delete":
-						w.add(Confirm, ruleWriteAgentConfig, fmt.Sprintf("%s %s %s acts on an AI agent's or editor's configuration (%s); changing it reconfigures the agent or the user's tools, so approval is needed", c.name, args[j].s, args[j+1].show(), args[j+1].show()), c.part)
-						goto done
-					}
+	if p.has("-exec", "-execdir", "-ok", "-okdir", "-delete") {
+		for _, o := range p.opts {
+			switch o.name {
+			case "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename":
+				if pt := strings.Trim(o.val.s, "*"); pt != "" && agentConfig(strings.TrimPrefix(pt, "./")) != "" || agentConfig(strings.ReplaceAll(o.val.s, "*", "x/")) != "" {
+					w.add(Confirm, ruleWriteAgentConfig, fmt.Sprintf("%s %s %s acts on an AI agent's or editor's configuration (%s); changing it reconfigures the agent or the user's tools, so approval is needed", c.name, o.name, o.val.show(), o.val.show()), c.part)
 				}
 			}
 		}
 	}
-done:
-	for ; i < len(args); i++ {
-		s := args[i].s
-		if findValued[s] || strings.HasPrefix(s, "-newer") && len(s) == 8 {
-			i++ // the predicate's argument: find -name -delete looks for files named -delete
-			continue
-		}
-		switch s {
+	for _, o := range p.opts {
+		switch o.name {
 		case "-delete":
 			for _, r := range roots {
 				if !w.findDeleteDenied(r, "find -delete") {
 					w.add(Confirm, ruleFindDelete, fmt.Sprintf("find -delete deletes every match under %s; approval is needed", r.show()), c.part)
 				}
 			}
-			if len(roots) == 0 {
-				w.add(Confirm, ruleFindDelete, "find -delete deletes every match; approval is needed", c.part)
-			}
 		case "-exec", "-execdir", "-ok", "-okdir":
-			j := i + 1
-			for j < len(args) && args[j].s != ";" && args[j].s != "+" {
-				j++
-			}
-			inner := append([]field(nil), args[i+1:j]...)
-			i = j
-			if len(inner) == 0 {
+			if len(o.vals) == 0 {
 				continue
 			}
 			for _, r := range roots {
-				sub := make([]field, len(inner))
-				for k, a := range inner {
+				sub := make([]field, len(o.vals))
+				for k, a := range o.vals {
 					sub[k] = a
 					if strings.Contains(a.s, "{}") {
 						sub[k] = placeholder(a, "{}", strings.TrimSuffix(r.s, "/")+"/"+namePat)
 					}
 				}
-				w.add(Allow, ruleFindExec, fmt.Sprintf("find %s runs %s on every match; that command is checked", s, sub[0].show()), c.part)
+				w.add(Allow, ruleFindExec, fmt.Sprintf("find %s runs %s on every match; that command is checked", o.name, sub[0].show()), c.part)
 				if deleters[path.Base(sub[0].s)] {
 					// Whatever the filters, the matches may be anywhere under
 					// the root, as with -delete.
-					if !w.findDeleteDenied(r, "find "+s+" "+sub[0].show()) {
-						w.add(Confirm, ruleFindExecDelete, fmt.Sprintf("find %s %s deletes or destroys every file find matches under %s; approval is needed", s, sub[0].show(), r.show()), c.part)
+					if !w.findDeleteDenied(r, "find "+o.name+" "+sub[0].show()) {
+						w.add(Confirm, ruleFindExecDelete, fmt.Sprintf("find %s %s deletes or destroys every file find matches under %s; approval is needed", o.name, sub[0].show(), r.show()), c.part)
 					}
 				}
 				w.command(c.sub(sub))
@@ -777,8 +790,8 @@ done:
 				}
 			}
 		case "-fprint", "-fprint0", "-fprintf", "-fls":
-			if i+1 < len(args) {
-				w.pathOp(opWrite, args[i+1], actor(c), false)
+			if o.has {
+				w.pathOp(opWrite, o.val, actor(c), false)
 			}
 		}
 	}
@@ -813,19 +826,10 @@ func placeholder(a field, marker, with string) field {
 
 func checkFd(w *walker, c *call) {
 	var inner []field
-	for i, a := range c.args() {
-		if a.s == "-x" || a.s == "--exec" || a.s == "-X" || a.s == "--exec-batch" {
-			inner = c.args()[i+1:]
-			break
-		}
-	}
-	if len(inner) == 0 {
-		return
-	}
-	for i := range inner {
-		if inner[i].s == ";" {
-			inner = inner[:i]
-			break
+	for _, o := range c.opts().opts {
+		switch o.name {
+		case "-x", "--exec", "-X", "--exec-batch":
+			inner = o.vals
 		}
 	}
 	if len(inner) == 0 {
@@ -846,57 +850,25 @@ func checkFd(w *walker, c *call) {
 	w.command(c.sub(sub))
 }
 
-// xargsValued are xargs's options that take a value (-i, -e and -l only
-// attached).
-var xargsValued = set("-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "--eof", "-I", "-i", "--replace", "-L",
-	"-l", "--max-lines", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var")
-
 // checkXargs: xargs runs a command with arguments read from its input.
 func checkXargs(w *walker, c *call) {
-	args := c.args()
+	p := c.opts()
 	replace := ""
-	i := 0
-	for ; i < len(args); i++ {
-		s := args[i].s
-		if s == "--" {
-			i++
-			break
-		}
-		if !isOpt(s) {
-			break
-		}
-		name, val, hasVal := strings.Cut(s, "=")
-		if !hasVal && len(name) > 2 && name[1] != '-' {
-			// -I{} -n1 -a file
-			name, val, hasVal = name[:2], name[2:], true
-		}
-		if (name == "-I" || name == "--replace" || name == "-i") && hasVal {
-			replace = val
-		}
-		if xargsValued[name] && !hasVal {
-			if name == "-i" || name == "-e" || name == "-l" {
-				// optional values: attached only
-				if name == "-i" {
-					replace = "{}"
-				}
-				continue
+	for _, o := range p.opts {
+		switch o.name {
+		case "-I", "--replace", "-i":
+			replace = "{}"
+			if o.has {
+				replace = o.val.s
 			}
-			i++
-			if i < len(args) && (name == "-I" || name == "--replace") {
-				replace = args[i].s
+		case "-a", "--arg-file":
+			if o.has {
+				w.pathOp(opRead, o.val, actor(c), false)
 			}
-		}
-		if name == "-a" || name == "--arg-file" {
-			f := args[min(i, len(args)-1)]
-			if hasVal {
-				f = lit(val)
-			}
-			w.pathOp(opRead, f, actor(c), false)
 		}
 	}
 	c.judgedPaths = true
-	i = min(i, len(args))
-	inner := args[i:len(args):len(args)]
+	inner := p.ops[:len(p.ops):len(p.ops)]
 	if len(inner) == 0 {
 		return // echo
 	}
@@ -967,9 +939,7 @@ func checkTar(w *walker, c *call) {
 		a.s = "-" + a.s
 		args = append([]field{a}, args[1:]...)
 	}
-	p := parseArgs(args, spec("fCIFLbgHKNTVX", "--file", "--directory", "--use-compress-program", "--to-command",
-		"--info-script", "--new-volume-script", "--rsh-command", "--exclude", "--files-from", "--checkpoint-action",
-		"--transform", "--xform", "--owner", "--group", "--mode", "--format", "--label", "--newer", "--after-date", "--blocking-factor"))
+	p := parseArgs(args, c.spec)
 	for _, o := range p.opts {
 		switch o.name {
 		case "-I", "--use-compress-program", "--to-command", "-F", "--info-script", "--new-volume-script", "--rsh-command":

@@ -20,29 +20,36 @@ var gitProgramKey = regexp.MustCompile(`^(core\.(sshcommand|fsmonitor|pager|edit
 	`|include\.path|includeif\..+\.path|init\.templatedir|ssh\.variant|imap\.tunnel|sendemail\..*` +
 	`|receive\.procreceiverefs|trace2\..+|submodule\..+\.update|instaweb\..+|color\.pager|column\..*|bisect\..*|status\..*fsmonitor.*)$`)
 
-// gitGlobalValued are git's global options that take the next word as value.
-var gitGlobalValued = set("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--exec-path",
-	"--config-env", "--list-cmds", "--attr-source")
+// How git reads its arguments: its own options, exactly as written, up to the
+// subcommand; then the subcommand's, which git's option parser lets be
+// abbreviated (git reset --har is --hard).
+var (
+	gitArgs = spec("Cc", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env", "--list-cmds",
+		"--attr-source").optional("", "--exec-path").withFlags("--no-pager", "--paginate", "--bare", "--no-replace-objects",
+		"--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--no-optional-locks",
+		"--no-lazy-fetch", "--no-advice", "--html-path", "--man-path", "--info-path").noAbbrev().firstOperand()
+	gitSubArgs = spec("CmFcuOxSsbBtUX", "--upload-pack", "--receive-pack", "--exec", "--template", "--config",
+		"--output", "--message", "--file", "--author", "--date", "--format", "--pretty", "--branch", "--origin", "--depth",
+		"--reference", "--separate-git-dir", "--filter", "--strategy", "--onto", "--push-option", "--repo",
+		"--extcmd", "--tool", "--git-dir", "--work-tree", "--index-filter", "--tree-filter", "--env-filter",
+		"--msg-filter", "--commit-filter", "--parent-filter", "--tag-name-filter", "--subdirectory-filter", "--prune-empty").
+		optional("", "--force-with-lease", "--force-if-includes", "--recurse-submodules", "--open-files-in-pager").
+		withFlags("--force", "--mirror", "--delete", "--prune", "--hard", "--merge", "--keep", "--soft", "--mixed",
+			"--dry-run", "--staged", "--worktree", "--discard-changes", "--patch", "--ours", "--theirs", "--overlay",
+			"--no-overlay", "--root", "--remote", "--name-only", "--files-with-matches", "--ext-diff", "--edit", "--get",
+			"--get-all", "--get-regexp", "--get-urlmatch", "--list", "--get-color", "--get-colorbool", "--show-origin",
+			"--show-scope", "--name-only", "--unset", "--unset-all", "--remove-section", "--rename-section", "--global",
+			"--system", "--local", "--aggressive", "--all", "--tags", "--interactive", "--amend", "--no-verify")
+)
 
-// gitSplit returns git's global options and the subcommand with its arguments.
-func gitSplit(args []field) (globals []opt, sub []field) {
-	for i := 0; i < len(args); i++ {
-		s := args[i].s
-		if !isOpt(s) {
-			return globals, args[i:]
-		}
-		name, val, has := strings.Cut(s, "=")
-		o := opt{name: name}
-		if has {
-			o.val, o.has = args[i], true
-			o.val.s, o.val.raw = val, ""
-		} else if gitGlobalValued[name] && i+1 < len(args) {
-			i++
-			o.val, o.has = args[i], true
-		}
-		globals = append(globals, o)
+// gitSplit reads git's own options, and returns them with the subcommand and
+// its arguments.
+func gitSplit(args []field) (sub string, rest []field, globals parsed) {
+	globals = parseArgs(args, gitArgs)
+	if len(globals.ops) == 0 {
+		return "", nil, globals
 	}
-	return globals, nil
+	return globals.ops[0].s, globals.ops[1:], globals
 }
 
 // canonicalArgv returns argv without the global options that do not change
@@ -55,12 +62,12 @@ func canonicalArgv(name string, argv []string) []string {
 	for i, a := range argv[1:] {
 		fs[i] = lit(a)
 	}
-	globals, sub := gitSplit(fs)
-	if len(globals) == 0 || len(sub) == 0 {
+	sub, rest, globals := gitSplit(fs)
+	if len(globals.opts) == 0 || sub == "" {
 		return nil
 	}
-	out := []string{argv[0]}
-	for _, f := range sub {
+	out := []string{argv[0], sub}
+	for _, f := range rest {
 		out = append(out, f.s)
 	}
 	return out
@@ -119,8 +126,9 @@ var (
 )
 
 func checkGit(w *walker, c *call) {
-	globals, rest := gitSplit(c.args())
-	for _, g := range globals {
+	_, _, globals := gitSplit(c.args())
+	rest := globals.ops
+	for _, g := range globals.opts {
 		switch g.name {
 		case "-c":
 			key, val, _ := strings.Cut(g.val.s, "=")
@@ -144,11 +152,7 @@ func checkGit(w *walker, c *call) {
 		return
 	}
 	sub, args := rest[0].s, rest[1:]
-	p := parseArgs(args, spec("CmFcuOxSsbBtUX", "--upload-pack", "--receive-pack", "--exec", "--template", "--config",
-		"--output", "--message", "--file", "--author", "--date", "--format", "--pretty", "--branch", "--origin", "--depth",
-		"--reference", "--separate-git-dir", "--filter", "--strategy", "--onto", "--push-option", "--repo",
-		"--extcmd", "--tool", "--git-dir", "--work-tree", "--index-filter", "--tree-filter", "--env-filter",
-		"--msg-filter", "--commit-filter", "--parent-filter", "--tag-name-filter", "--subdirectory-filter", "--prune-empty"))
+	p := parseArgs(args, gitSubArgs)
 	// Options of many subcommands that run programs.
 	for _, o := range p.opts {
 		switch o.name {

@@ -22,6 +22,7 @@ func registerNet() {
 	net("wget", ruleDownload, "wget fetches data from the network; approval is needed", checkWget)
 	net("aria2c axel lwp-request lynx w3m links elinks http https xh httpie curlie fetch", ruleDownload, "%s fetches data from the network; approval is needed", nil)
 	net("nc ncat netcat nc.openbsd nc.traditional", ruleNetwork, "%s opens a raw network connection; approval is needed", checkNetcat)
+	readsArgs("nc ncat netcat nc.openbsd nc.traditional", netcatArgs)
 	net("socat", ruleNetwork, "socat relays data over the network; approval is needed", checkSocat)
 	net("telnet ftp lftp tftp sftp smbclient mosh rlogin rsh rexec", ruleNetwork, "%s connects to another machine; approval is needed", nil)
 	net("ssh", ruleSsh, "ssh connects to another machine; approval is needed", checkSSH)
@@ -321,16 +322,22 @@ func checkWget(w *walker, c *call) {
 	w.add(Confirm, ruleDownload, fmt.Sprintf("wget fetches %s from the network; approval is needed", target), c.part)
 }
 
+// netcatArgs is how the netcats (traditional, OpenBSD, ncat) read their
+// arguments; -e and -c run a program on the connection.
+var netcatArgs = spec("ecipqswxXIOTVmMPgG", "--exec", "--sh-exec", "--lua-exec", "--source", "--source-port",
+	"--wait", "--idle-timeout", "--proxy", "--proxy-type", "--proxy-auth", "--output", "--hex-dump", "--max-conns",
+	"--allow", "--allowfile", "--deny", "--denyfile").withFlags("--listen", "--keep-open", "--udp", "--verbose")
+
 func checkNetcat(w *walker, c *call) {
-	for _, a := range c.args() {
-		s := a.s
-		if s == "-e" || s == "-c" || s == "--exec" || s == "--sh-exec" || s == "--lua-exec" ||
-			strings.HasPrefix(s, "--exec=") || strings.HasPrefix(s, "--sh-exec=") || (hasShort(s, "ec") && !strings.HasPrefix(s, "--")) {
-			w.add(Deny, ruleReverseShell, fmt.Sprintf("%s %s connects a program's input and output to the network (a reverse or bind shell); run the commands you need directly", c.name, s), c.part)
+	p := c.opts()
+	for _, o := range p.opts {
+		switch o.name {
+		case "-e", "-c", "--exec", "--sh-exec", "--lua-exec":
+			w.add(Deny, ruleReverseShell, fmt.Sprintf("%s %s connects a program's input and output to the network (a reverse or bind shell); run the commands you need directly", c.name, o.name), c.part)
 			return
 		}
 	}
-	if c.flag("l", "--listen") {
+	if p.has("-l", "--listen") {
 		w.add(Confirm, ruleListen, c.name+" -l listens for connections from other machines; approval is needed", c.part)
 		return
 	}

@@ -15,11 +15,11 @@ func registerRunners() {
 	reg("nodemon", program{decision: Allow, rule: ruleBuild, reason: "nodemon runs a program again when files change", check: checkNodemon})
 	reg("pee", program{decision: Allow, rule: ruleText, reason: "pee feeds its input to commands; they are checked", check: checkPee})
 	reg("nix-shell", program{decision: Confirm, rule: rulePackageInstall, reason: "nix-shell builds an environment from packages it may fetch from the network; approval is needed", check: checkNixShell})
-	reg("gdb lldb", program{decision: Allow, rule: ruleBuild, reason: "%s debugs a program", check: checkDebugger})
+	reg("gdb lldb", program{decision: Allow, rule: ruleBuild, reason: "%s debugs a program", check: checkDebugger, args: debuggerArgs})
 	reg("perf", program{decision: Allow, rule: ruleBuild, reason: "perf profiles a program", check: checkPerf})
 	reg("direnv", program{decision: Allow, rule: ruleInfo, reason: "direnv shows the environment of a directory", check: checkDirenv})
 	reg("aws-vault", program{decision: Confirm, rule: ruleCloud, reason: "aws-vault runs commands with cloud credentials; approval is needed", check: checkAwsVault})
-	reg("start-stop-daemon", program{decision: Confirm, rule: rulePersistence, reason: "start-stop-daemon starts or stops a daemon outside this session; approval is needed", check: checkStartStopDaemon})
+	reg("start-stop-daemon", program{decision: Confirm, rule: rulePersistence, reason: "start-stop-daemon starts or stops a daemon outside this session; approval is needed", check: checkStartStopDaemon, args: startStopArgs})
 	registerPublishers()
 	registerWritten()
 	reg("corepack", program{decision: Confirm, rule: rulePackageInstall, reason: "corepack installs package managers and their shims; approval is needed", check: func(w *walker, c *call) {
@@ -66,7 +66,9 @@ func registerRunners() {
 			}
 		}
 	}})
-	reg("sqlite3 sqlite duckdb", program{decision: Allow, rule: ruleBuild, reason: "%s queries a local database file", check: checkSqlite})
+	reg("sqlite3 sqlite duckdb", program{decision: Allow, rule: ruleBuild, reason: "%s queries a local database file", check: checkSqlite,
+		args: spec("", "-cmd", "-init", "-separator", "-newline", "-nullvalue", "-escape", "-vfs", "-mmap", "-pagecache",
+			"-lookaside", "-heap", "-maxsize", "-c").wholeWords()})
 	reg("xterm uxterm rxvt urxvt", program{decision: Allow, rule: ruleTerminal, reason: "%s opens a terminal window", check: func(w *walker, c *call) {
 		args := c.args()
 		for i, a := range args {
@@ -116,13 +118,7 @@ func checkNodemon(w *walker, c *call) {
 }
 
 func checkPee(w *walker, c *call) {
-	var strs []field
-	for _, a := range c.args() {
-		if !isOpt(a.s) {
-			strs = append(strs, a)
-		}
-	}
-	w.shellStrings(c, "pee", strs)
+	w.shellStrings(c, "pee", c.opts().ops)
 }
 
 func checkNixShell(w *walker, c *call) {
@@ -133,51 +129,52 @@ func checkNixShell(w *walker, c *call) {
 // checkDebugger: gdb and lldb run commands given with -ex or -o; "shell" and "!"
 // run them through a shell, "python" and "script" run inline code; attaching to
 // a running process needs approval.
+// debuggerArgs is how gdb and lldb read their arguments: whole words, with one
+// dash or two; --args ends them, the rest being the program and its
+// arguments.
+var debuggerArgs = func() optSpec {
+	var valued, flags []string
+	for _, n := range []string{"ex", "iex", "eval-command", "init-eval-command", "o", "one-line", "O", "one-line-before-file",
+		"k", "one-line-on-crash", "x", "ix", "command", "init-command", "s", "source", "S", "source-before-file",
+		"p", "pid", "attach-pid", "n", "attach-name", "cd", "d", "directory", "core", "c", "tty", "f", "file",
+		"a", "arch", "data-directory"} {
+		valued = append(valued, "-"+n, "--"+n)
+	}
+	for _, n := range []string{"batch", "nx", "q", "quiet", "silent", "args", "b", "no-lldbinit", "no-use-colors"} {
+		flags = append(flags, "-"+n, "--"+n)
+	}
+	return spec("", valued...).withFlags(flags...).endAt("--args", "-args").wholeWords()
+}()
+
+// checkDebugger: gdb and lldb run commands given with -ex or -o; "shell" and "!"
+// run them through a shell, "python" and "script" run inline code; attaching to
+// a running process needs approval.
 func checkDebugger(w *walker, c *call) {
-	args := c.args()
-	for i := 0; i < len(args); i++ {
-		s := args[i].s
-		name, val, hasVal := strings.Cut(strings.TrimLeft(s, "-"), "=")
-		var cmd *field
+	p := c.opts()
+	for _, o := range p.opts {
+		name := strings.TrimLeft(o.name, "-")
 		switch name {
-		case "ex", "iex", "eval-command", "init-eval-command", "o", "one-line", "O", "one-line-before-file", "k", "one-line-on-crash":
-			if !isOpt(s) {
-				continue
-			}
-			if hasVal {
-				f := args[i]
-				f.s = val
-				cmd = &f
-			} else if i+1 < len(args) {
-				i++
-				cmd = &args[i]
-			}
 		case "x", "ix", "command", "init-command", "s", "source", "S", "source-before-file":
-			if isOpt(s) && !hasVal && i+1 < len(args) {
-				i++
-			}
-			if isOpt(s) {
-				w.add(Confirm, ruleInlineCode, c.name+" "+s+" runs the debugger commands in a file, which can run shell commands; approval is needed", c.part)
-			}
+			w.add(Confirm, ruleInlineCode, c.name+" "+o.name+" runs the debugger commands in a file, which can run shell commands; approval is needed", c.part)
 			continue
 		case "p", "pid", "attach-pid", "n", "attach-name":
-			if isOpt(s) {
-				w.add(Confirm, ruleDebugAttach, c.name+" "+s+" attaches to a running process and can change what it does; approval is needed", c.part)
-			}
+			w.add(Confirm, ruleDebugAttach, c.name+" "+o.name+" attaches to a running process and can change what it does; approval is needed", c.part)
 			continue
-		case "args", "-":
-			if isOpt(s) || s == "--" {
-				if i+1 < len(args) {
-					w.command(c.sub(args[i+1:]))
-				}
-				return
+		case "args":
+			if len(p.ops) > 0 {
+				w.command(c.sub(p.ops))
 			}
-		}
-		if cmd == nil {
+			return
+		case "ex", "iex", "eval-command", "init-eval-command", "o", "one-line", "O", "one-line-before-file", "k", "one-line-on-crash":
+		default:
 			continue
 		}
+		if !o.has {
+			continue
+		}
+		cmd := o.val
 		if !cmd.known() {
-			w.add(Confirm, ruleDynamicCommand, c.name+" "+s+" runs a debugger command computed at run time; write it literally", c.part)
+			w.add(Confirm, ruleDynamicCommand, c.name+" "+o.name+" runs a debugger command computed at run time; write it literally", c.part)
 			continue
 		}
 		text := strings.TrimSpace(cmd.s)
@@ -192,6 +189,10 @@ func checkDebugger(w *walker, c *call) {
 		case word == "python" || word == "py" || word == "pi" || word == "script" || word == "guile" || word == "pipe" || strings.HasPrefix(text, "|"):
 			w.inlineCode(c, rest, c.name+" "+word)
 		}
+	}
+	// lldb -- PROGRAM ARGS: the program to debug.
+	if c.name == "lldb" && len(p.ops) > 0 && len(c.args()) > 0 && contains(fieldStrings(c.args()), "--") {
+		w.command(c.sub(p.ops))
 	}
 }
 
@@ -239,72 +240,45 @@ func checkAwsVault(w *walker, c *call) {
 	}
 	c.delegated = true
 	w.add(Confirm, ruleCloud, "aws-vault exec runs a command with the credentials of a cloud account; approval is needed", c.part)
-	rest := args[1:]
-	for i, a := range rest {
-		if a.s == "--" {
-			if i+1 < len(rest) {
-				w.command(c.sub(rest[i+1:]))
-			}
-			return
-		}
+	// aws-vault exec [options] PROFILE [options] [--] CMD...
+	sp := spec("", "--duration", "--mfa-token", "--region", "--prompt", "--backend").firstOperand()
+	p := parseArgs(args[1:], sp)
+	if len(p.ops) == 0 {
+		return
 	}
-	// aws-vault exec PROFILE [options] CMD...
-	i := 0
-	for i < len(rest) && isOpt(rest[i].s) {
-		i++
-	}
-	i++ // the profile
-	for i < len(rest) && isOpt(rest[i].s) {
-		i++
-	}
-	if i < len(rest) {
-		w.command(c.sub(rest[i:]))
+	if ops := parseArgs(p.ops[1:], sp).ops; len(ops) > 0 {
+		w.command(c.sub(ops))
 	}
 }
 
+// startStopArgs is how start-stop-daemon reads its arguments; the words after
+// -- are the daemon's.
+var startStopArgs = spec("xacugpnsRNPrdkS", "--exec", "--startas", "--chuid", "--user", "--group", "--pidfile",
+	"--name", "--signal", "--retry", "--nicelevel", "--procsched", "--iosched", "--chroot", "--chdir", "--umask",
+	"--output").withFlags("--start", "--stop", "--status", "--background", "--make-pidfile", "--remove-pidfile",
+	"--oknodo", "--quiet", "--verbose", "--test", "--no-close", "--help", "--version")
+
 func checkStartStopDaemon(w *walker, c *call) {
-	args := c.args()
-	var exe *field
-	var after []field
-	for i := 0; i < len(args); i++ {
-		s := args[i].s
-		if s == "--" {
-			after = args[i+1:]
+	p := c.opts()
+	if len(p.values("-c", "--chuid")) > 0 {
+		w.add(Deny, rulePrivilege, "start-stop-daemon --chuid runs the daemon as another user; privilege changes are not allowed", c.part)
+	}
+	var after []field // the daemon's arguments, after --
+	for k := range p.ops {
+		if p.at[k] > 0 && c.args()[p.at[k]-1].s == "--" {
+			after = p.ops[k:]
 			break
 		}
-		name, val, hasVal := strings.Cut(s, "=")
-		switch name {
-		case "-x", "--exec", "-a", "--startas":
-			if hasVal {
-				f := args[i]
-				f.s = val
-				exe = &f
-			} else if i+1 < len(args) {
-				i++
-				f := args[i]
-				exe = &f
-			}
-		case "-c", "--chuid", "-u", "--user", "-g", "--group":
-			if name == "-c" || name == "--chuid" {
-				w.add(Deny, rulePrivilege, "start-stop-daemon "+name+" runs the daemon as another user; privilege changes are not allowed", c.part)
-			}
-			if !hasVal {
-				i++
-			}
-		}
 	}
-	if exe != nil {
+	for _, exe := range p.values("-x", "--exec", "-a", "--startas") {
 		c.delegated = true
-		w.command(c.sub(append([]field{*exe}, after...)))
+		w.command(c.sub(append([]field{exe}, after...)))
 	}
 }
 
 func checkLoginctl(w *walker, c *call) {
-	args := c.args()
-	for _, a := range args {
-		if isOpt(a.s) {
-			continue
-		}
+	if ops := c.opts().ops; len(ops) > 0 {
+		a := ops[0]
 		switch a.s {
 		case "poweroff", "reboot", "halt", "suspend", "hibernate", "hybrid-sleep", "suspend-then-hibernate", "kexec":
 			w.add(Deny, rulePower, "loginctl "+a.s+" would stop or suspend the machine; never stop the machine — finish the task instead", c.part)
@@ -360,12 +334,7 @@ func checkPublish(w *walker, c *call, verbs []string) {
 			return
 		}
 	}
-	var words []string
-	for _, a := range args {
-		if !isOpt(a.s) {
-			words = append(words, a.s)
-		}
-	}
+	words := fieldStrings(c.opts().ops)
 	line := strings.Join(words, " ")
 	for _, v := range verbs {
 		ok := false
@@ -393,19 +362,8 @@ func checkPublish(w *walker, c *call, verbs []string) {
 // checkSqlite: sqlite3's dot commands .shell and .system run shell commands,
 // and .output, .once and .import with a | run one for the output or input.
 func checkSqlite(w *walker, c *call) {
-	var cmds []string
-	args := c.args()
-	for i := 0; i < len(args); i++ {
-		s := args[i].s
-		if s == "-cmd" && i+1 < len(args) {
-			i++
-			cmds = append(cmds, args[i].s)
-			continue
-		}
-		if !isOpt(s) {
-			cmds = append(cmds, s)
-		}
-	}
+	p := c.opts()
+	cmds := append(fieldStrings(p.values("-cmd")), fieldStrings(p.ops)...)
 	if c.stdin.hasText {
 		cmds = append(cmds, strings.Split(c.stdin.text, "\n")...)
 	}

@@ -42,12 +42,14 @@ func registerSys() {
 	deny("insmod rmmod modprobe depmod setenforce auditctl aa-disable aa-complain grub-install update-grub efibootmgr "+
 		"setcap capsh chroot nsenter pivot_root switch_root", ruleSystemConfig, "%s changes the kernel, boot or security configuration of the machine, or escapes confinement; this is not allowed")
 	deny("iptables ip6tables iptables-restore nft firewall-cmd pfctl ebtables", ruleFirewall, "%s changes the firewall; network security settings are not the task's to change")
-	reg("sysctl", program{decision: Allow, rule: ruleInfo, reason: "sysctl prints kernel settings", check: func(w *walker, c *call) {
-		for _, a := range c.args() {
-			if a.s == "-w" || a.s == "--write" || a.s == "-p" || a.s == "--load" || a.s == "--system" || strings.Contains(a.s, "=") {
-				w.add(Deny, ruleSystemConfig, "sysctl -w changes kernel settings; this is not allowed", c.part)
-				return
-			}
+	reg("sysctl", program{decision: Allow, rule: ruleInfo, reason: "sysctl prints kernel settings", args: spec("r", "--pattern").optional("p", "--load").withFlags("--write", "--system", "--all"), check: func(w *walker, c *call) {
+		p := c.opts()
+		write := p.has("-w", "--write", "-p", "--load", "--system")
+		for _, a := range p.ops {
+			write = write || strings.Contains(a.s, "=")
+		}
+		if write {
+			w.add(Deny, ruleSystemConfig, "sysctl -w changes kernel settings; this is not allowed", c.part)
 		}
 	}})
 	reg("ufw", program{decision: Deny, rule: ruleFirewall, reason: "ufw changes the firewall", check: func(w *walker, c *call) {
@@ -94,13 +96,14 @@ func registerSys() {
 			}
 		}
 	}})
-	reg("fuser", program{decision: Allow, rule: ruleInfo, reason: "fuser shows which processes use a file or port", exempt: true, check: func(w *walker, c *call) {
-		if c.flag("k", "--kill") {
-			w.add(Confirm, ruleKill, "fuser -k kills the processes that use a file or port; approval is needed", c.part)
-		}
-	}})
-	reg("kill", program{decision: Confirm, rule: ruleKill, reason: "kill", check: checkKill, exempt: true})
-	reg("pkill killall killall5 skill slay pkill5 xkill", program{decision: Confirm, rule: ruleKill, reason: "kill", check: checkPkill, exempt: true})
+	reg("fuser", program{decision: Allow, rule: ruleInfo, reason: "fuser shows which processes use a file or port", exempt: true,
+		args: spec("n", "--namespace").withFlags("--kill", "--interactive", "--mount", "--silent", "--user", "--verbose"), check: func(w *walker, c *call) {
+			if c.opts().has("-k", "--kill") {
+				w.add(Confirm, ruleKill, "fuser -k kills the processes that use a file or port; approval is needed", c.part)
+			}
+		}})
+	reg("kill", program{decision: Confirm, rule: ruleKill, reason: "kill", check: checkKill, exempt: true, args: killArgs})
+	reg("pkill killall killall5 skill slay pkill5 xkill", program{decision: Confirm, rule: ruleKill, reason: "kill", check: checkPkill, exempt: true, args: pkillArgs})
 	reg("systemctl", program{decision: Confirm, rule: ruleService, reason: "systemctl manages services; approval is needed", check: checkSystemctl})
 	reg("service rc-service sv", program{decision: Confirm, rule: ruleService, reason: "%s starts, stops or changes a service; approval is needed", check: func(w *walker, c *call) {
 		for _, a := range c.args() {
@@ -136,16 +139,17 @@ func registerSys() {
 			w.command(c.sub(p.ops))
 		}
 	}})
-	reg("history", program{decision: Allow, rule: ruleShellBuiltin, reason: "history lists the shell history", exempt: true, check: func(w *walker, c *call) {
-		for _, a := range c.args() {
-			if hasShort(a.s, "cdw") {
-				w.add(Deny, ruleHistoryWipe, "history "+a.s+" clears or rewrites the shell history, which hides what was run; leave the history alone", c.part)
+	reg("history", program{decision: Allow, rule: ruleShellBuiltin, reason: "history lists the shell history", exempt: true, args: spec("d"), check: func(w *walker, c *call) {
+		for _, o := range c.opts().opts {
+			switch o.name {
+			case "-c", "-d", "-w":
+				w.add(Deny, ruleHistoryWipe, "history "+o.name+" clears or rewrites the shell history, which hides what was run; leave the history alone", c.part)
 				return
 			}
 		}
 	}})
-	reg("enable", program{decision: Allow, rule: ruleShellBuiltin, reason: "enable turns shell builtins on or off", exempt: true, check: func(w *walker, c *call) {
-		if c.flag("f") {
+	reg("enable", program{args: spec("f"), decision: Allow, rule: ruleShellBuiltin, reason: "enable turns shell builtins on or off", exempt: true, check: func(w *walker, c *call) {
+		if c.opts().has("-f") {
 			w.add(Confirm, ruleEnvInjection, "enable -f loads a builtin from a shared library, which runs native code; approval is needed", c.part)
 		}
 	}})
@@ -184,18 +188,27 @@ func registerSys() {
 	}})
 	deny("secret-tool kwallet-query keyctl", ruleKeychain, "%s reads secrets from the keyring; credentials must not be read — ask the user if the task needs them")
 	reg("pass gopass op bw lpass vault doppler infisical chamber sops age", program{decision: Confirm, rule: ruleKeychain, reason: "%s manages secrets; approval is needed", check: checkSecretTool})
-	reg("gpg gpg2", program{decision: Allow, rule: ruleCrypto, reason: "gpg works on signatures and encrypted files", check: func(w *walker, c *call) {
-		for _, a := range c.args() {
-			if strings.HasPrefix(a.s, "--export-secret") || a.s == "--export-ownertrust" {
-				w.add(Deny, ruleSecretRead, "gpg "+a.s+" exports private keys; credentials must not be read or sent — ask the user", c.part)
-				return
+	// gpg takes its commands as options, and any unique abbreviation of one
+	// (--export-sec is --export-secret-keys).
+	reg("gpg gpg2", program{decision: Allow, rule: ruleCrypto, reason: "gpg works on signatures and encrypted files",
+		args: spec("orRuf", "--output", "--recipient", "--local-user", "--keyring", "--secret-keyring", "--homedir",
+			"--default-key", "--passphrase", "--passphrase-file", "--keyserver").withFlags("--export-secret-keys",
+			"--export-secret-subkeys", "--export-ownertrust", "--export", "--delete-secret-keys", "--delete-secret-and-public-key",
+			"--delete-keys", "--import", "--recv-keys", "--send-keys", "--gen-key", "--full-generate-key", "--generate-key",
+			"--quick-generate-key", "--list-keys", "--list-secret-keys", "--verify", "--decrypt", "--encrypt", "--sign",
+			"--armor", "--batch", "--yes", "--detach-sign", "--clearsign", "--symmetric", "--fingerprint", "--edit-key"),
+		check: func(w *walker, c *call) {
+			for _, o := range c.opts().opts {
+				switch o.name {
+				case "--export-secret-keys", "--export-secret-subkeys", "--export-ownertrust":
+					w.add(Deny, ruleSecretRead, "gpg "+o.name+" exports private keys; credentials must not be read or sent — ask the user", c.part)
+					return
+				case "--delete-secret-keys", "--delete-secret-and-public-key", "--delete-keys", "--import", "--recv-keys", "--send-keys", "--gen-key", "--full-generate-key", "--generate-key", "--quick-generate-key", "--edit-key":
+					w.add(Confirm, ruleKeychain, "gpg "+o.name+" changes the user's keyring or talks to a key server; approval is needed", c.part)
+					return
+				}
 			}
-			if a.s == "--delete-secret-keys" || a.s == "--delete-secret-and-public-key" || a.s == "--delete-keys" || a.s == "--import" || a.s == "--recv-keys" || a.s == "--send-keys" || a.s == "--gen-key" || a.s == "--full-generate-key" {
-				w.add(Confirm, ruleKeychain, "gpg "+a.s+" changes the user's keyring or talks to a key server; approval is needed", c.part)
-				return
-			}
-		}
-	}})
+		}})
 	reg("ssh-keygen", program{decision: Allow, rule: ruleCrypto, reason: "ssh-keygen works on keys", exempt: true, check: func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec("abCEfFGJjKMmNnOPrsSTtVwZzIhDRYlLkuUyeBQ", "-f"))
 		if p.has("-R", "-F", "-l", "-L", "-y", "-B", "-Y", "-Q") {
@@ -223,9 +236,9 @@ func registerSys() {
 		}
 	}})
 	reg("open xdg-open gio gnome-open kde-open sensible-browser x-www-browser www-browser firefox chromium chromium-browser google-chrome start explorer.exe", program{decision: Confirm, rule: ruleOpen, reason: "%s opens a file, URL or program outside the terminal; approval is needed", exempt: true})
-	reg("osascript", program{decision: Confirm, rule: ruleInlineCode, reason: "osascript runs AppleScript, which can control other applications; approval is needed", check: checkInterpreter})
+	reg("osascript", program{decision: Confirm, rule: ruleInlineCode, reason: "osascript runs AppleScript, which can control other applications; approval is needed", check: checkInterpreter, args: inlineFlags["osascript"].args})
 	// AI agents: another agent's actions are invisible to this policy.
-	reg("claude gemini codex aider cursor-agent opencode amp goose qwen crush cline plandex gptme interpreter llm sgpt q kiro", program{decision: Confirm, rule: ruleAgent, reason: "%s starts another AI agent, whose actions this policy does not see; approval is needed", check: checkAgent})
+	reg("claude gemini codex aider cursor-agent opencode amp goose qwen crush cline plandex gptme interpreter llm sgpt q kiro", program{decision: Confirm, rule: ruleAgent, reason: "%s starts another AI agent, whose actions this policy does not see; approval is needed", check: checkAgent, args: agentArgs})
 }
 
 var minerNames = []string{"xmrig", "xmr-stak", "cpuminer", "minerd", "ethminer", "nbminer", "t-rex",
@@ -243,28 +256,31 @@ func isMiner(name string) bool {
 	return false
 }
 
+// kill reads one option at most — a signal (-9, -KILL, -s KILL, -n 9) or a
+// listing (-l, -L) — and then the processes, which may be negative (-1: every
+// process the user can signal).
+var (
+	killArgs  = spec("", "-s", "-n").withFlags("--list", "--table").wholeWords().atMost(1)
+	pkillArgs = spec("uUgGPsteFcnoO", "--euid", "--uid", "--group", "--pgroup", "--parent", "--session", "--terminal",
+		"--signal", "--pidfile", "--ns", "--nslist", "--older", "--younger", "--user").withFlags("--list", "--table")
+)
+
 func checkKill(w *walker, c *call) {
-	args := c.args()
-	i := 0
-	if i < len(args) && (args[i].s == "-l" || args[i].s == "-L" || args[i].s == "--list" || args[i].s == "--table") {
+	p := c.opts()
+	if p.has("-l", "-L", "--list", "--table") {
 		w.add(Allow, ruleInfo, "kill -l lists signals", c.part)
 		return
 	}
-	if i < len(args) && isOpt(args[i].s) && args[i].s != "--" {
-		if args[i].s == "-s" || args[i].s == "-n" || args[i].s == "--signal" {
-			i++
-		}
-		i++
-	}
-	if i < len(args) && args[i].s == "--" {
-		i++
-	}
-	for _, a := range args[min(i, len(args)):] {
+	for _, a := range p.ops {
 		switch a.s {
 		case "-1", "1":
 			w.add(Deny, ruleKillAll, fmt.Sprintf("kill of %s would kill init or every process the user can signal, the session and the agent included; kill only the process you started, by its id", a.s), c.part)
 			return
 		}
+	}
+	if len(p.opts) > 0 && (p.opts[0].name == "-0" || p.opts[0].name == "-s" && p.opts[0].val.s == "0" || p.opts[0].name == "-n" && p.opts[0].val.s == "0") {
+		w.add(Allow, ruleInfo, "kill -0 only checks that a process exists; it sends no signal", c.part)
+		return
 	}
 	w.add(Confirm, ruleKill, "kill stops processes; approval is needed — kill only processes you started, by their id", c.part)
 }
@@ -274,11 +290,11 @@ func checkPkill(w *walker, c *call) {
 		w.add(Deny, ruleKillAll, "killall5 kills every process on the machine; kill only the process you started, by its id", c.part)
 		return
 	}
-	if a := c.args(); len(a) > 0 && (a[0].s == "-l" || a[0].s == "--list" || a[0].s == "-L" || a[0].s == "--table") {
+	p := c.opts()
+	if a := c.args(); len(a) > 0 && (p.has("--list", "--table") || a[0].s == "-l" || a[0].s == "-L") {
 		w.add(Allow, ruleInfo, c.name+" "+a[0].s+" lists the signal names", c.part)
 		return
 	}
-	p := parseArgs(c.args(), spec("uUgGPsteFcnoO", "--euid", "--uid", "--group", "--pgroup", "--parent", "--session", "--terminal", "--signal", "--pidfile", "--ns", "--nslist", "--older", "--younger", "--user"))
 	if len(p.values("-u", "-U", "--euid", "--uid", "--user", "-G", "--group", "-s", "--session", "-t", "--terminal", "-P", "--parent")) > 0 && c.name != "killall" ||
 		c.name == "killall" && len(p.values("-u", "--user")) > 0 {
 		w.add(Deny, ruleKillAll, c.name+" -u kills every process of a user (or session), the agent's own session included; kill only the process you started, by its id", c.part)
@@ -438,22 +454,28 @@ func checkSecretTool(w *walker, c *call) {
 	w.add(Confirm, ruleKeychain, c.name+" manages secrets; approval is needed", c.part)
 }
 
-var yoloFlag = regexp.MustCompile(`^(--dangerously-skip-permissions|--dangerously-bypass-approvals-and-sandbox|--dangerously-allow-all|--yolo|-y|--yes|--yes-always|--force|-f|--full-auto|--approval-mode=yolo|--auto-approve|--trust-all-tools|--allow-all-tools|--no-confirm|--permission-mode=bypassPermissions|--bypass-permissions)$`)
+// yoloFlag matches the options that make an AI agent approve its own
+// actions; yoloMode the values of the options that choose how it asks.
+var (
+	yoloFlag  = regexp.MustCompile(`^(--dangerously-skip-permissions|--dangerously-bypass-approvals-and-sandbox|--dangerously-allow-all|--yolo|-y|--yes|--yes-always|--force|-f|--full-auto|--auto-approve|--trust-all-tools|--allow-all-tools|--no-confirm|--bypass-permissions)$`)
+	yoloMode  = set("bypasspermissions", "yolo", "never", "danger-full-access")
+	agentArgs = spec("asm", "--permission-mode", "--approval-mode", "--ask-for-approval", "--sandbox", "--model",
+		"--allowedTools", "--allowed-tools", "--disallowedTools", "--output-format", "--input-format", "--mcp-config",
+		"--append-system-prompt", "--resume", "--cwd", "--prompt").withFlags("--print", "--continue", "--verbose",
+		"--dangerously-skip-permissions", "--dangerously-bypass-approvals-and-sandbox", "--full-auto", "--yolo")
+)
 
 func checkAgent(w *walker, c *call) {
-	args := c.args()
-	for i, a := range args {
-		s := a.s
-		if s == "--permission-mode" || s == "--approval-mode" || s == "-a" || s == "--ask-for-approval" || s == "-s" || s == "--sandbox" {
-			if i+1 < len(args) {
-				v := strings.ToLower(args[i+1].s)
-				if v == "bypasspermissions" || v == "yolo" || v == "never" || v == "danger-full-access" {
-					s = "--yolo"
-				}
-			}
+	for _, o := range c.opts().opts {
+		yolo := false
+		switch o.name {
+		case "--permission-mode", "--approval-mode", "-a", "--ask-for-approval", "-s", "--sandbox":
+			yolo = yoloMode[strings.ToLower(o.val.s)]
+		default:
+			yolo = yoloFlag.MatchString(o.name) && !(o.name == "-y" && c.name == "llm") && !(o.name == "-f" && c.name != "cursor-agent")
 		}
-		if yoloFlag.MatchString(s) && !(s == "-y" && c.name == "llm") && !(s == "-f" && c.name != "cursor-agent") {
-			w.add(Deny, ruleYoloAgent, fmt.Sprintf("%s %s would start another AI agent that approves its own actions, out of this policy's sight; do the work here, step by step", c.name, a.show()), c.part)
+		if yolo {
+			w.add(Deny, ruleYoloAgent, fmt.Sprintf("%s %s would start another AI agent that approves its own actions, out of this policy's sight; do the work here, step by step", c.name, o.name), c.part)
 			return
 		}
 	}

@@ -17,76 +17,82 @@ var wrapperSpecs = map[string]struct {
 	sp   optSpec
 	skip int // operands of the wrapper's own before the command (timeout's duration)
 }{
-	"nohup":               {spec(""), 0},
-	"nice":                {spec("n", "--adjustment"), 0},
-	"ionice":              {spec("cnpPu", "--class", "--classdata", "--pid", "--pgid", "--uid"), 0},
-	"timeout":             {spec("sk", "--signal", "--kill-after"), 1},
-	"gtimeout":            {spec("sk", "--signal", "--kill-after"), 1},
-	"time":                {spec("fo", "--format", "--output"), 0},
-	"command":             {spec(""), 0},
-	"builtin":             {spec(""), 0},
-	"exec":                {spec("a"), 0},
-	"stdbuf":              {spec("ioe", "--input", "--output", "--error"), 0},
-	"chrt":                {spec(""), 1},
-	"taskset":             {spec(""), 1},
-	"setsid":              {spec(""), 0},
-	"unbuffer":            {spec(""), 0},
-	"caffeinate":          {spec("tw"), 0},
-	"xvfb-run":            {spec("nsfe", "--server-num", "--server-args", "--auth-file", "--error-file"), 0},
-	"strace":              {spec("eoOpPsSuXIabE"), 0},
-	"ltrace":              {spec("eoOpPsSuXIabEAnlL"), 0},
-	"catchsegv":           {spec(""), 0},
-	"valgrind":            {spec(""), 0},
-	"firejail":            {spec(""), 0},
-	"proxychains":         {spec("f"), 0},
-	"proxychains4":        {spec("f"), 0},
-	"torsocks":            {spec(""), 0},
-	"tsocks":              {spec(""), 0},
-	"cpulimit":            {spec("lpe", "--limit", "--pid", "--exe"), 0},
-	"systemd-inhibit":     {spec("", "--what", "--who", "--why", "--mode"), 0},
-	"dbus-launch":         {spec(""), 0},
-	"fakeroot":            {spec("ls"), 0},
-	"faketime":            {spec("f"), 1},
-	"cross-env":           {spec(""), 0},
-	"dotenv":              {spec("ec", "--e", "--c"), 0},
-	"with-contenv":        {spec(""), 0},
-	"then":                {spec(""), 0},
-	"retry":               {spec("tdm", "--times", "--delay"), 0},
-	"entr":                {spec(""), 0},
-	"parallel":            {spec("jPS", "--jobs"), 0},
-	"busybox":             {spec(""), 0},
-	"toybox":              {spec(""), 0},
-	"sem":                 {spec("j", "--jobs", "--id"), 0},
-	"doas":                {spec("uC"), 0},
-	"sudo":                {spec("ugCDhprtTUc", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--command-timeout", "--other-user", "--login-class"), 0},
-	"pkexec":              {spec("", "--user"), 0},
-	"runuser":             {spec("ugG", "--user", "--group", "--supp-group"), 0},
-	"run0":                {spec("uD", "--user", "--chdir"), 0},
-	"sudo-rs":             {spec("ugCDhprtTUc", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--command-timeout", "--other-user", "--login-class"), 0},
-	"please":              {spec("crtudnpa", "--user", "--target", "--dir", "--group"), 0},
-	"pfexec":              {spec("P"), 0},
-	"ksu":                 {spec("nezacq"), 1},
-	"gosu":                {spec(""), 1},
-	"setuidgid":           {spec(""), 1},
-	"unshare":             {spec("SGRw", "--setuid", "--setgid", "--root", "--wd", "--propagation", "--setgroups"), 0},
-	"bwrap":               {spec(""), 0},
-	"proot":               {spec("rbwqkvRSip", "--rootfs", "--bind", "--mount", "--cwd", "--pwd", "--qemu", "--kernel-release", "--verbose"), 0},
-	"setpriv":             {spec("", "--reuid", "--regid", "--ruid", "--euid", "--rgid", "--egid", "--groups", "--inh-caps", "--ambient-caps", "--bounding-set", "--securebits", "--selinux-label", "--apparmor-profile", "--pdeathsig", "--landlock-access", "--landlock-rule"), 0},
-	"prlimit":             {spec("p", "--pid", "--output"), 0},
-	"numactl":             {spec("NmCipPw", "--cpunodebind", "--membind", "--physcpubind", "--interleave", "--preferred", "--preferred-many", "--weighted-interleave"), 0},
-	"dbus-run-session":    {spec("", "--config-file", "--dbus-daemon"), 0},
-	"rlwrap":              {spec("bCDefgHlOpPqsSwz"), 0},
-	"tini":                {spec("pe"), 0},
-	"dumb-init":           {spec("r", "--rewrite"), 0},
-	"chpst":               {spec("uUbe/nlLmdofpct"), 0},
-	"daemonize":           {spec("ceEoplu"), 0},
-	"chronic":             {spec(""), 0},
-	"ifne":                {spec(""), 0},
-	"eatmydata":           {spec(""), 0},
-	"nocache":             {spec("n"), 0},
-	"trickle":             {spec("udwtlLn"), 0},
-	"sshpass":             {spec("pfdP"), 0},
-	"setarch":             {spec(""), 1},
+	"nohup":           {spec(""), 0},
+	"nice":            {spec("n", "--adjustment"), 0},
+	"ionice":          {spec("cnpPu", "--class", "--classdata", "--pid", "--pgid", "--uid"), 0},
+	"timeout":         {spec("sk", "--signal", "--kill-after"), 1},
+	"gtimeout":        {spec("sk", "--signal", "--kill-after"), 1},
+	"time":            {spec("fo", "--format", "--output"), 0},
+	"command":         {spec(""), 0},
+	"builtin":         {spec(""), 0},
+	"exec":            {spec("a"), 0},
+	"stdbuf":          {spec("ioe", "--input", "--output", "--error"), 0},
+	"chrt":            {spec("TPD", "--sched-runtime", "--sched-period", "--sched-deadline"), 1},
+	"taskset":         {spec(""), 1},
+	"setsid":          {spec(""), 0},
+	"unbuffer":        {spec(""), 0},
+	"caffeinate":      {spec("tw"), 0},
+	"xvfb-run":        {spec("nsfe", "--server-num", "--server-args", "--auth-file", "--error-file"), 0},
+	"strace":          {spec("eoOpPsSuXIabE"), 0},
+	"ltrace":          {spec("eoOpPsSuXIabEAnlL"), 0},
+	"catchsegv":       {spec(""), 0},
+	"valgrind":        {spec(""), 0},
+	"firejail":        {spec(""), 0},
+	"proxychains":     {spec("f"), 0},
+	"proxychains4":    {spec("f"), 0},
+	"torsocks":        {spec(""), 0},
+	"tsocks":          {spec(""), 0},
+	"cpulimit":        {spec("lpe", "--limit", "--pid", "--exe"), 0},
+	"systemd-inhibit": {spec("", "--what", "--who", "--why", "--mode"), 0},
+	"dbus-launch":     {spec(""), 0},
+	"fakeroot":        {spec("ls"), 0},
+	"faketime":        {spec("f"), 1},
+	"cross-env":       {spec(""), 0},
+	"dotenv":          {spec("ec", "--e", "--c"), 0},
+	"with-contenv":    {spec(""), 0},
+	"then":            {spec(""), 0},
+	"retry":           {spec("tdm", "--times", "--delay"), 0},
+	"entr":            {spec(""), 0},
+	"parallel":        {spec("jPS", "--jobs"), 0},
+	"busybox":         {spec(""), 0},
+	"toybox":          {spec(""), 0},
+	"sem":             {spec("j", "--jobs", "--id"), 0},
+	"doas":            {spec("uC"), 0},
+	"sudo":            {spec("ugCDhprtTUc", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--command-timeout", "--other-user", "--login-class"), 0},
+	"pkexec":          {spec("", "--user"), 0},
+	"runuser":         {spec("ugG", "--user", "--group", "--supp-group"), 0},
+	"run0":            {spec("uD", "--user", "--chdir"), 0},
+	"sudo-rs":         {spec("ugCDhprtTUc", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--command-timeout", "--other-user", "--login-class"), 0},
+	"please":          {spec("crtudnpa", "--user", "--target", "--dir", "--group"), 0},
+	"pfexec":          {spec("P"), 0},
+	"ksu":             {spec("nezacq"), 1},
+	"gosu":            {spec(""), 1},
+	"setuidgid":       {spec(""), 1},
+	"unshare":         {spec("SGRw", "--setuid", "--setgid", "--root", "--wd", "--propagation", "--setgroups"), 0},
+	"bwrap": {spec("", "--tmpfs", "--proc", "--dev", "--dir", "--chdir", "--unsetenv", "--uid", "--gid", "--hostname",
+		"--remount-ro", "--mqueue", "--seccomp", "--add-seccomp-fd", "--info-fd", "--json-status-fd", "--block-fd",
+		"--userns-block-fd", "--sync-fd", "--lock-file", "--exec-label", "--file-label", "--cap-add", "--cap-drop",
+		"--perms", "--size", "--args", "--userns", "--userns2", "--pidns", "--argv0", "--overlay-src", "--tmp-overlay").
+		withTwo("--bind", "--bind-try", "--ro-bind", "--ro-bind-try", "--dev-bind", "--dev-bind-try", "--symlink",
+			"--setenv", "--file", "--bind-data", "--ro-bind-data", "--chmod", "--ro-overlay").noAbbrev(), 0},
+	"proot":            {spec("rbwqkvRSip", "--rootfs", "--bind", "--mount", "--cwd", "--pwd", "--qemu", "--kernel-release", "--verbose"), 0},
+	"setpriv":          {spec("", "--reuid", "--regid", "--ruid", "--euid", "--rgid", "--egid", "--groups", "--inh-caps", "--ambient-caps", "--bounding-set", "--securebits", "--selinux-label", "--apparmor-profile", "--pdeathsig", "--landlock-access", "--landlock-rule"), 0},
+	"prlimit":          {spec("p", "--pid", "--output").optional("", "--as", "--core", "--cpu", "--data", "--fsize", "--locks", "--memlock", "--msgqueue", "--nice", "--nofile", "--nproc", "--rss", "--rtprio", "--rttime", "--sigpending", "--stack"), 0},
+	"numactl":          {spec("NmCipPw", "--cpunodebind", "--membind", "--physcpubind", "--interleave", "--preferred", "--preferred-many", "--weighted-interleave"), 0},
+	"dbus-run-session": {spec("", "--config-file", "--dbus-daemon"), 0},
+	"rlwrap":           {spec("bCDefgHlOpPqsSwz"), 0},
+	"tini":             {spec("pe"), 0},
+	"dumb-init":        {spec("r", "--rewrite"), 0},
+	"chpst":            {spec("uUbe/nlLmdofpct"), 0},
+	"setarch":          {spec(""), 0},
+	"daemonize":        {spec("ceEoplu"), 0},
+	"chronic":          {spec(""), 0},
+	"ifne":             {spec(""), 0},
+	"eatmydata":        {spec(""), 0},
+	"nocache":          {spec("n"), 0},
+	"trickle":          {spec("udwtlLn"), 0},
+	"sshpass":          {spec("pfdP"), 0},
+
 	"linux32":             {spec(""), 0},
 	"linux64":             {spec(""), 0},
 	"ssh-agent":           {spec("aEtPO"), 0},
@@ -107,95 +113,49 @@ func (w *walker) unwrap(name string, argv []field) []field {
 		return nil
 	}
 	args := argv[1:]
+	p := parseArgs(args, ws.sp.firstOperand())
 	switch name {
 	case "command":
 		// command -v, -V, -pv: it prints what a name is and runs nothing.
-		if parseArgs(args, ws.sp.firstOperand()).has("-v", "-V") {
+		if p.has("-v", "-V") {
 			return nil
 		}
-	case "chrt", "taskset":
-		// chrt [opts] PRIO CMD; taskset [opts] MASK CMD; with -p they act on a pid.
-		for _, a := range args {
-			if hasShort(a.s, "p") || a.s == "--pid" {
-				return nil
-			}
+	case "chrt", "taskset", "prlimit":
+		// chrt [opts] PRIO CMD; taskset [opts] MASK CMD; with -p they act
+		// on a process, and run nothing.
+		if p.has("-p", "--pid") {
+			return nil
 		}
-	case "valgrind", "firejail", "proxychains", "proxychains4", "cross-env":
-		// Options are all --opt=value or -x; variable assignments for cross-env.
-		i := 0
-		for i < len(args) && (isOpt(args[i].s) || name == "cross-env" && strings.Contains(args[i].s, "=")) {
-			i++
+	case "cross-env":
+		// cross-env A=1 B=2 CMD: the assignments, then the command.
+		ops := p.ops
+		for len(ops) > 0 && strings.Contains(ops[0].s, "=") {
+			ops = ops[1:]
 		}
-		return args[i:]
+		return ops
 	case "parallel", "sem":
 		// parallel [OPTIONS] CMD ::: ARGS: the command ends at the first :::.
-		p := parseArgs(args, ws.sp.firstOperand())
 		for i, o := range p.ops {
 			if o.s == ":::" || o.s == "::::" || o.s == ":::+" || o.s == "::::+" {
 				return p.ops[:i]
 			}
 		}
 		return p.ops
-	case "bwrap":
-		// bwrap's options take zero, one or two values; the command follows.
-		for i := 0; i < len(args); i++ {
-			s := args[i].s
-			switch {
-			case s == "--":
-				return args[i+1:]
-			case bwrapTwo[s]:
-				i += 2
-			case bwrapOne[s]:
-				i++
-			case strings.HasPrefix(s, "--"):
-			default:
-				return args[i:]
-			}
-		}
-		return nil
-	case "prlimit":
-		for _, a := range args {
-			if hasShort(a.s, "p") || a.s == "--pid" || strings.HasPrefix(a.s, "--pid=") {
-				return nil // acts on a running process
-			}
-		}
 	case "setarch":
-		// setarch ARCH [OPTIONS] [CMD]
-		i := 0
-		for i < len(args) && isOpt(args[i].s) {
-			i++
-		}
-		i++
-		for i < len(args) && isOpt(args[i].s) {
-			if args[i].s == "--" {
-				i++
-				break
-			}
-			i++
-		}
-		if i >= len(args) {
+		// setarch ARCH [OPTIONS] [CMD]: options again after the
+		// architecture.
+		if len(p.ops) == 0 {
 			return nil
 		}
-		return args[i:]
+		return parseArgs(p.ops[1:], ws.sp.firstOperand()).ops
 	}
 	// The wrapper's options come before the first operand, parsed by the
 	// one argument parser (a short option's value in its word or the next).
-	ops := parseArgs(args, ws.sp.firstOperand()).ops
-	if ws.skip >= len(ops) {
+	if ws.skip >= len(p.ops) {
 		return nil
 	}
-	return ops[ws.skip:]
+	return p.ops[ws.skip:]
 }
-
-// bwrap's options that take two values, and those that take one.
-var (
-	bwrapTwo = set("--bind", "--bind-try", "--ro-bind", "--ro-bind-try", "--dev-bind", "--dev-bind-try", "--symlink",
-		"--setenv", "--file", "--bind-data", "--ro-bind-data", "--chmod", "--ro-overlay")
-	bwrapOne = set("--tmpfs", "--proc", "--dev", "--dir", "--chdir", "--unsetenv", "--uid", "--gid", "--hostname",
-		"--remount-ro", "--mqueue", "--seccomp", "--add-seccomp-fd", "--info-fd", "--json-status-fd", "--block-fd",
-		"--userns-block-fd", "--sync-fd", "--lock-file", "--exec-label", "--file-label", "--cap-add", "--cap-drop",
-		"--perms", "--size", "--args", "--userns", "--userns2", "--pidns", "--argv0", "--overlay-src", "--tmp-overlay")
-)
 
 // envCommand parses env's arguments: options, NAME=VALUE assignments, then the
 // command. -S splits a string into words.
@@ -204,9 +164,12 @@ func (w *walker) envCommand(args []field) (inner []field, assigns []envAssign, s
 	return inner, assigns, split
 }
 
-// envValued are env's options that take a value (GNU coreutils and BSD).
-var envValued = map[string]bool{"-u": true, "--unset": true, "-C": true, "--chdir": true, "-S": true,
-	"--split-string": true, "-a": true, "--argv0": true, "-P": true}
+// envArgs is how env reads its arguments (GNU coreutils and BSD): options,
+// then NAME=VALUE words, then the command; -S's string is split into words
+// that take its place and are read in turn.
+var envArgs = spec("uCSaP", "--unset", "--chdir", "--split-string", "--argv0").optional("", "--block-signal",
+	"--default-signal", "--ignore-signal").withFlags("--ignore-environment", "--null", "--debug", "--list-signal-handling").
+	firstOperand()
 
 // envArgs parses env's arguments the way env does: short options cluster
 // (-iS'...'), a value follows its option in the same word or the next one,
@@ -215,72 +178,36 @@ var envValued = map[string]bool{"-u": true, "--unset": true, "-C": true, "--chdi
 // next, and the first other word is the command. chdir is the directory of
 // -C, when given.
 func (w *walker) envArgs(args []field) (inner []field, assigns []envAssign, split bool, chdir *field) {
-	args = append([]field(nil), args...)
+	sp := envArgs
 	splits := 0
-	value := func(opt string, v field) {
-		switch opt {
-		case "-S", "--split-string":
-			split = true
-			splits++
-			words := w.splitString(v)
-			if splits > maxNest {
-				words = []field{{s: unknown, dyn: true, raw: v.raw}}
-			}
-			// The words take the place of the option and are parsed next.
-			args = append(words, args...)
-		case "-C", "--chdir":
-			d := v
-			chdir = &d
+	sp.split = func(opt string, v field) []field {
+		split = true
+		if splits++; splits > maxNest {
+			return []field{{s: unknown, dyn: true, raw: v.raw}}
 		}
+		return w.splitString(v)
 	}
-	for len(args) > 0 {
-		a := args[0]
-		s := a.s
-		args = args[1:]
-		switch {
-		case s == "--":
-			return append(inner, args...), assigns, split, chdir
-		case s == "-":
-			// env - is env -i
-		case strings.HasPrefix(s, "--"):
-			name, val, has := strings.Cut(s, "=")
-			if has {
-				v := a
-				v.s, v.raw = val, ""
-				value(name, v)
-			} else if envValued[name] && len(args) > 0 {
-				v := args[0]
-				args = args[1:]
-				value(name, v)
-			}
-		case isOpt(s):
-			for j := 1; j < len(s); j++ {
-				opt := "-" + string(s[j])
-				if !envValued[opt] {
-					continue
-				}
-				if j+1 < len(s) {
-					v := a
-					v.s, v.raw = s[j+1:], ""
-					value(opt, v)
-				} else if len(args) > 0 {
-					v := args[0]
-					args = args[1:]
-					value(opt, v)
-				}
-				break
-			}
-		case strings.Contains(s, "=") && !strings.HasPrefix(s, "="):
-			name, val, _ := strings.Cut(s, "=")
-			f := a
-			f.s = val
-			f.raw = ""
-			assigns = append(assigns, envAssign{name, f})
-		default:
-			return append(append(inner, a), args...), assigns, split, chdir
+	sp.splits = set("-S", "--split-string")
+	p := parseArgs(args, sp)
+	for _, d := range p.values("-C", "--chdir") {
+		d := d
+		chdir = &d
+	}
+	ops := p.ops
+	if len(ops) > 0 && ops[0].s == "-" {
+		ops = ops[1:] // env - is env -i
+	}
+	for len(ops) > 0 {
+		name, val, ok := strings.Cut(ops[0].s, "=")
+		if !ok || name == "" {
+			break
 		}
+		f := ops[0]
+		f.s, f.raw = val, ""
+		assigns = append(assigns, envAssign{name, f})
+		ops = ops[1:]
 	}
-	return inner, assigns, split, chdir
+	return ops, assigns, split, chdir
 }
 
 // splitString splits a word into words the way env -S does (close enough to
@@ -311,27 +238,27 @@ func registerWrap() {
 		if name == "ssh-agent" {
 			continue // it needs approval itself: registered in registerSys
 		}
-		reg(name, program{decision: Allow, rule: ruleWrapper, reason: "%s runs the command after it; that command is checked", check: checkWrapper})
+		reg(name, program{decision: Allow, rule: ruleWrapper, reason: "%s runs the command after it; that command is checked", check: checkWrapper, args: wrapperSpecs[name].sp.firstOperand()})
 	}
 	reg("env", program{decision: Allow, rule: ruleWrapper, reason: "env prints the environment or runs a command with changed variables", check: checkEnv, exempt: true})
 	for name := range shells {
-		reg(name, program{decision: Allow, rule: ruleShell, reason: "%s runs a script; its commands are checked", check: checkShell})
+		reg(name, program{decision: Allow, rule: ruleShell, reason: "%s runs a script; its commands are checked", check: checkShell, args: shellArgs})
 	}
 	for name := range interpreters {
 		if name == "osascript" {
 			continue // it needs approval itself: registered in registerSys
 		}
-		reg(name, program{decision: Allow, rule: ruleInterpreter, reason: "%s runs a program from a file in the workspace", check: checkInterpreter})
+		reg(name, program{decision: Allow, rule: ruleInterpreter, reason: "%s runs a program from a file in the workspace", check: checkInterpreter, args: inlineFlags[name].args})
 	}
 	reg("eval", program{decision: Allow, rule: ruleEval, reason: "eval runs its arguments as a command; that command is checked", check: checkEval, exempt: true})
 	reg("source .", program{decision: Allow, rule: ruleSource, reason: "%s runs a script in the current shell", check: checkSource})
 	reg("watch", program{decision: Allow, rule: ruleWrapper, reason: "watch runs a command repeatedly; that command is checked", check: checkWatch})
-	reg("script", program{decision: Allow, rule: ruleWrapper, reason: "script records a terminal session", check: checkScript})
+	reg("script", program{decision: Allow, rule: ruleWrapper, reason: "script records a terminal session", check: checkScript, args: scriptArgs})
 	reg("flock", program{decision: Allow, rule: ruleWrapper, reason: "flock runs a command holding a lock", check: checkFlock})
 	reg("su", program{decision: Deny, rule: rulePrivilege, reason: "su runs commands as another user; privilege escalation is not allowed", check: checkSu})
 	reg("sudoedit", program{decision: Deny, rule: rulePrivilege, reason: "sudoedit edits files as root; privilege escalation is not allowed — change files in the workspace"})
 	reg("newgrp sg", program{decision: Deny, rule: rulePrivilege, reason: "%s changes the group the shell runs as; privilege changes are not allowed"})
-	reg("npx bunx pnpx", program{decision: Allow, rule: ruleNpx, reason: "%s runs a package's binary installed in the project", check: checkNpx})
+	reg("npx bunx pnpx", program{decision: Allow, rule: ruleNpx, reason: "%s runs a package's binary installed in the project", check: checkNpx, args: npxArgs})
 	reg("uvx pipx", program{decision: Confirm, rule: ruleNpx, reason: "%s downloads and runs a package", check: checkUvx})
 	reg("tmux screen byobu", program{decision: Allow, rule: ruleTerminal, reason: "%s manages terminal sessions", check: checkTmux})
 }
@@ -345,13 +272,13 @@ func checkWrapper(w *walker, c *call) {
 		w.add(Deny, rulePrivilege, fmt.Sprintf("%s would run a command as root (or another user); privilege escalation is not allowed — run the command without %s, on files inside the workspace", name, name), c.part)
 		// sudo -s, sudo -i: a root shell, and no command to check.
 	case "flatpak-spawn", "host-spawn", "distrobox-host-exec":
-		if name != "flatpak-spawn" || c.flag("", "--host") {
+		if name != "flatpak-spawn" || c.opts().has("--host") {
 			w.add(Deny, ruleSandboxEscape, name+" runs a command on the host, outside the sandbox; run the command here instead", c.part)
 		}
 	case "unshare", "bwrap", "proot", "setpriv":
 		w.add(Confirm, ruleNamespaces, name+" runs a command with other namespaces, mounts, a different root or other privileges; run the command directly, or ask for approval", c.part)
 	case "chpst":
-		if c.flag("uU/") {
+		if c.opts().has("-u", "-U", "-/") {
 			w.add(Deny, rulePrivilege, "chpst -u or -/ runs a command as another user or under another root; privilege changes are not allowed", c.part)
 		}
 	case "daemonize":
@@ -490,84 +417,39 @@ func (w *walker) inDir(dir *field, fn func()) {
 	w.sh.chdir(saved)
 }
 
+// How shells read their arguments: -c is a flag that makes the first operand
+// the script, -s reads the script from standard input, -o and -O (or +o, +O)
+// take an option's name, and the first operand ends the options. PowerShell's
+// options are whole words, in any case.
+var (
+	shellArgs = spec("oO", "--rcfile", "--init-file").plusToo().withFlags("--norc", "--noprofile", "--login",
+		"--posix", "--restricted", "--verbose", "--noediting", "--debugger", "--dump-strings", "--dump-po-strings",
+		"--pretty-print", "--command", "--interactive", "--version", "--help").firstOperand()
+	pwshArgs = spec("", "-file", "-f", "-configurationname", "-executionpolicy", "-ex", "-ep", "-inputformat",
+		"-outputformat", "-workingdirectory", "-wd", "-settingsfile", "-custompipename", "-windowstyle").wholeWords().firstOperand()
+)
+
 // checkShell: sh -c STRING runs STRING; sh FILE runs a script file; sh alone
 // reads its script from standard input.
 func checkShell(w *walker, c *call) {
 	name := c.name
-	args := c.args()
-	cmdString, stdinScript, interactive := false, false, false
-	i := 0
-	for i < len(args) {
-		s := args[i].s
-		if s == "--" || s == "-" {
-			if s == "-" {
-				stdinScript = true
-			}
-			i++
-			break
-		}
-		if strings.HasPrefix(s, "--") {
-			switch s {
-			case "--rcfile", "--init-file":
-				if i+1 < len(args) {
-					w.scriptFile(c, args[i+1], name+" "+s)
-				}
-				i += 2
-				continue
-			case "--command", "-Command", "--eval":
-				cmdString = true
-			}
-			i++
-			continue
-		}
-		if len(s) > 1 && (s[0] == '-' || s[0] == '+') {
-			if strings.EqualFold(s, "-Command") || strings.EqualFold(s, "-c") {
-				cmdString = true
-				i++
-				continue
-			}
-			if strings.EqualFold(s, "-EncodedCommand") || strings.EqualFold(s, "-enc") || strings.EqualFold(s, "-e") && (name == "pwsh" || name == "powershell") {
-				w.add(Deny, ruleDecodedCode, name+" "+s+" runs base64-encoded code, hiding what runs; run the plain command instead so it can be checked", c.part)
-				return
-			}
-			if strings.ContainsRune(s[1:], 'c') {
-				cmdString = true
-			}
-			if strings.ContainsRune(s[1:], 's') {
-				stdinScript = true
-			}
-			if strings.ContainsRune(s[1:], 'i') {
-				interactive = true
-			}
-			if strings.ContainsAny(s[1:], "oO") && i+1 < len(args) {
-				i++
-			}
-			i++
-			continue
-		}
-		break
+	if name == "pwsh" || name == "powershell" {
+		checkPwsh(w, c)
+		return
 	}
-	rest := args[min(i, len(args)):]
+	p := c.opts()
+	for _, f := range p.values("--rcfile", "--init-file") {
+		w.scriptFile(c, f, name+" --rcfile")
+	}
+	cmdString := p.has("-c", "--command")
+	stdinScript := p.has("-s")
+	interactive := p.has("-i", "--interactive")
+	rest := p.ops
+	if len(rest) > 0 && rest[0].s == "-" {
+		stdinScript, rest = true, rest[1:] // sh - reads its script from its input
+	}
 	if cmdString {
-		if len(rest) == 0 {
-			return
-		}
-		script := rest[0]
-		if !script.known() || script.subst || script.data != 0 {
-			k := script.data
-			if k == 0 {
-				k = dUnknown
-			}
-			w.execData(c, data{kind: k}, name+" -c", true)
-			if !script.known() {
-				return
-			}
-		}
-		w.add(Allow, ruleShellString, fmt.Sprintf("%s -c runs the string as a script; its commands are checked one by one", name), c.part)
-		// The words after the string are $0, $1, ... of the shell sh
-		// starts.
-		w.sh.setPositional(rest[min(2, len(rest)):])
-		w.script(script.s, c.part)
+		w.shellString(c, rest)
 		return
 	}
 	if len(rest) > 0 && !stdinScript {
@@ -580,6 +462,63 @@ func checkShell(w *walker, c *call) {
 	}
 	if interactive {
 		w.add(Allow, ruleShell, name+" starts an interactive shell in the sandbox", c.part)
+	}
+}
+
+// shellString checks sh -c STRING [$0 $1 ...]: the string's commands, in the
+// shell sh starts, with the words after it as its positional parameters.
+func (w *walker) shellString(c *call, rest []field) {
+	if len(rest) == 0 {
+		return
+	}
+	script := rest[0]
+	if !script.known() || script.subst || script.data != 0 {
+		k := script.data
+		if k == 0 {
+			k = dUnknown
+		}
+		w.execData(c, data{kind: k}, c.name+" -c", true)
+		if !script.known() {
+			return
+		}
+	}
+	w.add(Allow, ruleShellString, fmt.Sprintf("%s -c runs the string as a script; its commands are checked one by one", c.name), c.part)
+	w.sh.setPositional(rest[min(2, len(rest)):])
+	w.script(script.s, c.part)
+}
+
+// checkPwsh: pwsh -Command STRING (or -c) runs the string; -EncodedCommand
+// runs base64 that hides what it is; -File runs a script.
+func checkPwsh(w *walker, c *call) {
+	args := make([]field, len(c.args()))
+	for i, a := range c.args() {
+		args[i] = a
+		if strings.HasPrefix(a.s, "-") {
+			args[i].s = strings.ToLower(a.s)
+		}
+	}
+	p := parseArgs(args, pwshArgs)
+	for _, o := range p.opts {
+		switch o.name {
+		case "-encodedcommand", "-enc", "-e", "-ec":
+			w.add(Deny, ruleDecodedCode, c.name+" "+o.name+" runs base64-encoded code, hiding what runs; run the plain command instead so it can be checked", c.part)
+			return
+		case "-command", "-c":
+			w.shellString(c, p.ops)
+			return
+		case "-file", "-f":
+			if o.has {
+				w.scriptFile(c, o.val, c.name)
+			}
+			return
+		}
+	}
+	if len(p.ops) > 0 {
+		w.scriptFile(c, p.ops[0], c.name)
+		return
+	}
+	if c.stdin.kind != 0 {
+		w.execData(c, c.stdin, c.name, true)
 	}
 }
 
@@ -643,52 +582,59 @@ func (w *walker) runText(c *call, text, runner string) {
 	w.script(text, c.part)
 }
 
-// Interpreters: the options that take inline code, per language.
+// Interpreters: how each reads its arguments, and which of its options take
+// code (python -c, perl -e, node --eval) or name a module to run (python -m).
+// The first operand is the program's file, unless code was given; python's
+// options end at -c or -m.
 var inlineFlags = map[string]struct {
+	args   optSpec
 	code   []string // options whose value is code
-	short  string   // short option letters whose value is code, also in clusters
-	module []string // options that name a module to run
-	valued string   // other short options that take a value
+	module []string // options whose value is a module to run
 }{
-	"python":    {[]string{"-c"}, "c", []string{"-m"}, "WXQ"},
-	"python2":   {[]string{"-c"}, "c", []string{"-m"}, "WXQ"},
-	"python3":   {[]string{"-c"}, "c", []string{"-m"}, "WXQ"},
-	"pypy":      {[]string{"-c"}, "c", []string{"-m"}, "WX"},
-	"pypy3":     {[]string{"-c"}, "c", []string{"-m"}, "WX"},
-	"perl":      {[]string{"-e", "-E"}, "eE", nil, "IMmxdD"},
-	"ruby":      {[]string{"-e"}, "e", nil, "IrCEFx"},
-	"irb":       {[]string{"-e"}, "e", nil, ""},
-	"node":      {[]string{"-e", "--eval", "-p", "--print"}, "ep", nil, "rC"},
-	"nodejs":    {[]string{"-e", "--eval", "-p", "--print"}, "ep", nil, "rC"},
-	"deno":      {[]string{"eval"}, "", nil, ""},
-	"bun":       {[]string{"-e", "--eval", "-p", "--print"}, "ep", nil, "r"},
-	"php":       {[]string{"-r", "-B", "-R", "-E"}, "rBRE", nil, "cdfzSt"},
-	"lua":       {[]string{"-e"}, "e", nil, "l"},
-	"luajit":    {[]string{"-e"}, "e", nil, "lbj"},
-	"Rscript":   {[]string{"-e", "--expr"}, "e", nil, ""},
-	"R":         {[]string{"-e"}, "e", nil, "f"},
-	"julia":     {[]string{"-e", "--eval", "-E", "--print"}, "eE", nil, "LJp"},
-	"osascript": {[]string{"-e"}, "e", nil, "ls"},
-	"tclsh":     {nil, "", nil, ""},
-	"expect":    {[]string{"-c"}, "c", nil, "f"},
-	"groovy":    {[]string{"-e"}, "e", nil, ""},
-	"jshell":    {nil, "", nil, ""},
-	"guile":     {[]string{"-c"}, "c", nil, "lLsx"},
-	"racket":    {[]string{"-e", "--eval"}, "e", nil, "tlfr"},
-	"sbcl":      {[]string{"--eval"}, "", nil, ""},
-	"clisp":     {[]string{"-x"}, "x", nil, ""},
-	"ts-node":   {[]string{"-e", "--eval", "-p", "--print"}, "ep", nil, "rO"},
-	"tsx":       {[]string{"-e", "--eval", "-p", "--print"}, "ep", nil, ""},
-	"scala":     {[]string{"-e"}, "e", nil, ""},
-	"wish":      {nil, "", nil, ""},
+	"python":    {spec("cmWXQ").endAt("-c", "-m").firstOperand(), []string{"-c"}, []string{"-m"}},
+	"python2":   {spec("cmWXQ").endAt("-c", "-m").firstOperand(), []string{"-c"}, []string{"-m"}},
+	"python3":   {spec("cmWXQ").endAt("-c", "-m").firstOperand(), []string{"-c"}, []string{"-m"}},
+	"pypy":      {spec("cmWX").endAt("-c", "-m").firstOperand(), []string{"-c"}, []string{"-m"}},
+	"pypy3":     {spec("cmWX").endAt("-c", "-m").firstOperand(), []string{"-c"}, []string{"-m"}},
+	"perl":      {spec("eE").optional("IMmxdDil0CFV").firstOperand(), []string{"-e", "-E"}, nil},
+	"ruby":      {spec("eIrCEF").optional("xi0WT").firstOperand(), []string{"-e"}, nil},
+	"irb":       {spec("e").firstOperand(), []string{"-e"}, nil},
+	"node":      {nodeArgs, []string{"-e", "--eval", "-p", "--print"}, nil},
+	"nodejs":    {nodeArgs, []string{"-e", "--eval", "-p", "--print"}, nil},
+	"deno":      {spec("").firstOperand(), nil, nil},
+	"bun":       {spec("epr", "--eval", "--print", "--preload", "--require").firstOperand(), []string{"-e", "--eval", "-p", "--print"}, nil},
+	"php":       {spec("rBREcdfzSt").firstOperand(), []string{"-r", "-B", "-R", "-E"}, nil},
+	"lua":       {spec("el").firstOperand(), []string{"-e"}, nil},
+	"luajit":    {spec("elbj").firstOperand(), []string{"-e"}, nil},
+	"Rscript":   {spec("e", "--expr").firstOperand(), []string{"-e", "--expr"}, nil},
+	"R":         {spec("ef", "--file").firstOperand(), []string{"-e"}, nil},
+	"julia":     {spec("eELJp", "--eval", "--print", "--load", "--sysimage", "--procs", "--project").firstOperand(), []string{"-e", "--eval", "-E", "--print"}, nil},
+	"osascript": {spec("els").firstOperand(), []string{"-e"}, nil},
+	"tclsh":     {spec("").firstOperand(), nil, nil},
+	"expect":    {spec("cf").firstOperand(), []string{"-c"}, nil},
+	"groovy":    {spec("e").firstOperand(), []string{"-e"}, nil},
+	"jshell":    {spec("").firstOperand(), nil, nil},
+	"guile":     {spec("clLsx").firstOperand(), []string{"-c"}, nil},
+	"racket":    {spec("etlfr", "--eval", "--require", "--load", "--lib").firstOperand(), []string{"-e", "--eval"}, nil},
+	"sbcl":      {spec("", "--eval", "--load", "--script", "--core").firstOperand(), []string{"--eval"}, nil},
+	"clisp":     {spec("xiMcCL").firstOperand(), []string{"-x"}, nil},
+	"ts-node":   {spec("eprO", "--eval", "--print", "--require", "--compiler-options", "--project").firstOperand(), []string{"-e", "--eval", "-p", "--print"}, nil},
+	"tsx":       {spec("ep", "--eval", "--print", "--tsconfig").firstOperand(), []string{"-e", "--eval", "-p", "--print"}, nil},
+	"scala":     {spec("e").firstOperand(), []string{"-e"}, nil},
+	"wish":      {spec("").firstOperand(), nil, nil},
 }
+
+// nodeArgs is how node reads its arguments.
+var nodeArgs = spec("eprC", "--eval", "--print", "--require", "--import", "--loader", "--experimental-loader",
+	"--input-type", "--conditions", "--env-file", "--title", "--stack-size", "--max-old-space-size").
+	optional("", "--inspect", "--inspect-brk", "--inspect-port").firstOperand()
 
 // checkInterpreter: an interpreter running a script file is allowed; inline
 // code (python -c, perl -e, node -e) needs approval at least, and is scanned for
 // what it does; a script read from a pipe is judged by what feeds it.
 func checkInterpreter(w *walker, c *call) {
 	name := interpreterName(c.name)
-	spec := inlineFlags[name]
+	flags := inlineFlags[name]
 	args := c.args()
 	if name == "deno" || name == "bun" {
 		if len(args) > 0 {
@@ -703,10 +649,8 @@ func checkInterpreter(w *walker, c *call) {
 				}
 				if args[0].s == "run" || args[0].s == "x" || name == "deno" && args[0].s == "test" {
 					// The program: the first operand after the options.
-					for _, a := range args[1:] {
-						if isOpt(a.s) {
-							continue
-						}
+					if ops := parseArgs(args[1:], spec("", "--config", "--import-map", "--lock", "--cert", "--location", "--seed", "--v8-flags", "--env-file", "--cwd", "--preload").firstOperand()).ops; len(ops) > 0 {
+						a := ops[0]
 						u := strings.ToLower(a.s)
 						switch {
 						case strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "data:"):
@@ -716,7 +660,6 @@ func checkInterpreter(w *walker, c *call) {
 							w.add(Confirm, ruleNpxDownload, fmt.Sprintf("%s %s downloads the package %s and runs it; add it to the project, or ask for approval", name, args[0].s, a.show()), c.part)
 							return
 						}
-						break
 					}
 				}
 				if name == "bun" && args[0].s == "run" && len(args) > 1 {
@@ -737,135 +680,69 @@ func checkInterpreter(w *walker, c *call) {
 			}
 		}
 	}
-	codeSeen, inPlace := false, false
-	for i := 0; i < len(args); i++ {
-		s := args[i].s
-		if s == "-" {
-			w.execData(c, c.stdin, name, false)
-			return
-		}
-		if (name == "perl" || name == "ruby") && len(s) > 1 && s[0] == '-' && s[1] != '-' {
-			// perl -i, -pi, -i.bak: the files are edited in place.
-			for j := 1; j < len(s); j++ {
-				if s[j] == 'i' {
-					inPlace = true
-				}
-				if s[j] == 'i' || strings.IndexByte(spec.valued+spec.short, s[j]) >= 0 {
-					break
-				}
+	p := parseArgs(args, flags.args)
+	codeSeen := false
+	for _, o := range p.opts {
+		switch {
+		case contains(flags.code, o.name):
+			if !o.has {
+				continue
 			}
-		}
-		if !isOpt(s) && codeSeen {
-			// After inline code, the operands are the program's files
-			// (perl -pi -e CODE FILE...).
-			o, how := opRead, " -e"
-			if inPlace {
-				o, how = opWrite, " -i"
-			}
-			w.pathOp(o, args[i], name+how, false)
-			continue
-		}
-		if !isOpt(s) {
-			if name == "deno" || name == "bun" {
+			if !o.val.known() {
+				w.execData(c, data{kind: o.val.data | dUnknown}, name+" "+o.name, false)
 				return
 			}
-			w.scriptFile(c, args[i], name)
-			if path.Base(s) == "setup.py" {
-				for _, a := range args[i+1:] {
-					switch a.s {
-					case "install", "develop", "easy_install":
-						w.add(Confirm, rulePackageInstall, "setup.py "+a.s+" installs the package into the Python environment, fetching its dependencies; approval is needed", c.part)
-					case "upload", "register":
-						w.add(Confirm, rulePublish, "setup.py "+a.s+" publishes the package to a registry; approval is needed", c.part)
-					}
-				}
-			}
-			return
-		}
-		if s == "--" {
-			if i+1 < len(args) {
-				w.scriptFile(c, args[i+1], name)
-			}
-			return
-		}
-		// Code given as the value of an option.
-		code, found := "", false
-		for _, f := range spec.code {
-			switch {
-			case s == f && i+1 < len(args):
-				i++
-				code, found = args[i].s, true
-				if !args[i].known() {
-					w.execData(c, data{kind: args[i].data | dUnknown}, name+" "+f, false)
-					return
-				}
-			case strings.HasPrefix(s, f+"=") && strings.HasPrefix(f, "--"):
-				code, found = strings.TrimPrefix(s, f+"="), true
-			}
-		}
-		if !found && spec.short != "" && len(s) > 2 && s[0] == '-' && s[1] != '-' {
-			// A cluster: perl -pe 'code', python -uc 'code', perl -e'code'.
-			for j := 1; j < len(s); j++ {
-				if strings.IndexByte(spec.short, s[j]) >= 0 {
-					if j+1 < len(s) {
-						code = s[j+1:]
-					} else if i+1 < len(args) {
-						i++
-						code = args[i].s
-					}
-					found = true
-					break
-				}
-				if strings.IndexByte(spec.valued, s[j]) >= 0 {
-					break
-				}
-			}
-		}
-		if found {
-			w.inlineCode(c, code, name+" "+s)
+			w.inlineCode(c, o.val.s, name+" "+o.name)
 			codeSeen = true
-			// perl -e may repeat; the rest are its program's arguments.
-			continue
-		}
-		for _, m := range spec.module {
-			if s == m && i+1 < len(args) {
-				checkModule(w, c, name, args[i+1:])
-				return
+		case contains(flags.module, o.name):
+			if o.has {
+				checkModule(w, c, name, append([]field{o.val}, p.ops...))
 			}
-			if strings.HasPrefix(s, m) && len(s) > len(m) {
-				mod := args[i]
-				mod.s = s[len(m):]
-				checkModule(w, c, name, append([]field{mod}, args[i+1:]...))
-				return
+			return
+		case (name == "node" || name == "nodejs") && (o.name == "--require" || o.name == "-r" || o.name == "--import" || o.name == "--loader" || o.name == "--experimental-loader"):
+			w.add(Confirm, ruleInlineCode, name+" "+o.name+" loads a module before the program; approval is needed", c.part)
+		}
+	}
+	if len(p.ops) > 0 && p.ops[0].s == "-" {
+		// The program is read from standard input.
+		w.execData(c, c.stdin, name, false)
+		return
+	}
+	if codeSeen {
+		// After inline code, the operands are the program's files (perl -pi
+		// -e CODE FILE...), edited in place with -i.
+		o, how := opRead, " -e"
+		if (name == "perl" || name == "ruby") && p.has("-i") {
+			o, how = opWrite, " -i"
+		}
+		for _, f := range p.ops {
+			w.pathOp(o, f, name+how, false)
+		}
+		return
+	}
+	if len(p.ops) > 0 {
+		if name == "deno" || name == "bun" {
+			return
+		}
+		w.scriptFile(c, p.ops[0], name)
+		if path.Base(p.ops[0].s) == "setup.py" {
+			for _, a := range p.ops[1:] {
+				switch a.s {
+				case "install", "develop", "easy_install":
+					w.add(Confirm, rulePackageInstall, "setup.py "+a.s+" installs the package into the Python environment, fetching its dependencies; approval is needed", c.part)
+				case "upload", "register":
+					w.add(Confirm, rulePublish, "setup.py "+a.s+" publishes the package to a registry; approval is needed", c.part)
+				}
 			}
 		}
-		if len(s) == 2 && strings.IndexByte(spec.valued, s[1]) >= 0 {
-			i++
-		}
-		if (name == "node" || name == "nodejs") && (s == "--require" || s == "-r" || s == "--import" || s == "--loader") {
-			w.add(Confirm, ruleInlineCode, name+" "+s+" loads a module before the program; approval is needed", c.part)
-		}
+		return
 	}
 	// No script: the interpreter reads its program from standard input.
 	if c.stdin.kind != 0 {
 		w.execData(c, c.stdin, name, false)
-	} else if !usesInlineFlag(args, spec.code, spec.short) {
+	} else {
 		w.add(Allow, ruleInterpreter, name+" starts an interactive interpreter in the sandbox", c.part)
 	}
-}
-
-// usesInlineFlag reports whether any argument is an option that takes inline
-// code: one of code, or a short cluster holding a letter of short.
-func usesInlineFlag(args []field, code []string, short string) bool {
-	for _, a := range args {
-		if contains(code, a.s) {
-			return true
-		}
-		if short != "" && len(a.s) > 1 && a.s[0] == '-' && a.s[1] != '-' && strings.ContainsAny(a.s[1:], short) {
-			return true
-		}
-	}
-	return false
 }
 
 // Python modules run with -m.
@@ -1067,38 +944,18 @@ func checkWatch(w *walker, c *call) {
 	w.script(joinFields(p.ops), c.part)
 }
 
+// scriptArgs is how script (util-linux) reads its arguments; -c runs a
+// command instead of a shell.
+var scriptArgs = spec("cEBIOTm", "--command", "--echo", "--log-io", "--log-in", "--log-out", "--log-timing",
+	"--logging-format", "--output-limit").withFlags("--append", "--flush", "--force", "--quiet", "--return", "--timing")
+
 func checkScript(w *walker, c *call) {
-	args := c.args()
-	for i := 0; i < len(args); i++ {
-		s := args[i].s
-		var cmd *field
-		switch {
-		case s == "-c" || s == "--command":
-			if i+1 < len(args) {
-				cmd = &args[i+1]
-			}
-		case strings.HasPrefix(s, "--command="):
-			f := args[i]
-			f.s = strings.TrimPrefix(s, "--command=")
-			cmd = &f
-		case len(s) > 1 && s[0] == '-' && s[1] != '-' && strings.Contains(s, "c"):
-			j := strings.IndexByte(s, 'c')
-			if j == len(s)-1 && i+1 < len(args) {
-				cmd = &args[i+1]
-			} else if j < len(s)-1 {
-				f := args[i]
-				f.s = s[j+1:]
-				cmd = &f
-			}
+	for _, cmd := range c.opts().values("-c", "--command") {
+		if !cmd.known() {
+			w.add(Confirm, ruleDynamicCommand, "script -c runs a command computed at run time; write it literally", c.part)
+			continue
 		}
-		if cmd != nil {
-			if !cmd.known() {
-				w.add(Confirm, ruleDynamicCommand, "script -c runs a command computed at run time; write it literally", c.part)
-				return
-			}
-			w.script(cmd.s, c.part)
-			return
-		}
+		w.script(cmd.s, c.part)
 	}
 }
 
@@ -1143,48 +1000,36 @@ var npxLocal = set("tsc", "eslint", "prettier", "jest", "vitest", "mocha", "ts-n
 	"mkdirp", "jsdoc", "typedoc", "api-extractor", "changeset", "husky", "patch-package", "pnpm", "yarn",
 	"ncu", "npm-check-updates", "prisma", "drizzle-kit", "typeorm", "sequelize", "knex", "gulp", "grunt")
 
-// npxValued are npx's options that take a value.
-var npxValued = set("-p", "--package", "-c", "--call", "--registry", "--cache", "--userconfig", "-w", "--workspace", "--node-options", "--shell")
+// npxArgs is how npx (and bunx, pnpx) read their arguments: options, then the
+// package's binary and its arguments.
+var npxArgs = spec("pcw", "--package", "--call", "--registry", "--cache", "--userconfig", "--workspace", "--node-options",
+	"--shell").withFlags("--yes", "--no", "--no-install", "--offline", "--ignore-existing", "--quiet").firstOperand()
 
 // checkNpx: npx runs a package's binary, downloading the package when it is
 // not installed; -c runs a shell string.
 func checkNpx(w *walker, c *call) {
-	args := c.args()
+	p := c.opts()
 	download, noInstall := false, false
 	var pkgs []string
-	i := 0
-	for ; i < len(args); i++ {
-		s := args[i].s
-		if s == "--" {
-			i++
-			break
-		}
-		if !isOpt(s) {
-			break
-		}
-		name, val, hasVal := strings.Cut(s, "=")
-		if !hasVal && npxValued[name] && i+1 < len(args) {
-			i++
-			val = args[i].s
-		}
-		switch name {
+	for _, o := range p.opts {
+		switch o.name {
 		case "-y", "--yes":
 			download = true
 		case "--no", "--no-install", "--offline":
 			noInstall = true
 		case "-p", "--package":
-			pkgs = append(pkgs, val)
+			pkgs = append(pkgs, o.val.s)
 			download = true
 		case "-c", "--call":
 			w.add(Confirm, ruleNpx, c.name+" -c runs a shell string through npx; run the command directly", c.part)
-			if hasVal || i < len(args) {
-				w.script(val, c.part)
+			if o.has {
+				w.script(o.val.s, c.part)
 			}
 		case "--node-options", "--shell":
-			w.add(Confirm, ruleNpx, c.name+" "+name+" changes how the package runs; approval is needed", c.part)
+			w.add(Confirm, ruleNpx, c.name+" "+o.name+" changes how the package runs; approval is needed", c.part)
 		}
 	}
-	inner := args[i:]
+	inner := p.ops
 	if len(inner) == 0 {
 		return
 	}

@@ -166,12 +166,7 @@ func checkWrittenPackageScripts(w *walker, c *call) {
 	if !ok {
 		return
 	}
-	var words []string
-	for _, a := range c.args() {
-		if !isOpt(a.s) {
-			words = append(words, a.s)
-		}
-	}
+	words := fieldStrings(c.opts().ops)
 	if len(words) == 0 {
 		words = []string{"install"}
 	}
@@ -212,21 +207,11 @@ var deployTarget = regexp.MustCompile(`(?i)^(deploy|release|publish|ship|rollout
 // checkDeployTarget: make deploy, npm run release, just publish.
 func checkDeployTarget(w *walker, c *call) {
 	var words []string
-	args := c.args()
-	for i := 0; i < len(args); i++ {
-		s := args[i].s
-		if isOpt(s) {
-			if c.name == "make" || c.name == "gmake" {
-				if s == "-C" || s == "-f" || s == "-I" || s == "-o" || s == "-W" {
-					i++
-				}
-			}
-			continue
-		}
-		if (c.name == "make" || c.name == "gmake") && strings.Contains(s, "=") {
+	for _, a := range c.opts().ops {
+		if (c.name == "make" || c.name == "gmake") && strings.Contains(a.s, "=") {
 			continue // VAR=value
 		}
-		words = append(words, s)
+		words = append(words, a.s)
 	}
 	if len(words) == 0 {
 		return

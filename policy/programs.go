@@ -16,6 +16,8 @@ type program struct {
 	// exempt programs do not read their arguments as files (echo, ls, stat),
 	// so naming a credential file is not reading it.
 	exempt bool
+	// args says how the program reads its arguments (see parseArgs).
+	args optSpec
 }
 
 var programs = map[string]program{}
@@ -28,6 +30,19 @@ func reg(names string, p program) {
 		if _, dup := programs[n]; dup {
 			panic("policy: program " + n + " registered twice")
 		}
+		programs[n] = p
+	}
+}
+
+// readsArgs says how the programs named, registered already, read their
+// arguments.
+func readsArgs(names string, sp optSpec) {
+	for _, n := range strings.Fields(names) {
+		p, ok := programs[n]
+		if !ok {
+			panic("policy: readsArgs of " + n + ", which is not registered")
+		}
+		p.args = sp
 		programs[n] = p
 	}
 }
@@ -86,151 +101,6 @@ func init() {
 		"bibtex dot plantuml mermaid convert magick ffmpeg cloc ctags cscope", pDev)
 	reg("7z 7za 7zr rar unrar mktemp", pEdit)
 	registerChecks()
-}
-
-// Option parsing helpers. Programs disagree on syntax; these cover the common
-// getopt style: short options cluster (-rf), long options take --opt=value
-// or --opt value, and "--" ends the options.
-
-// isOpt reports whether an argument is an option rather than an operand.
-func isOpt(s string) bool { return len(s) > 1 && s[0] == '-' }
-
-// hasShort reports whether a short-option cluster such as -rf holds ch.
-func hasShort(s string, chars string) bool {
-	if len(s) < 2 || s[0] != '-' || s[1] == '-' {
-		return false
-	}
-	return strings.ContainsAny(s[1:], chars)
-}
-
-// flag reports whether any option before "--" is one of the short option
-// letters in short (in a cluster) or one of the long options.
-func (c *call) flag(short string, long ...string) bool {
-	for _, a := range c.args() {
-		s := a.s
-		if s == "--" {
-			return false
-		}
-		if short != "" && hasShort(s, short) {
-			return true
-		}
-		for _, l := range long {
-			if s == l || strings.HasPrefix(s, l+"=") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// optSpec says which options of a program take a value.
-type optSpec struct {
-	short string          // short options that take a value, e.g. "otC"
-	long  map[string]bool // long options that take a value (without "=")
-	// first makes the first operand end the options, as for programs that
-	// run a command given after their own options (ssh HOST CMD -x).
-	first bool
-}
-
-// firstOperand returns sp with options ending at the first operand.
-func (sp optSpec) firstOperand() optSpec {
-	sp.first = true
-	return sp
-}
-
-func spec(short string, long ...string) optSpec {
-	return optSpec{short: short, long: set(long...)}
-}
-
-// parsed is a program's arguments split into options and operands.
-type parsed struct {
-	opts []opt
-	ops  []field
-}
-
-type opt struct {
-	name string // "-o", "--output"; a short cluster gives one opt per letter
-	val  field  // the value, for options that take one
-	has  bool
-}
-
-// parseArgs splits args by the getopt conventions and sp.
-func parseArgs(args []field, sp optSpec) parsed {
-	var p parsed
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		s := a.s
-		switch {
-		case s == "--":
-			p.ops = append(p.ops, args[i+1:]...)
-			return p
-		case strings.HasPrefix(s, "--"):
-			name, val, hasVal := strings.Cut(s, "=")
-			o := opt{name: name}
-			if hasVal {
-				o.val, o.has = a, true
-				o.val.s = val
-				o.val.raw = ""
-			} else if sp.long[name] && i+1 < len(args) {
-				i++
-				o.val, o.has = args[i], true
-			}
-			p.opts = append(p.opts, o)
-		case isOpt(s):
-			for j := 1; j < len(s); j++ {
-				ch := s[j]
-				o := opt{name: "-" + string(ch)}
-				if strings.IndexByte(sp.short, ch) >= 0 {
-					if j+1 < len(s) {
-						o.val, o.has = a, true
-						o.val.s = s[j+1:]
-						o.val.raw = ""
-					} else if i+1 < len(args) {
-						i++
-						o.val, o.has = args[i], true
-					}
-					p.opts = append(p.opts, o)
-					break
-				}
-				p.opts = append(p.opts, o)
-			}
-		default:
-			if sp.first {
-				p.ops = append(p.ops, args[i:]...)
-				return p
-			}
-			p.ops = append(p.ops, a)
-		}
-	}
-	return p
-}
-
-// has reports whether any of the options was given.
-func (p parsed) has(names ...string) bool {
-	for _, o := range p.opts {
-		for _, n := range names {
-			if o.name == n {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// values returns the values of the options.
-func (p parsed) values(names ...string) []field {
-	var out []field
-	for _, o := range p.opts {
-		if !o.has {
-			continue
-		}
-		for _, n := range names {
-			if o.name == n {
-				out = append(out, o.val)
-			}
-		}
-	}
-	return out
 }
 
 func contains(list []string, s string) bool {

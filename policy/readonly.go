@@ -38,34 +38,40 @@ var pureReaders = set(
 )
 
 // checkedReaders change nothing unless given one of the arguments their
-// function names.
-var checkedReaders = map[string]func(args []field) bool{
-	"sort": func(a []field) bool { return !anyOpt(a, "-o", "--output", "--compress-program") },
-	"shuf": func(a []field) bool { return !anyOpt(a, "-o", "--output") },
-	"uniq": func(a []field) bool { return operands(a) <= 1 },
-	"xxd":  func(a []field) bool { return operands(a) <= 1 },
-	"tee":  func(a []field) bool { return operands(a) == 0 },
-	"tree": func(a []field) bool { return !anyOpt(a, "-o") },
-	"file": func(a []field) bool { return !anyOpt(a, "-C", "--compile") },
-	"date": func(a []field) bool { return !anyOpt(a, "-s", "--set") && allOperands(a, "+") },
-	"rg":   func(a []field) bool { return !anyOpt(a, "--pre") },
-	"kill": func(a []field) bool {
-		return len(a) > 0 && (a[0].s == "-l" || a[0].s == "-L" || a[0].s == "--list" || a[0].s == "--table")
+// function looks for in the arguments as the program reads them.
+var checkedReaders = map[string]func(p parsed) bool{
+	"sort": func(p parsed) bool { return !p.has("-o", "--output", "--compress-program") },
+	"shuf": func(p parsed) bool { return !p.has("-o", "--output") },
+	"uniq": func(p parsed) bool { return len(p.ops) <= 1 },
+	"xxd":  func(p parsed) bool { return len(p.ops) <= 1 },
+	"tee":  func(p parsed) bool { return len(p.ops) == 0 },
+	"tree": func(p parsed) bool { return !p.has("-o") },
+	"file": func(p parsed) bool { return !p.has("-C", "--compile") },
+	"date": func(p parsed) bool {
+		if p.has("-s", "--set") {
+			return false
+		}
+		for _, o := range p.ops {
+			if !strings.HasPrefix(o.s, "+") {
+				return false
+			}
+		}
+		return true
 	},
-	"hostname": func(a []field) bool {
-		return operands(a) == 0 && !anyOpt(a, "-F", "--file", "-b", "--boot")
+	"rg":       func(p parsed) bool { return !p.has("--pre") },
+	"kill":     func(p parsed) bool { return p.has("-l", "-L", "--list", "--table") },
+	"hostname": func(p parsed) bool { return len(p.ops) == 0 && !p.has("-F", "--file", "-b", "--boot") },
+	"find": func(p parsed) bool {
+		return !p.has("-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls")
 	},
-	"find": func(a []field) bool {
-		return !anyOpt(a, "-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls")
-	},
-	"sed": func(a []field) bool {
-		if anyOpt(a, "-i", "--in-place", "-f", "--file") {
+	"sed": func(p parsed) bool {
+		if p.has("-i", "--in-place", "-f", "--file") {
 			return false
 		}
 		// A script that writes (w, W) or runs (e) is not read-only; looking
 		// for the letters at all is coarse, and errs only on that side.
-		for _, f := range a {
-			if !isOpt(f.s) && strings.ContainsAny(f.s, "wWe") {
+		for _, f := range append(p.values("-e", "--expression"), p.ops...) {
+			if strings.ContainsAny(f.s, "wWe") {
 				return false
 			}
 		}
@@ -73,26 +79,26 @@ var checkedReaders = map[string]func(args []field) bool{
 	},
 	"awk": awkReads, "gawk": awkReads, "mawk": awkReads, "nawk": awkReads,
 	"git": gitReads,
-	"go": func(a []field) bool {
-		if len(a) == 0 {
+	"go": func(p parsed) bool {
+		if len(p.ops) == 0 {
 			return true
 		}
-		switch a[0].s {
+		switch p.ops[0].s {
 		case "version", "doc", "help":
 			return true
 		case "env":
-			return !anyOpt(a[1:], "-w", "-u")
+			return !parseArgs(p.ops[1:], spec("")).has("-w", "-u")
 		}
 		return false
 	},
 }
 
-func awkReads(a []field) bool {
-	if anyOpt(a, "-f", "--file", "-i", "--include", "-l", "--load", "-E", "--exec") {
+func awkReads(p parsed) bool {
+	if p.has("-f", "--file", "-i", "--include", "-l", "--load", "-E", "--exec") {
 		return false
 	}
-	for _, f := range a {
-		if !isOpt(f.s) && strings.ContainsAny(f.s, ">|") || strings.Contains(f.s, "system") || strings.Contains(f.s, "getline") {
+	for _, f := range append(p.values("-e", "--source"), p.ops...) {
+		if strings.ContainsAny(f.s, ">|") || strings.Contains(f.s, "system") || strings.Contains(f.s, "getline") {
 			return false
 		}
 	}
@@ -110,20 +116,20 @@ var gitListing = map[string][]string{
 
 // gitReads reports whether a git command only reads: a read-only subcommand,
 // or a listing form of one that can also change things.
-func gitReads(a []field) bool {
-	globals, rest := gitSplit(a)
-	for _, g := range globals {
+func gitReads(gp parsed) bool {
+	for _, g := range gp.opts {
 		switch g.name {
 		case "-C", "--no-pager", "-P", "--no-optional-locks", "--literal-pathspecs", "--no-replace-objects", "--bare", "--paginate", "-p":
 		default:
 			return false // -c, --git-dir, --work-tree, --exec-path ... may run or redirect
 		}
 	}
-	if len(rest) == 0 {
+	if len(gp.ops) == 0 {
 		return true
 	}
-	sub, args := rest[0].s, rest[1:]
-	if anyOpt(args, "--output", "-o") && sub != "branch" {
+	sub, args := gp.ops[0].s, gp.ops[1:]
+	p := parseArgs(args, gitSubArgs)
+	if p.has("--output", "-o") && sub != "branch" {
 		return false
 	}
 	switch sub {
@@ -134,78 +140,36 @@ func gitReads(a []field) bool {
 		"range-diff", "cherry":
 		return true
 	case "worktree":
-		return len(args) > 0 && args[0].s == "list"
+		return len(p.ops) > 0 && p.ops[0].s == "list"
 	case "stash":
-		return len(args) > 0 && (args[0].s == "list" || args[0].s == "show")
+		return len(p.ops) > 0 && (p.ops[0].s == "list" || p.ops[0].s == "show")
 	case "config":
-		return anyOpt(args, "--get", "--get-all", "--get-regexp", "-l", "--list", "--get-urlmatch", "--show-origin") ||
-			len(args) > 0 && (args[0].s == "get" || args[0].s == "list")
+		return p.has("--get", "--get-all", "--get-regexp", "-l", "--list", "--get-urlmatch", "--show-origin") ||
+			len(p.ops) > 0 && (p.ops[0].s == "get" || p.ops[0].s == "list")
 	case "remote":
-		return len(args) == 0 || len(args) == 1 && isOpt(args[0].s) && anyOpt(args, gitListing[sub]...)
-	case "branch", "tag":
-		allowed := gitListing[sub]
-		for _, f := range args {
-			if !isOpt(f.s) {
-				// branch --contains X, tag -l 'v*': a value of a listing
-				// option or a pattern; any other operand creates or deletes.
-				if !anyOpt(args, "--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "-l", "--list", "--sort", "--format") {
-					return false
-				}
-				continue
+		if len(p.ops) > 0 {
+			return false
+		}
+		for _, o := range p.opts {
+			if !contains(gitListing[sub], o.name) {
+				return false
 			}
-			name, _, _ := strings.Cut(f.s, "=")
-			if !contains(allowed, name) {
+		}
+		return true
+	case "branch", "tag":
+		// branch --contains X, tag -l 'v*': a pattern is read with a
+		// listing option; any other operand creates or deletes.
+		if len(p.ops) > 0 && !p.has("--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "-l", "--list", "--sort", "--format") {
+			return false
+		}
+		for _, o := range p.opts {
+			if !contains(gitListing[sub], o.name) {
 				return false
 			}
 		}
 		return true
 	}
 	return false
-}
-
-// anyOpt reports whether any argument before "--" is one of the options, as
-// -x alone, a short cluster holding x (for one-letter options), --long or
-// --long=value.
-func anyOpt(args []field, names ...string) bool {
-	for _, a := range args {
-		s := a.s
-		if s == "--" {
-			return false
-		}
-		if !isOpt(s) {
-			continue
-		}
-		for _, n := range names {
-			switch {
-			case s == n, strings.HasPrefix(n, "--") && strings.HasPrefix(s, n+"="):
-				return true
-			case len(n) == 2 && !strings.HasPrefix(s, "--") && len(s) > 2 && strings.IndexByte(s[1:], n[1]) >= 0:
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// operands counts the arguments that are not options.
-func operands(args []field) int {
-	n := 0
-	for _, a := range args {
-		if !isOpt(a.s) {
-			n++
-		}
-	}
-	return n
-}
-
-// allOperands reports whether every operand starts with prefix.
-func allOperands(args []field, prefix string) bool {
-	for _, a := range args {
-		if !isOpt(a.s) && !strings.HasPrefix(a.s, prefix) {
-			return false
-		}
-	}
-	return true
 }
 
 // readOnlyCall reports whether a known program called with args surely
@@ -215,7 +179,7 @@ func readOnlyCall(name string, args []field) bool {
 		return true
 	}
 	if f := checkedReaders[name]; f != nil {
-		return f(args)
+		return f(argsOf(name, args))
 	}
 	// prog --version, prog --help: the program prints and exits.
 	if len(args) == 1 && (args[0].s == "--version" || args[0].s == "--help") {

@@ -1157,6 +1157,11 @@ type call struct {
 	// inShell says the call is made by the shell itself (directly, or
 	// through command or builtin): a builtin called so changes the shell.
 	inShell bool
+	// spec is how the program reads its arguments; opts parses them with
+	// it once.
+	spec     optSpec
+	parsed   parsed
+	parsedOK bool
 }
 
 func (c *call) args() []field { return c.argv[1:] }
@@ -1264,6 +1269,8 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		}
 	}
 	c.name = name
+	p, known := lookup(name)
+	c.spec, c.parsedOK = p.args, false
 	if arithBuiltins[name] {
 		w.arith = true
 	}
@@ -1274,7 +1281,6 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 	if isMiner(name) {
 		w.add(Deny, ruleMiner, name+" is a cryptocurrency miner; mining is not allowed", c.part)
 	}
-	p, known := lookup(name)
 	switch {
 	case !trusted:
 		d := w.e.unknown
