@@ -386,6 +386,17 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 	if h.image != nil {
 		opts.Sandbox = &imageExecutor{box: box, b: h.image}
 	}
+	if opts.FS == nil {
+		// The workspace as the backend gives it to the file tools: the
+		// host's directory for Docker, the sandbox's own through its agent
+		// where it lives there.
+		fsys, err := box.FS(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("corral: the workspace's filesystem: %w", err)
+		}
+		s.undo.add(fsys.Close)
+		opts.FS = fsys
+	}
 	if s.Session, err = tools.NewSession(ctx, opts); err != nil {
 		return nil, err
 	}

@@ -51,11 +51,11 @@ type Root interface {
 	Rename(oldname, newname string) error
 	Chmod(name string, mode fs.FileMode) error
 	Chown(name string, uid, gid int) error
-	// Where returns where the root's directory is now, relative to the
-	// topmost root it was opened from (the workspace), as the kernel sees
-	// the opened directory: "." for the top, slash-separated. ok is false
-	// when it cannot tell, or the directory is no longer below the top.
-	Where() (rel string, ok bool)
+	// Where returns the absolute path of the root's directory now, as the
+	// kernel sees the opened directory (where the filesystem lives, as for
+	// Name), which differs from Name when a directory on its way was moved
+	// or swapped since it was opened. ok is false when it cannot tell.
+	Where() (abs string, ok bool)
 	// Close releases the root. Files opened from it stay usable.
 	Close() error
 }

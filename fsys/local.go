@@ -4,16 +4,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
-	"strings"
 )
 
 // Local is a directory of this machine as a Root, through os.Root.
 type Local struct {
 	root *os.Root
 	name string // the directory's absolute path
-	top  string // the topmost root's, symbolic links resolved
 }
 
 // OpenLocal opens the directory dir (symbolic links resolved) as a Root.
@@ -39,7 +36,7 @@ func OpenLocal(dir string) (*Local, error) {
 		r.Close()
 		return nil, fmt.Errorf("fsys: %s is not a directory", dir)
 	}
-	return &Local{root: r, name: real, top: real}, nil
+	return &Local{root: r, name: real}, nil
 }
 
 // OS returns the os.Root under l.
@@ -65,7 +62,7 @@ func (l *Local) OpenRoot(name string) (Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Local{root: r, name: filepath.Join(l.name, filepath.FromSlash(name)), top: l.top}, nil
+	return &Local{root: r, name: filepath.Join(l.name, filepath.FromSlash(name))}, nil
 }
 
 func (l *Local) Stat(name string) (fs.FileInfo, error)  { return l.root.Stat(name) }
@@ -84,8 +81,8 @@ func (l *Local) Chmod(name string, mode fs.FileMode) error {
 }
 func (l *Local) Chown(name string, uid, gid int) error { return l.root.Chown(name, uid, gid) }
 
-// Where returns where the directory is now, relative to the topmost root,
-// from the kernel's name of the open directory (/proc/self/fd on Linux).
+// Where returns where the directory is now, from the kernel's name of the
+// open directory (/proc/self/fd on Linux).
 func (l *Local) Where() (string, bool) {
 	d, err := l.root.Open(".")
 	if err != nil {
@@ -93,19 +90,7 @@ func (l *Local) Where() (string, bool) {
 	}
 	defer d.Close()
 	abs := fdPath(d)
-	if abs == "" {
-		return "", false
-	}
-	return relativeTo(l.top, abs)
-}
-
-// relativeTo returns abs relative to base, slash-separated, when it lies in it.
-func relativeTo(base, abs string) (string, bool) {
-	rel, err := filepath.Rel(base, abs)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", false
-	}
-	return path.Clean(filepath.ToSlash(rel)), true
+	return abs, abs != ""
 }
 
 // Umask is the process's file mode creation mask.

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"io"
+
+	"github.com/corralhq/corral/fsys"
 )
 
 // Sandbox is what a session needs of a sandbox, whatever runs it: a place
@@ -26,6 +28,11 @@ type Sandbox interface {
 	// Shell runs an interactive shell wired to stdin and stdout until it
 	// exits, and returns its exit status; see Container.Shell.
 	Shell(ctx context.Context, stdin io.Reader, stdout io.Writer, resize <-chan WindowSize) (int, error)
+	// FS returns the workspace as the file tools should reach it, for the
+	// caller to close: the host's own directory where the sandbox mounts it
+	// (Docker), or the workspace inside the sandbox through its agent
+	// (an AgentFS), where it lives there.
+	FS(ctx context.Context) (fsys.Root, error)
 	// Close removes the sandbox; it works with an already cancelled ctx.
 	// Later calls fail with ErrClosed.
 	Close(ctx context.Context) error

@@ -112,6 +112,7 @@ type Client struct {
 	egress    Egress              // serves relayed connections; nil refuses them
 	nets      *netrelay.Table     // relayed connections
 	netCh     chan proto.NetListenMsg
+	fsc       fsCalls     // file operations in flight (agentfs.go)
 	heard     proto.Heard // when the agent's last frame arrived
 	diedFn    func(error) *DiedError
 	brokenFn  func()
@@ -528,6 +529,9 @@ func (c *Client) dispatch(f proto.Frame) error {
 			ring.Notify(s.inReady)
 		}
 	default:
+		if ok, err := c.dispatchFS(f); ok {
+			return err
+		}
 		if ok, err := c.dispatchNet(f); ok {
 			return err
 		}

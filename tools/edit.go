@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -198,7 +199,12 @@ func (s *Session) openParent(t target, verb string) (parentDir, error) {
 		r.Close()
 		return parentDir{}, pathError(t.display, err)
 	}
-	where, _ := r.Where()
+	where := ""
+	if abs, ok := r.Where(); ok {
+		if rel, ok := s.ws.relative(abs); ok {
+			where = filepath.ToSlash(rel)
+		}
+	}
 	if _, ok := s.protect.identity(s.ws.root, fi, where, t.name(), nil); ok {
 		r.Close()
 		return parentDir{}, s.protect.error(t.display, verb)

@@ -36,11 +36,14 @@ func (l *eventLog) all() []Event {
 // name → content pairs.
 func newTestSession(t testing.TB, files map[string]string, opts ...func(*Options)) (*Session, string) {
 	t.Helper()
-	ws := t.TempDir()
+	ws := testWorkspace(t)
 	for name, content := range files {
 		writeFile(t, ws, name, content)
 	}
 	o := Options{Workspace: ws}
+	if agentMode {
+		o.FS = agentRoot(t, ws)
+	}
 	for _, f := range opts {
 		f(&o)
 	}

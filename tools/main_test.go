@@ -8,5 +8,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if agentMode {
+		os.Exit(runThroughAgent(m))
+	}
 	os.Exit(testenv.Main(m))
 }

@@ -88,11 +88,17 @@ func openWorkspace(dir string, root fsys.Root) (*workspace, error) {
 	if root != nil {
 		real := root.Name()
 		abs := real
-		if dir != "" {
-			abs = filepath.Clean(dir)
-		}
-		ws := &workspace{root: root, abs: abs, real: real}
+		ws := &workspace{root: root, real: real}
 		ws.local, _ = root.(*fsys.Local)
+		switch {
+		case filepath.IsAbs(dir):
+			abs = filepath.Clean(dir)
+		case dir != "" && ws.local != nil:
+			if a, err := filepath.Abs(dir); err == nil {
+				abs = a
+			}
+		}
+		ws.abs = abs
 		ws.foldCase = probeFoldCase(root)
 		return ws, nil
 	}

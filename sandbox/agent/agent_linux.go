@@ -70,6 +70,8 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) err
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a := &agent{log: log, out: out, cmds: map[uint32]*agentCmd{}, done: ctx.Done(), cancel: cancel, children: map[int]chan syscall.WaitStatus{}}
+	a.fs = newFSServer(a)
+	defer a.fs.close()
 	a.setupErr = confine()
 	a.heard.Mark()
 	a.nets = netrelay.NewTable(a.send, maxRelayed)
@@ -205,6 +207,7 @@ type agent struct {
 	cmds map[uint32]*agentCmd
 
 	nets   *netrelay.Table // connections relayed to the host's egress proxy
+	fs     *fsServer       // file operations on the workspace (fs_linux.go)
 	netSeq atomic.Uint32
 
 	spareMu  sync.Mutex    // guards spare, refilled and stopped
@@ -380,6 +383,9 @@ func (a *agent) dispatch(f proto.Frame) error {
 	case proto.StderrCredit, proto.InputEnd:
 		return a.dispatchPipes(f)
 	default:
+		if ok, err := a.fs.dispatch(f); ok {
+			return err
+		}
 		if ok, err := a.nets.Dispatch(f); ok {
 			return err
 		}
