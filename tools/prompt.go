@@ -7,31 +7,35 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral/internal/sanitize"
 )
 
 // Describe writes what a person needs to decide about a: the command, where it
 // runs, the policy's finding and rule, the programs that need approval and the
-// rule a "rule" decision would add.
+// rule a "rule" decision would add — or the host a command wants to reach. The
+// agent's text is shown with its control and bidirectional characters
+// escaped: a terminal never acts on them.
 func Describe(w io.Writer, a *Approval) {
 	if a.Network != nil {
 		describeHost(w, a)
 		return
 	}
-	fmt.Fprintf(w, "corral: the agent wants to run\n    %s\n", oneLine(a.Command))
+	fmt.Fprintf(w, "corral: the agent wants to run\n    %s\n", shown(a.Command))
 	if a.Cwd != "" {
-		fmt.Fprintf(w, "  in %s\n", a.Cwd)
+		fmt.Fprintf(w, "  in %s\n", shown(a.Cwd))
 	}
-	fmt.Fprintf(w, "  policy: %s (%s)\n", a.Verdict.Reason, a.Verdict.Rule)
+	fmt.Fprintf(w, "  policy: %s (%s)\n", shown(a.Verdict.Reason), shown(a.Verdict.Rule))
 	for _, inv := range a.Ask {
 		what := strings.Join(append([]string{inv.Program}, inv.Args...), " ")
 		note := ""
 		if !inv.Literal {
 			note = " (not literal: never remembered)"
 		}
-		fmt.Fprintf(w, "  needs approval: %s%s\n", oneLine(what), note)
+		fmt.Fprintf(w, "  needs approval: %s%s\n", shown(what), note)
 	}
 	for _, r := range a.Amendment {
-		fmt.Fprintf(w, "  rule it would add: allow %s\n", r)
+		fmt.Fprintf(w, "  rule it would add: allow %s\n", shown(r))
 	}
 	deadline(w, a)
 }
@@ -41,12 +45,14 @@ func Describe(w io.Writer, a *Approval) {
 func describeHost(w io.Writer, a *Approval) {
 	fmt.Fprintf(w, "corral: a command wants to reach %s, which no network list allows\n", a.Network.Target())
 	if a.Command != "" {
-		fmt.Fprintf(w, "  command: %s\n", oneLine(a.Command))
+		// The connection came while this command ran; a background process
+		// of an earlier one would be named after it too.
+		fmt.Fprintf(w, "  while this command ran: %s\n", shown(a.Command))
 	} else {
 		fmt.Fprintf(w, "  (no command was running: a background process)\n")
 	}
 	if a.Cwd != "" {
-		fmt.Fprintf(w, "  in %s\n", a.Cwd)
+		fmt.Fprintf(w, "  in %s\n", shown(a.Cwd))
 	}
 	for _, r := range a.Amendment {
 		fmt.Fprintf(w, "  rule it would add: [network] allow %q\n", r)
@@ -60,8 +66,17 @@ func deadline(w io.Writer, a *Approval) {
 	}
 }
 
-func oneLine(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "\r", `\r`), "\n", "\n    ")
+// shown is text of the agent's (a command, its words, the directory the
+// sandbox reports) as a person may safely read it on a terminal: each line
+// indented under the first, and every character that could move the cursor,
+// rewrite a line, set a title or reorder the text made visible
+// (internal/sanitize) — so a command cannot show itself as another.
+func shown(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = sanitize.Text(l)
+	}
+	return strings.Join(lines, "\n    ")
 }
 
 var promptKeys = map[string]Choice{

@@ -77,3 +77,33 @@ func ioPipe() (*os.File, *os.File) {
 	}
 	return r, w
 }
+
+// A command cannot show itself as another on the person's terminal: what
+// would move the cursor, erase a line, set a title or reverse the text is
+// shown escaped, in the command, its words, the directory and the rule.
+func TestDescribeShowsNoEscapes(t *testing.T) {
+	hostile := "rm -rf ~/work \x1b[1A\x1b[2K\rgit status\x1b]0;title\x07\u202egnp.tac"
+	inv := policy.Invocation{Program: "rm", Args: []string{"-rf", "~/work\x1b[2K\r"}, Literal: true, Decision: policy.Confirm}
+	a := &Approval{
+		ID: "x", Command: hostile + "\nsecond line\r\x1b[1Aok", Cwd: "/ws/\x1b[31mred\x9b2K",
+		Verdict: policy.Verdict{Decision: policy.Confirm, Reason: "rm -r deletes \x1b[2K", Rule: "default:rm"},
+		Ask:     []policy.Invocation{inv}, Amendment: []string{"rm -rf '~/work\x1b[2K\r'"},
+		Choices: []Choice{ChoiceOnce, ChoiceDeny},
+	}
+	var out strings.Builder
+	Describe(&out, a)
+	got := out.String()
+	for i, r := range got {
+		if r == '\n' {
+			continue
+		}
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x202e {
+			t.Fatalf("Describe writes %U at %d:\n%q", r, i, got)
+		}
+	}
+	for _, w := range []string{`rm -rf ~/work \x1b[1A\x1b[2K\rgit status`, `\u202egnp.tac`, "\n    second line\\r\\x1b[1Aok", `in /ws/\x1b[31mred\x9b2K`} {
+		if !strings.Contains(got, w) {
+			t.Errorf("Describe lacks %q:\n%s", w, got)
+		}
+	}
+}

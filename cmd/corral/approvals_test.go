@@ -242,7 +242,7 @@ func TestMCPHostApproval(t *testing.T) {
 		t.Fatalf("%d elicitations, want one per host", len(asked))
 	}
 	p := asked[0]
-	for _, w := range []string{fmt.Sprintf("wants to reach pkgs.test:%d", port), "command: python3 fetch.py", fmt.Sprintf(`[network] allow "pkgs.test:%d"`, port)} {
+	for _, w := range []string{fmt.Sprintf("wants to reach pkgs.test:%d", port), "while this command ran: python3 fetch.py", fmt.Sprintf(`[network] allow "pkgs.test:%d"`, port)} {
 		if !strings.Contains(p.Message, w) {
 			t.Errorf("the elicitation lacks %q:\n%s", w, p.Message)
 		}
