@@ -3,16 +3,21 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/tools"
@@ -292,4 +297,93 @@ func TestBrowser(t *testing.T) {
 			!!document.querySelector('[data-call="c1"] .term span.fg1') && !!document.querySelector('[data-call="c3"] table.diff');
 	})()`)
 	screenshot(t, bctx, "report.png")
+}
+
+// TestBrowserHostApproval: with --network allow, a host no list names waits
+// in the page as an approval card — the host and port, the command it came
+// during (its bidirectional override shown escaped, so it cannot read as
+// another command), the [network] rule it proposes — and a click on session
+// lets the command reach it.
+func TestBrowserHostApproval(t *testing.T) {
+	testenv.NeedsDocker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bctx := browser(t, ctx)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello from %s", r.Host)
+	}))
+	defer upstream.Close()
+	port := upstream.Listener.Addr().(*net.TCPAddr).Port
+
+	ws := t.TempDir()
+	script := "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1], timeout=120).read().decode())\n"
+	if err := os.WriteFile(filepath.Join(ws, "fetch.py"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var session atomic.Pointer[tools.Session]
+	calls := &egress.Calls{}
+	proxy, err := egress.New(egress.Config{
+		Hosts:  []string{"pkgs.test:127.0.0.1"},
+		CallID: calls.Current,
+		Approver: egress.ApproverFunc(func(ctx context.Context, req egress.Request) (egress.Decision, error) {
+			return session.Load().ApproveHost(ctx, req)
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	box, err := sandbox.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20, Egress: proxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		box.Close(ctx)
+	})
+	hub := NewHub()
+	rec := hub.Session(box.Session(), ws)
+	defer rec.Close()
+	s, err := tools.NewSession(ctx, tools.Options{
+		Workspace: ws, ID: box.Session(), Sandbox: box, Confirmer: hub.Confirmer(), Events: rec, Network: calls,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	session.Store(s)
+	srv := httptest.NewServer(hub.Handler(Options{}))
+	t.Cleanup(srv.Close)
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/sessions/"+box.Session())); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan tools.Result, 1)
+	go func() {
+		raw, _ := json.Marshal(map[string]string{"command": fmt.Sprintf("python3 fetch.py http://pkgs.test:%d/ # \u202etxt.daer", port)})
+		r, err := s.Call(tools.WithCallID(ctx, "h1"), "bash", raw)
+		if err != nil {
+			r = tools.Result{Content: err.Error()}
+		}
+		done <- r
+	}()
+	evalTrue(t, bctx, "the host's approval card", fmt.Sprintf(`(() => {
+		const a = document.querySelector('[data-call="h1"] .approval:not(.done)');
+		return !!a && a.textContent.includes("Network access needed") && a.textContent.includes("reach pkgs.test:%d") &&
+			a.textContent.includes('[network] allow "pkgs.test:%d"') && a.textContent.includes("while this command ran:") &&
+			a.textContent.includes("# \\u202etxt.daer") && !document.querySelector('[data-call="h1"]').textContent.includes("\u202e") &&
+			["once", "session", "deny", "abort"].every(d => a.querySelector('button[data-decision="' + d + '"]'));
+	})()`, port, port))
+	screenshot(t, bctx, "host-approval.png")
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`[data-call="h1"] button[data-decision="session"]`))); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.IsError || !strings.Contains(r.Content, "hello from pkgs.test") {
+		t.Fatalf("after session: %q", r.Content)
+	}
+	evalTrue(t, bctx, "the host's approval decided", `(() => {
+		const a = document.querySelector('[data-call="h1"] .approval.done');
+		return !!a && a.textContent.includes("decided: session (web)");
+	})()`)
 }

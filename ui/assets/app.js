@@ -271,11 +271,19 @@
     return d;
   }
 
+  // visible shows the agent's text (a command, a path) with every control
+  // and bidirectional formatting character escaped, as the terminal prompt
+  // does, so that a command cannot read as another; newlines and tabs stay.
+  function visible(s) {
+    return String(s || "").replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufeff]/g,
+      c => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  }
+
   function argSummary(tool, args) {
     if (!args) return "";
-    if (tool === "bash") return args.command || "";
+    if (tool === "bash") return visible(args.command);
     if (tool === "edit" || tool === "write" || tool === "read") {
-      let s = args.path || "";
+      let s = visible(args.path);
       if (tool === "read" && (args.offset || args.limit)) s += " [" + (args.offset || 1) + (args.limit ? "+" + args.limit : "") + "]";
       return s;
     }
@@ -337,7 +345,7 @@
       c.what.textContent = argSummary(ev.tool, args);
       c.what.title = c.what.textContent;
       if (ev.tool === "bash") {
-        const pre = el("pre", "cmd", args.command || "");
+        const pre = el("pre", "cmd", visible(args.command));
         c.body.appendChild(section("command" + (args.timeout ? " (timeout " + args.timeout + " s)" : ""), pre));
       } else if (ev.tool === "write") {
         c.body.appendChild(section("arguments", el("pre", "", JSON.stringify({ path: args.path, content: (args.content || "").length + " characters" }))));
@@ -400,21 +408,21 @@
       if (a.deadline) box.appendChild(el("span", "muted", " — denied unless answered by " + clock(a.deadline)));
       if (net) {
         box.appendChild(el("div", "host", "a command wants to reach " + target(net) + ", which no network list allows"));
-        box.appendChild(el("div", "muted", a.command ? "command:" : "no command was running: a background process"));
+        box.appendChild(el("div", "muted", a.command ? "while this command ran:" : "no command was running: a background process"));
       }
-      if (a.command) box.appendChild(el("div", "cmd", a.command));
-      if (a.cwd) box.appendChild(el("div", "muted", "in " + a.cwd));
+      if (a.command) box.appendChild(el("div", "cmd", visible(a.command)));
+      if (a.cwd) box.appendChild(el("div", "muted", "in " + visible(a.cwd)));
       if (!net) box.appendChild(verdictView(a.verdict || {}));
       if (a.ask && a.ask.length) {
         box.appendChild(el("div", "", "needs approval:"));
         const ul = el("ul");
-        for (const p of a.ask) ul.appendChild(el("li", "mono", [p.program].concat(p.args || []).join(" ") + (p.literal ? "" : "  (not literal: never remembered)")));
+        for (const p of a.ask) ul.appendChild(el("li", "mono", visible([p.program].concat(p.args || []).join(" ")) + (p.literal ? "" : "  (not literal: never remembered)")));
         box.appendChild(ul);
       }
       if (a.amendment && a.amendment.length) {
         box.appendChild(el("div", "", "rule it would add to the policy file:"));
         const ul = el("ul");
-        for (const p of a.amendment) ul.appendChild(el("li", "mono", net ? "[network] allow " + JSON.stringify(p) : "allow " + p));
+        for (const p of a.amendment) ul.appendChild(el("li", "mono", net ? "[network] allow " + JSON.stringify(p) : "allow " + visible(p)));
         box.appendChild(ul);
       }
       if (a.no_rule) box.appendChild(el("div", "muted", a.no_rule));
