@@ -19,4 +19,8 @@ func TestConformance(t *testing.T) {
 			sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox { return sandbox.NewConformanceSandbox(t, runtime) })
 		})
 	}
+	// The client over a stream without write deadlines, as a pod's.
+	t.Run("piped", func(t *testing.T) {
+		sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox { return sandbox.NewPipedConformanceSandbox(t) })
+	})
 }

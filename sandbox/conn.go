@@ -543,6 +543,9 @@ func (c *Client) dispatch(f proto.Frame) error {
 // handshake exchanges hellos.
 func (c *Client) handshake(ctx context.Context, h proto.HelloMsg, timeout time.Duration) error {
 	if err := c.send(proto.JSONFrame(proto.Hello, 0, h)); err != nil {
+		if why := c.Err(); why != nil {
+			err = why // the first cause: a stuck write, say
+		}
 		return fmt.Errorf("sandbox agent: %w", err)
 	}
 	t := time.NewTimer(timeout)

@@ -2,13 +2,16 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/sandbox/internal/ring"
 	"github.com/corralhq/corral/sandbox/proto"
@@ -126,5 +129,55 @@ func TestWithin(t *testing.T) {
 		if got := envpath.Within(tt.root, tt.p); got != tt.want {
 			t.Errorf("envpath.Within(%q, %q) = %v", tt.root, tt.p, got)
 		}
+	}
+}
+
+// stuckConn takes no write until it is closed, like a stream whose far end
+// stopped reading.
+type stuckConn struct {
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (s *stuckConn) Read(p []byte) (int, error) {
+	<-s.closed
+	return 0, io.EOF
+}
+
+func (s *stuckConn) Write(p []byte) (int, error) {
+	<-s.closed
+	return 0, io.ErrClosedPipe
+}
+
+func (s *stuckConn) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	return nil
+}
+
+// On a stream without write deadlines, a write stuck past writeTimeout ends
+// the connection: Dial returns rather than hang.
+func TestDialStuckWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the write timeout")
+	}
+	conn := &stuckConn{closed: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Dial(context.Background(), conn, ClientConfig{Name: "stuck", Hello: proto.HelloMsg{Workspace: "/w"}, HandshakeTimeout: time.Hour})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "stuck") {
+			t.Fatalf("Dial on a stream that takes nothing: %v", err)
+		}
+		t.Logf("Dial: %v", err)
+	case <-time.After(writeTimeout + time.Minute):
+		t.Fatalf("Dial still waits %v after its write got stuck", writeTimeout+time.Minute)
+	}
+	select {
+	case <-conn.closed:
+	default:
+		t.Error("the stream was not closed")
 	}
 }

@@ -54,6 +54,9 @@ type Container struct {
 	rootWorkspace bool
 	machine       elf.Machine
 	agentRT       *agentRuntime // the loader and libraries of a dynamic agent; nil when static
+	// transport, when set (by tests), carries the attach stream to the
+	// client in another form: as a pod's attach stream would.
+	transport func(io.ReadWriteCloser) io.ReadWriteCloser
 
 	// startMu is held while a container starts, so that concurrent first calls
 	// share one.
@@ -466,7 +469,11 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	if c.rootWorkspace {
 		hello.AmbientCaps = []uintptr{capDACOverride}
 	}
-	conn, err := Dial(ctx, newAttachConn(hj.Conn, hj.Reader, stderr), ClientConfig{
+	var stream io.ReadWriteCloser = newAttachConn(hj.Conn, hj.Reader, stderr)
+	if c.transport != nil {
+		stream = c.transport(stream)
+	}
+	conn, err := Dial(ctx, stream, ClientConfig{
 		Name:       id,
 		Hello:      hello,
 		Dir:        dir,
