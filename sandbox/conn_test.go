@@ -98,7 +98,7 @@ func TestLineLogBounded(t *testing.T) {
 }
 
 func TestCommandEnv(t *testing.T) {
-	env := commandEnv(
+	env := CommandEnv(
 		[]string{"PATH=/image/bin", "LANG=en_US.UTF-8", "HOME=/root", "GOPATH=/go"},
 		[]string{"FOO=bar", "PATH=/mine"},
 	)
@@ -106,7 +106,7 @@ func TestCommandEnv(t *testing.T) {
 	if !slices.Equal(env, want) {
 		t.Errorf("env %q, want %q", env, want)
 	}
-	env = commandEnv(nil, nil)
+	env = CommandEnv(nil, nil)
 	for _, w := range []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=/tmp/home", "TERM=xterm-256color"} {
 		if !slices.Contains(env, w) {
 			t.Errorf("default env %q lacks %q", env, w)

@@ -173,7 +173,7 @@ func New(cfg Config) (*Container, error) {
 			user = DefaultRootUser
 		}
 	}
-	uid, gid, err := parseUser(user)
+	uid, gid, err := ParseUser(user)
 	if err != nil {
 		return nil, err
 	}
@@ -188,8 +188,9 @@ func New(cfg Config) (*Container, error) {
 	}, nil
 }
 
-// parseUser parses "UID:GID", both numeric, neither root.
-func parseUser(s string) (uid, gid uint32, err error) {
+// ParseUser parses "UID:GID" (Config.User, ExecRequest.User), both numeric,
+// neither root.
+func ParseUser(s string) (uid, gid uint32, err error) {
 	u, g, ok := strings.Cut(s, ":")
 	pu, uerr := strconv.ParseUint(u, 10, 32)
 	pg, gerr := strconv.ParseUint(g, 10, 32)
@@ -386,7 +387,7 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	if c.cfg.Egress != nil {
 		extra = append(EgressEnv(), extra...)
 	}
-	env := commandEnv(imageEnv, extra)
+	env := CommandEnv(imageEnv, extra)
 	if c.rootWorkspace {
 		// Commands are not root, the repository is: git would refuse it as
 		// of dubious ownership. The check guards against other users'
@@ -562,7 +563,7 @@ func (c *Container) spec(info *system.Info, g *gitShadow, side *egressSide) (*co
 		// The agent's stdin closes when the host's attach connection does, so
 		// a killed corral leaves no running sandbox behind.
 		StdinOnce: true,
-		Labels:    ownerLabels(cfg.Session, cfg.Workspace),
+		Labels:    OwnerLabels(cfg.Session, cfg.Workspace),
 	}
 	nano := int64(cfg.CPUs * 1e9)
 	if nano == 0 && info.NCPU > 0 {
@@ -613,9 +614,11 @@ func (c *Container) mounts(g *gitShadow, side *egressSide) []mount.Mount {
 	return ms
 }
 
-// commandEnv is the environment of every command: the image's, then a terminal
-// and a writable HOME, then the configured variables. Nothing of the host's.
-func commandEnv(image, extra []string) []string {
+// CommandEnv is the environment of every command, for the agent's hello:
+// the image's, then a PATH and LANG where it has none, a terminal and a
+// writable HOME (on the /tmp tmpfs), then the configured variables. Nothing
+// of the host's.
+func CommandEnv(image, extra []string) []string {
 	var env []string
 	set := func(kv string) {
 		name, _, _ := strings.Cut(kv, "=")

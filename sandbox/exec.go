@@ -229,7 +229,7 @@ func startMsg(req ExecRequest) (proto.StartMsg, error) {
 		}
 	}
 	if req.User != "" {
-		uid, gid, err := parseUser(req.User)
+		uid, gid, err := ParseUser(req.User)
 		if err != nil {
 			return bad("%s", strings.TrimPrefix(err.Error(), "sandbox: "))
 		}

@@ -91,8 +91,9 @@ func pidStartTime(pid int) string {
 	return ""
 }
 
-// ownerLabels are the labels that tie a container to this process.
-func ownerLabels(session, workspace string) map[string]string {
+// OwnerLabels are the labels that tie a sandbox (a container, a pod) to
+// this process: its session, pid and start time, host, boot and workspace.
+func OwnerLabels(session, workspace string) map[string]string {
 	host, boot, start := identity()
 	return map[string]string{
 		LabelSession:   session,
@@ -105,9 +106,9 @@ func ownerLabels(session, workspace string) map[string]string {
 	}
 }
 
-// ownerState says whether the owner of a container with these labels ran on
+// OwnerState says whether the owner of a sandbox with these labels ran on
 // this host and, if so, whether it is still alive.
-func ownerState(labels map[string]string) (local, alive bool) {
+func OwnerState(labels map[string]string) (local, alive bool) {
 	host, boot, _ := identity()
 	if labels[LabelHost] != host {
 		return false, false
@@ -159,7 +160,7 @@ func list(ctx context.Context, api dockerAPI) ([]Info, error) {
 			in.Name = strings.TrimPrefix(c.Names[0], "/")
 		}
 		in.PID, _ = strconv.Atoi(c.Labels[LabelPID])
-		in.Local, in.OwnerAlive = ownerState(c.Labels)
+		in.Local, in.OwnerAlive = OwnerState(c.Labels)
 		out = append(out, in)
 	}
 	return out, nil

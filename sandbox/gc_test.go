@@ -121,11 +121,11 @@ func createBare(t *testing.T, labels map[string]string) string {
 func TestOwnerState(t *testing.T) {
 	host, boot, start := identity()
 	self := map[string]string{LabelHost: host, LabelBoot: boot, LabelPID: strconv.Itoa(os.Getpid()), LabelPIDStart: start}
-	if local, alive := ownerState(self); !local || !alive {
+	if local, alive := OwnerState(self); !local || !alive {
 		t.Errorf("self: local %v alive %v", local, alive)
 	}
 	reused := map[string]string{LabelHost: host, LabelBoot: boot, LabelPID: strconv.Itoa(os.Getpid()), LabelPIDStart: "1"}
-	if _, alive := ownerState(reused); alive {
+	if _, alive := OwnerState(reused); alive {
 		t.Error("a reused pid counts as alive")
 	}
 	cmd := exec.Command("true")
@@ -133,14 +133,14 @@ func TestOwnerState(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead := map[string]string{LabelHost: host, LabelBoot: boot, LabelPID: strconv.Itoa(cmd.Process.Pid)}
-	if _, alive := ownerState(dead); alive {
+	if _, alive := OwnerState(dead); alive {
 		t.Error("a dead pid counts as alive")
 	}
 	rebooted := map[string]string{LabelHost: host, LabelBoot: "another-boot", LabelPID: strconv.Itoa(os.Getpid())}
-	if _, alive := ownerState(rebooted); alive {
+	if _, alive := OwnerState(rebooted); alive {
 		t.Error("an owner from before a reboot counts as alive")
 	}
-	if local, _ := ownerState(map[string]string{LabelHost: "elsewhere", LabelPID: "1"}); local {
+	if local, _ := OwnerState(map[string]string{LabelHost: "elsewhere", LabelPID: "1"}); local {
 		t.Error("another host's container counts as local")
 	}
 }

@@ -84,7 +84,7 @@ var gitSynced = []string{"HEAD", "ORIG_HEAD", "index", "packed-refs"}
 // It lets `corral gc` copy back what a dead session left.
 type shadowState struct {
 	Workspace string            `json:"workspace"`
-	Owner     map[string]string `json:"owner"` // ownerLabels of the session's process
+	Owner     map[string]string `json:"owner"` // OwnerLabels of the session's process
 	UID       int               `json:"uid"`
 	GID       int               `json:"gid"`
 	Repos     []*shadowRepo     `json:"repos"`
@@ -150,7 +150,7 @@ func newGitShadow(ws, session string, uid, gid int, protect []string, log *slog.
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("sandbox: the temporary directory %s is inside the workspace: the repository's shadow must be outside", filepath.Dir(dir))
 	}
-	s := &gitShadow{dir: dir, log: log, st: shadowState{Workspace: ws, Owner: ownerLabels(session, ws), UID: uid, GID: gid}}
+	s := &gitShadow{dir: dir, log: log, st: shadowState{Workspace: ws, Owner: OwnerLabels(session, ws), UID: uid, GID: gid}}
 	if err := s.build(ws, protect); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -830,7 +830,7 @@ func repairShadows(log *slog.Logger) (repaired []string, err error) {
 		if err := json.Unmarshal(b, &s.st); err != nil {
 			continue
 		}
-		if local, alive := ownerState(s.st.Owner); !local || alive {
+		if local, alive := OwnerState(s.st.Owner); !local || alive {
 			continue
 		}
 		for _, r := range s.st.Repos {

@@ -269,7 +269,9 @@ func testStdinLarge(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
 	in := make([]byte, 16<<20)
 	_, _ = rand.Read(in)
 	sum := sha256.Sum256(in)
-	res, out, errOut := Exec(t, sb, sandbox.ExecRequest{Command: "cat | sha256sum", Pipes: true, Stdin: bytes.NewReader(in)})
+	// Read in pieces of odd sizes, by a command that lets its pipe fill
+	// first: the input waits for the window rather than overrun it.
+	res, out, errOut := Exec(t, sb, sandbox.ExecRequest{Command: "sleep 1; sha256sum", Pipes: true, Stdin: &oddReader{r: bytes.NewReader(in)}})
 	if got, _, _ := strings.Cut(out, " "); res.ExitCode != 0 || got != hex.EncodeToString(sum[:]) {
 		t.Errorf("sha256sum of 16 MiB: %q (exit %d, %s), want %x", out, res.ExitCode, errOut, sum)
 	}
@@ -463,6 +465,18 @@ func testTerminal(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
 	if res.ExitCode != 0 || !strings.Contains(out, "got typed") {
 		t.Errorf("typed into the terminal: %q", out)
 	}
+}
+
+// oddReader reads in pieces of changing, odd sizes.
+type oddReader struct {
+	r io.Reader
+	n int
+}
+
+func (o *oddReader) Read(p []byte) (int, error) {
+	o.n++
+	size := 1 + (o.n*7919)%12347
+	return o.r.Read(p[:min(len(p), size)])
 }
 
 type writerFunc func([]byte)
