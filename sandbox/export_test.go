@@ -21,6 +21,14 @@ func NewConformanceSandbox(t *testing.T, runtime string) *Container {
 	return newSandbox(t, cfg)
 }
 
+// NewNoBashConformanceSandbox makes a sandbox of an image without bash:
+// commands run in its sh.
+func NewNoBashConformanceSandbox(t *testing.T) *Container {
+	cfg := testConfig(t)
+	cfg.Image = buildImage(t, "FROM "+testImage+"\nRUN rm -f /bin/bash /usr/bin/bash /usr/local/bin/bash\n")
+	return newSandbox(t, cfg)
+}
+
 // NewPipedConformanceSandbox is NewConformanceSandbox with the agent's
 // stream carried through io.Pipes, as a pod's attach stream is: no write
 // deadlines, writes that block until the stream takes them.

@@ -43,6 +43,15 @@ const bashBoot = `echo 1000 2>/dev/null >/proc/self/oom_score_adj; exec {__corra
 // precedes the command on its first line.
 const shPrefix = `echo 1000 2>/dev/null >/proc/self/oom_score_adj; trap 'pwd -P >&3 2>/dev/null' EXIT; trap '' HUP; `
 
+// shArgMax bounds a command a plain sh takes as its argument: the kernel
+// refuses an argument over 128 KiB. A longer one the sh reads from fd 4, a
+// line at a time (a plain sh has no read -d), with shRead.
+const (
+	shArgMax = 64 << 10
+	shRead   = `__corral_c=; while IFS= read -r __corral_l <&4 || [ -n "$__corral_l" ]; do __corral_c="$__corral_c$__corral_l
+"; __corral_l=; done; exec 4<&-; unset __corral_l; eval "unset __corral_c; $__corral_c"`
+)
+
 // Timings of the agent.
 const (
 	// monitorEvery is how often running commands are checked for input wait.
@@ -638,11 +647,20 @@ func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
 		var cwdW *os.File
 		p.cwd, cwdW = pipe()
 		theirs = append(theirs, cwdW)
+		cmd.ExtraFiles = []*os.File{cwdW}
+		script := shCommand
+		if len(shCommand) > shArgMax {
+			// Too long for one argument: the shell reads it from fd 4.
+			var cmdR *os.File
+			cmdR, p.command = pipe()
+			theirs = append(theirs, cmdR)
+			cmd.ExtraFiles = append(cmd.ExtraFiles, cmdR)
+			script = shRead
+		}
 		if err != nil {
 			return nil, err
 		}
-		cmd.ExtraFiles = []*os.File{cwdW}
-		cmd.Args = []string{name, "-c", shPrefix + `cd -- "$1" || exit 125; shift; ` + shCommand, name, dir}
+		cmd.Args = []string{name, "-c", shPrefix + `cd -- "$1" || exit 125; shift; ` + script, name, dir}
 	}
 	// The reaper, not exec.Cmd, collects the shell's status: it reaps every
 	// child, orphans included.
@@ -658,6 +676,14 @@ func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
 		return nil, fmt.Errorf("start %s: %w", a.shell, err)
 	}
 	_ = cmd.Process.Release()
+	if !interactive && !a.bash && p.command != nil {
+		w := p.command
+		p.command = nil
+		go func() {
+			_, _ = w.WriteString(shCommand)
+			w.Close()
+		}()
+	}
 	return p, nil
 }
 
