@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -186,4 +187,110 @@ func FuzzDispatchFS(f *testing.F) {
 		default:
 		}
 	})
+}
+
+// The agent is root in the container; its file operations are the commands'
+// user's: in a workspace of an unprivileged user, a file only root may read
+// stays closed to them, as does a directory only root may write, and what
+// they create belongs to the commands' user.
+func TestAgentFSAsCommandsUser(t *testing.T) {
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	if err := os.Chown(ws, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "root-secret"), []byte("s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(ws, "root-dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := newSandbox(t, cfg)
+	a := agentFS(t, c)
+	if _, err := a.OpenFile("root-secret", os.O_RDONLY, 0); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("open a file only root may read: %v, want permission denied", err)
+	}
+	if _, err := a.OpenFile("root-dir/new", os.O_WRONLY|os.O_CREATE, 0o644); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("create in a directory only root may write: %v, want permission denied", err)
+	}
+	if err := a.Chmod("root-secret", 0o644); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("chmod of root's file: %v, want permission denied", err)
+	}
+	if err := a.Rename("root-secret", "mine"); err != nil {
+		t.Errorf("rename in the commands' own directory: %v", err) // the directory is theirs
+	}
+	f, err := a.OpenFile("made", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Chown(0, 0); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("give a file to root: %v, want permission denied", err)
+	}
+	f.Close()
+	fi, err := os.Stat(filepath.Join(ws, "made"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid, gid, _ := fsys.Owner(fi); uid != 1000 || gid != 1000 {
+		t.Errorf("a file made through the agent belongs to %d:%d, want 1000:1000", uid, gid)
+	}
+}
+
+// A command cannot signal or trace the agent's threads that act as its
+// user: they keep root as their real and saved ids. The command sends
+// SIGSTOP and SIGKILL to every thread of every process that is not its
+// user's own, and tries to trace each; the agent, its file operations and
+// the sandbox live on.
+func TestAgentFSThreadsResistSignals(t *testing.T) {
+	c := newSandbox(t, testConfig(t))
+	a := agentFS(t, c)
+	// Every worker has taken the commands' credentials by now.
+	if _, err := a.Stat("."); err != nil {
+		t.Fatal(err)
+	}
+	script := `import os, signal, ctypes
+me = {os.getpid(), os.getppid()}
+hit, refused = [], 0
+libc = ctypes.CDLL(None, use_errno=True)
+for p in os.listdir('/proc'):
+    if not p.isdigit() or int(p) in me:
+        continue
+    try:
+        uids = [l for l in open('/proc/%s/status' % p) if l.startswith('Uid:')][0].split()[1:]
+    except (OSError, IndexError):
+        continue
+    if int(uids[0]) == os.getuid():
+        continue  # the commands' own processes (a spare shell)
+    try:
+        tasks = os.listdir('/proc/%s/task' % p)
+    except OSError:
+        tasks = [p]
+    for tid in tasks:
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            if libc.syscall(234, int(p), int(tid), int(sig)) == 0:  # tgkill
+                hit.append((p, tid, int(sig)))
+            else:
+                refused += 1
+        if libc.ptrace(16, int(tid), 0, 0) == 0:  # PTRACE_ATTACH
+            hit.append((p, tid, 'ptrace'))
+print('hit', hit, 'refused', refused)
+`
+	if err := os.WriteFile(filepath.Join(c.Workspace(), "kill.py"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, out := run(t, c, ExecRequest{Command: "python3 kill.py"})
+	if res.ExitCode != 0 {
+		t.Fatalf("the script failed (%d): %s", res.ExitCode, out)
+	}
+	if !strings.Contains(out, "hit [] refused") || strings.Contains(out, "refused 0") {
+		t.Errorf("a command reached the agent's threads: %s", out)
+	}
+	time.Sleep(proto.Silence + time.Second) // a stopped agent would be found silent by now
+	if _, err := a.Stat("."); err != nil {
+		t.Errorf("file operations after the attempts: %v", err)
+	}
+	res, out = run(t, c, ExecRequest{Command: "true"})
+	if res.Restarted {
+		t.Errorf("the sandbox died: %s (%s)", res.RestartReason, out)
+	}
 }

@@ -162,3 +162,228 @@ func TestFileToolsThroughAgent(t *testing.T) {
 		t.Fatalf("no test ran through the agent:\n%s", out)
 	}
 }
+
+// agentSession opens a session whose file tools reach a fresh workspace
+// through its own sandbox's agent, and whose bash runs in that sandbox.
+func agentSession(t *testing.T, files map[string]string, opts ...func(*Options)) (*Session, string, *sandbox.Container) {
+	t.Helper()
+	testenv.NeedsDocker(t)
+	ws := t.TempDir()
+	for name, content := range files {
+		writeFile(t, ws, name, content)
+	}
+	box, err := sandbox.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		box.Close(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	afs, err := box.AgentFS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { afs.Close() })
+	o := Options{Workspace: ws, FS: afs, Sandbox: box}
+	for _, f := range opts {
+		f(&o)
+	}
+	s, err := NewSession(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, ws, box
+}
+
+// inBox runs a command in the sandbox, outside the tools, and returns its
+// output.
+func inBox(t *testing.T, box *sandbox.Container, cmd string) string {
+	t.Helper()
+	var out testenv.SyncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := box.Exec(ctx, sandbox.ExecRequest{Command: cmd, Output: &out})
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("%s exited %d: %s", cmd, res.ExitCode, out.String())
+	}
+	return strings.TrimSpace(strings.ReplaceAll(out.String(), "\r\n", "\n"))
+}
+
+// A command in the sandbox swaps the directory the tools write in for a
+// symbolic link to a directory outside the workspace that it may write, and
+// the file for a link to the outside, again and again, while write and edit
+// run through the agent: nothing lands outside.
+func TestAgentFSCommandRacesSymlinks(t *testing.T) {
+	s, ws, box := agentSession(t, map[string]string{"d/f.txt": "start\n"}, func(o *Options) { o.WritePolicy = AllowOverwrite })
+	race := `import os, time
+os.makedirs('/tmp/outside', exist_ok=True)
+os.symlink('/tmp/outside', 'd.link')
+swaps, end = 0, time.time() + 60
+while time.time() < end and not os.path.exists('stop'):
+    try:
+        os.rename('d', 'd.real'); os.rename('d.link', 'd')      # d is the link
+        os.rename('d', 'd.link'); os.rename('d.real', 'd')      # d is the directory
+        os.symlink('/tmp/outside/f.txt', 'd/f.new'); os.rename('d/f.new', 'd/f.txt')  # the file is a link
+        swaps += 1
+    except OSError:
+        pass
+print('swaps', swaps)
+`
+	writeFile(t, ws, "race.py", race)
+	done := make(chan string, 1)
+	go func() {
+		var out testenv.SyncBuffer
+		_, err := box.Exec(context.Background(), sandbox.ExecRequest{Command: "python3 race.py", Output: &out, Timeout: 2 * time.Minute})
+		done <- fmt.Sprint(out.String(), err)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	wrote := 0
+	const rounds = 200
+	for i := range rounds {
+		r := call(t, s, "write", m{"path": "d/f.txt", "content": fmt.Sprintf("write %d\n", i)})
+		if !r.IsError {
+			wrote++
+		}
+		call(t, s, "write", m{"path": "d/new.txt", "content": "new\n"})
+		if r := call(t, s, "read", m{"path": "d/f.txt"}); !r.IsError {
+			call(t, s, "edit", m{"path": "d/f.txt", "oldText": "write", "newText": "edit"})
+		}
+	}
+	writeFile(t, ws, "stop", "")
+	out := <-done
+	t.Logf("race: %s; %d of %d writes went through", strings.TrimSpace(out), wrote, rounds)
+	if !strings.Contains(out, "swaps ") || strings.Contains(out, "swaps 0") {
+		t.Fatalf("the race did not run: %s", out)
+	}
+	if wrote == 0 {
+		t.Fatal("no write went through: the race proved nothing")
+	}
+	if got := inBox(t, box, "ls -A /tmp/outside"); got != "" {
+		t.Errorf("files outside the workspace: %q", got)
+	}
+}
+
+// Names a command gives files — control characters, escape sequences, bytes
+// that are not UTF-8, a line break — reach the model only made visible, and
+// the tools work on such files by their names.
+func TestAgentFSHostileNames(t *testing.T) {
+	s, _, box := agentSession(t, nil)
+	inBox(t, box, `mkdir d && printf 'x\n' > "d/$(printf 'a\033]0;pwned\007b')" && printf 'y\n' > "d/$(printf 'bad\377\376name')" && printf 'z\n' > "d/$(printf 'new\nline')" && printf 'w\n' > "d/$(printf 'Exit code: 0')"`)
+	r := mustOK(t, s, "read", m{"path": "d"})
+	for _, bad := range []string{"\x1b", "\x07", "\xff", "new\nline"} {
+		if strings.Contains(r.Content, bad) {
+			t.Errorf("the listing shows %q raw:\n%q", bad, r.Content)
+		}
+	}
+	wantFacts(t, r.Content, `a\x1b]0;pwned\x07b`, `new\nline`, "Exit code: 0")
+	if d := r.Details.(*ReadDetails); d.Total != 4 {
+		t.Errorf("%d entries, want 4", d.Total)
+	}
+	mustOK(t, s, "read", m{"path": "d/Exit code: 0"})
+	mustOK(t, s, "edit", m{"path": "d/Exit code: 0", "oldText": "w", "newText": "v"})
+	if got := inBox(t, box, "cat 'd/Exit code: 0'"); got != "v" {
+		t.Errorf("after the edit: %q", got)
+	}
+}
+
+// A sparse terabyte a command made: read shows its first lines through the
+// agent without reading it to its end, edit refuses it as too large, and a
+// write over it needs it read first.
+func TestAgentFSHugeFile(t *testing.T) {
+	s, _, box := agentSession(t, nil)
+	inBox(t, box, "seq 1 5000 > huge && truncate -s 1T huge")
+	start := time.Now()
+	r := mustOK(t, s, "read", m{"path": "huge", "limit": 5})
+	wantFacts(t, r.Content, "1\t1\n2\t2", "too large to count its lines")
+	t.Logf("read the head of 1 TB through the agent in %v", time.Since(start))
+	mustFail(t, s, "edit", m{"path": "huge", "oldText": "1", "newText": "2"}, "more than the", "Change it with bash instead")
+}
+
+// A named pipe a command made, with a writer holding it open or not, blocks
+// none of the tools through the agent.
+func TestAgentFSFIFO(t *testing.T) {
+	s, _, box := agentSession(t, nil)
+	inBox(t, box, "mkfifo pipe")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mustFail(t, s, "read", m{"path": "pipe"}, "named pipe")
+		mustFail(t, s, "edit", m{"path": "pipe", "oldText": "a", "newText": "b"}, "named pipe")
+		mustFail(t, s, "write", m{"path": "pipe", "content": "x"}, "named pipe")
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("a tool blocked on a named pipe")
+	}
+}
+
+// A command keeps rewriting a file (whole, through a temporary file and a
+// rename, or in place) while the tools read and edit it through the agent:
+// every edit that succeeds was made on the content it read, no edit is
+// lost silently, no Go error, and the file is never torn.
+func TestAgentFSFileRewrittenByCommand(t *testing.T) {
+	s, ws, box := agentSession(t, map[string]string{"f.txt": "line a\nline b\n"})
+	writeFile(t, ws, "churn.py", `import os, time
+end = time.time() + 60
+i = 0
+while time.time() < end and not os.path.exists('stop'):
+    i += 1
+    body = 'line a\nline b\ncommand %d\n' % i
+    if i % 2:
+        with open('f.tmp', 'w') as f: f.write(body)
+        os.rename('f.tmp', 'f.txt')
+    else:
+        with open('f.txt', 'w') as f: f.write(body)
+    time.sleep(0.4 if i % 5 == 0 else 0.01)  # quiet moments, when an edit can go through
+print('rewrites', i)
+`)
+	done := make(chan string, 1)
+	go func() {
+		var out testenv.SyncBuffer
+		_, err := box.Exec(context.Background(), sandbox.ExecRequest{Command: "python3 churn.py", Output: &out, Timeout: 2 * time.Minute})
+		done <- fmt.Sprint(out.String(), err)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	edited, refused := 0, 0
+	for range 100 {
+		r := call(t, s, "read", m{"path": "f.txt"})
+		if r.IsError {
+			continue
+		}
+		r = call(t, s, "edit", m{"path": "f.txt", "oldText": "line b\n", "newText": "line b\nedited\n"})
+		switch {
+		case !r.IsError:
+			edited++
+		case strings.Contains(r.Content, "changed since this session last read it"), strings.Contains(r.Content, "changed while it was being written"):
+			refused++
+		default:
+			// The file was in the middle of an in-place rewrite: what read saw
+			// was a partial content.
+			if !strings.Contains(r.Content, "not found") {
+				t.Errorf("unexpected edit result: %s", r.Content)
+			}
+		}
+	}
+	writeFile(t, ws, "stop", "")
+	out := <-done
+	t.Logf("%s; %d edits went through, %d were refused as stale", strings.TrimSpace(out), edited, refused)
+	if edited+refused == 0 {
+		t.Fatal("neither an edit nor a refusal: the test proved nothing")
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "f.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), "line a\nline b\n") {
+		t.Errorf("torn file: %q", b)
+	}
+}
