@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/fsys"
+	"github.com/corralhq/corral/sandbox"
 )
 
 // bigText is 200,000 lines of 50 bytes: 10 MB.
@@ -234,4 +235,26 @@ func BenchmarkSmallFile(b *testing.B) {
 			}
 		}
 	})
+}
+
+// instantExec is a sandbox that answers at once.
+type instantExec struct{}
+
+func (instantExec) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return sandbox.ExecResult{}, nil
+}
+
+// BenchmarkBashCallPath is one bash call on the host's side alone — the
+// policy, the log file, output shaping, events, the record of the running
+// command that host approvals use — with a sandbox that answers at once.
+// Compare it with the same benchmark at another commit, in the same run.
+func BenchmarkBashCallPath(b *testing.B) {
+	s, _ := newTestSession(b, nil, func(o *Options) { o.Sandbox, o.Policy = instantExec{}, allowAll{} })
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Bash(ctx, BashParams{Command: "true"}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

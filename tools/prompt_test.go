@@ -107,3 +107,31 @@ func TestDescribeShowsNoEscapes(t *testing.T) {
 		}
 	}
 }
+
+// The terminal offers a host's approval the decisions of a command's, and
+// says what each does to the host.
+func TestPromptHost(t *testing.T) {
+	a := &Approval{
+		ID: "h", Command: "pip install thing", Network: &NetworkAsk{Host: "pkgs.example", Port: 443},
+		Amendment: []string{"pkgs.example:443"},
+		Choices:   []Choice{ChoiceOnce, ChoiceSession, ChoiceRule, ChoiceDeny, ChoiceAbort},
+	}
+	for input, want := range map[string]Answer{
+		"s\n":               {Choice: ChoiceSession, By: "terminal"},
+		"r\n":               {Choice: ChoiceRule, By: "terminal"},
+		"y\n":               {Choice: ChoiceOnce, By: "terminal"},
+		"d\nuse a mirror\n": {Choice: ChoiceDeny, Reason: "use a mirror", By: "terminal"},
+		"a\n\n":             {Choice: ChoiceAbort, By: "terminal"},
+	} {
+		var out strings.Builder
+		got, err := Prompt(context.Background(), strings.NewReader(input), &out, a)
+		if err != nil || got != want {
+			t.Errorf("%q: %+v %v, want %+v", input, got, err, want)
+		}
+		for _, w := range []string{"wants to reach pkgs.example:443", "while this command ran: pip install thing", `[network] allow "pkgs.example:443"`, "[o]nce, [s]ession, [r]ule, [d]eny, [a]bort?"} {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%q: the prompt lacks %q:\n%s", input, w, out.String())
+			}
+		}
+	}
+}
