@@ -26,8 +26,10 @@ the host. It speaks MCP over stdin/stdout by default, or streamable HTTP with --
 
 Each MCP connection (over HTTP, each MCP session) gets its own tools session and
 its own sandbox container, removed when the client goes away. A command the
-policy wants confirmed is put to the user through the client (MCP elicitation)
-when the client supports it; otherwise --confirm decides.`,
+policy wants confirmed, or a host no network list names (--network allow), is
+put to the user through the client (MCP elicitation) when the client supports
+it, and at the same time on the terminal (--confirm ask) and in the web view
+(--ui): the first answer wins. A client that cannot elicit gets --confirm.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if f.authToken == "" {

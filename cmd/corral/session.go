@@ -43,7 +43,7 @@ type sessionFlags struct {
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	f.sandbox.register(fs)
 	f.policy.register(fs)
-	fs.StringVar(&f.confirm, "confirm", "deny", "what to do with a command the policy wants confirmed: deny (refuse it and tell the model approval was required), allow (run it), or ask (prompt on the terminal: once, session, rule, deny with a reason, or abort)")
+	fs.StringVar(&f.confirm, "confirm", "deny", "what to do with a command the policy wants confirmed: deny (refuse it and tell the model approval was required), allow (run it), or ask (prompt on the terminal: once, session, rule, deny with a reason, or abort); with ask, a host no network list names is asked about there too, while allow never approves a host")
 	fs.StringVar(&f.events, "events", "", "write the event stream (call start and end with diffs, output chunks, outside file changes) to `FILE` as JSON lines")
 	fs.StringVar(&f.writePolicy, "write-policy", string(tools.RequireRead), "when write may overwrite an existing file: require-read (only a file read in this session and unchanged since) or allow (any file)")
 	fs.StringArrayVar(&f.protect, "protect", nil, "a workspace path edit and write must refuse, with what is below it (* matches within a name, ** any number of directories), and commands in the sandbox cannot change or create (paths without patterns); repeatable, added to the defaults "+strings.Join(tools.DefaultProtected, ", "))
