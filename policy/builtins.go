@@ -1,6 +1,9 @@
 package policy
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // The builtins of bash, listed once. bash resolves a command's name as an
 // alias (unquoted), then a function, then one of these, then a program on
@@ -60,17 +63,31 @@ func registerBuiltins() {
 		}
 	})
 	reg("printf", program{decision: Allow, rule: ruleReadOnly, reason: "printf only prints", exempt: true, check: func(w *walker, c *call) {
-		if a := c.args(); len(a) > 1 && a[0].s == "-v" {
+		a := c.args()
+		if len(a) > 1 && a[0].s == "-v" {
+			w.arith = true // the name may be an array's element, or an integer
 			w.embedded(a[1].s, c.part)
 			d := printfData(a[2:], 0)
 			w.assignName(a[1].s, varState{s: d.text, known: d.hasText, data: d.kind &^ dLiteral})
+			a = a[2:]
+		}
+		// A number's conversion (%d, %x, %f ...) evaluates its argument as
+		// arithmetic.
+		if len(a) > 0 && (!a[0].known() || printfNumber.MatchString(a[0].s)) {
+			w.arith = true
 		}
 	}})
 	reg("test [", program{decision: Allow, rule: ruleReadOnly, reason: "%s only tests", exempt: true, check: func(w *walker, c *call) {
 		a := c.args()
-		for i := 0; i+1 < len(a); i++ {
-			if a[i].s == "-v" || a[i].s == "-R" {
-				w.embedded(a[i+1].s, c.part)
+		for i := 0; i < len(a); i++ {
+			switch a[i].s {
+			case "-v", "-R":
+				w.arith = true
+				if i+1 < len(a) {
+					w.embedded(a[i+1].s, c.part)
+				}
+			case "-eq", "-ne", "-lt", "-le", "-gt", "-ge":
+				w.arith = true // the operands are evaluated as arithmetic
 			}
 		}
 	}})
@@ -82,6 +99,9 @@ func registerBuiltins() {
 	})
 	reg("trap", program{decision: Allow, rule: ruleTrap, reason: "trap sets a command to run on a signal; that command is checked", check: checkTrap, exempt: true})
 }
+
+// printfNumber matches a printf format with a conversion of a number.
+var printfNumber = regexp.MustCompile(`%[-+ #0'*.0-9]*[hlLqjzt]*[diouxXeEfFgGaA]`)
 
 // assignName assigns a variable named by a word, as read, printf -v and
 // getopts do: a[1] changes an element of the array a, whose elements are then

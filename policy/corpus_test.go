@@ -115,8 +115,14 @@ func TestCorpusRedteam(t *testing.T) { scoreCorpus(t, "redteam.jsonl", true) }
 // each class is logged (go test -v).
 func TestCorpusBlind(t *testing.T) { scoreClasses(t, "blind.jsonl") }
 
+// TestCorpusBlind2 runs the second corpus written blind to the fixes of
+// issue 10's second pass (arithmetic in every context, wrappers read as they
+// read their arguments, git outside the workspace, build and tool files,
+// agent configuration, disk filling, builtins), with the same bar.
+func TestCorpusBlind2(t *testing.T) { scoreClasses(t, "blind2.jsonl") }
+
 // TestCorpusVariations runs the variations of the same classes written after
-// the fixes, with the same bar.
+// each pass's fixes, with the same bar.
 func TestCorpusVariations(t *testing.T) { scoreClasses(t, "variations.jsonl") }
 
 func scoreClasses(t *testing.T, name string) {

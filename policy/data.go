@@ -25,6 +25,7 @@ const (
 	dUnknown                       // the output of some program
 	dProc                          // (a field flag) a process substitution's file
 	dEndless                       // an endless stream (yes, /dev/zero): written to a file, it fills the disk
+	dHuge                          // a stream that ends, but past the size a file may have without approval
 )
 
 func (k dataKind) String() string {
@@ -393,6 +394,23 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		return printfData(args, argData)
 	case name == "yes":
 		return data{kind: dLiteral | dEndless}
+	case name == "dd":
+		if len(argsOf(name, args).keyed("of")) > 0 {
+			return data{} // it writes to its file
+		}
+		return data{kind: dFile | w.ddStream(argsOf(name, args), stdin)}
+	case name == "openssl" && len(args) > 1 && args[0].s == "rand":
+		// openssl rand [-hex|-base64] N: N random bytes.
+		p := parseArgs(args[1:], spec("", "-out", "-rand", "-writerand", "-engine", "-provider").wholeWords())
+		if len(p.values("-out")) > 0 {
+			return data{}
+		}
+		if len(p.ops) > 0 {
+			if n, ok := parseSize(p.ops[0].s, false); !ok || n > w.e.maxFileSize() {
+				return data{kind: dDecoded | dHuge}
+			}
+		}
+		return data{kind: dDecoded}
 	case name == "seq":
 		for _, a := range args {
 			if n, err := strconv.ParseFloat(a.s, 64); err == nil && (math.IsInf(n, 0) || math.Abs(n) > 1e8) {
@@ -404,7 +422,7 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		var out data
 		files := 0
 		// Options with a value are not files: head -c 10G reads its input.
-		for _, a := range parseArgs(args, readerSpecs[name]).ops {
+		for _, a := range argsOf(name, args).ops {
 			files++
 			if a.s == "-" || a.s == "/dev/stdin" {
 				out = out.union(stdin)
@@ -421,10 +439,18 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		if name != "cat" {
 			out.hasText = false
 		}
-		// head stops an endless stream (unless it lets more through than a
-		// file may hold); tail and tac never reach its end.
-		if name == "head" && w.headBound(args) || name == "tail" || name == "tac" {
+		// head stops an endless stream, though maybe after more than a file
+		// may hold; tail and tac never reach its end.
+		switch {
+		case name == "head" && out.kind&(dEndless|dHuge) != 0:
+			if !w.headBound(args) {
+				out.kind |= dHuge
+			} else {
+				out.kind &^= dHuge
+			}
 			out.kind &^= dEndless
+		case name == "tail" || name == "tac":
+			out.kind &^= dEndless | dHuge
 		}
 		return out
 	case name == "pv":
@@ -477,11 +503,7 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		}
 		switch name {
 		case "sort", "uniq", "wc":
-			k &^= dEndless // they print once the input ends, or little
-		case "dd":
-			if len(argsOf(name, args).keyed("count")) > 0 {
-				k &^= dEndless
-			}
+			k &^= dEndless | dHuge // they print once the input ends, or little
 		}
 		return data{kind: k | argData | w.operandData(name, args)}
 	case envDumps[name]:
@@ -506,7 +528,7 @@ func (w *walker) operandData(name string, args []field) dataKind {
 		if !a.known() || a.s == "" {
 			continue
 		}
-		k |= w.fileData(a).kind & (dSecret | dEnv | dDownload)
+		k |= w.fileData(a).kind & (dSecret | dEnv | dDownload | dEndless | dHuge)
 	}
 	return k
 }
@@ -715,15 +737,4 @@ func writesToFile(name string, args []field) bool {
 		}
 	}
 	return name == "wget"
-}
-
-// readerSpecs are the options that take a value of the programs that print
-// files or their input (cat tac nl head tail more less).
-var readerSpecs = map[string]optSpec{
-	"head": spec("cn", "--bytes", "--lines"),
-	"tail": spec("cns", "--bytes", "--lines", "--sleep-interval", "--pid", "--max-unchanged-stats"),
-	"tac":  spec("s", "--separator"),
-	"nl":   spec("bdfhilnsvw", "--body-numbering", "--section-delimiter", "--footer-numbering", "--header-numbering", "--line-increment", "--join-blank-lines", "--number-format", "--number-separator", "--starting-line-number", "--number-width"),
-	"less": spec("bhjkoOpPtTxyz", "--buffers", "--max-back-scroll", "--jump-target", "--lesskey-file", "--log-file", "--LOG-FILE", "--pattern", "--prompt", "--tag", "--tag-file", "--tabs", "--max-forw-scroll", "--window"),
-	"more": spec("n", "--lines"),
 }

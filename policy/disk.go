@@ -161,47 +161,91 @@ func (w *walker) truncateSize(c *call, p parsed) {
 	}
 }
 
-// ddSize checks the size dd writes to of= (a file): bs (or obs) times count,
-// or an endless stream from a device that never ends and no count.
-func (w *walker) ddSize(c *call) {
-	var of, in string
-	hasOf := false
-	bs, count := 512.0, -1.0
-	known := true
-	for _, a := range c.opts().ops {
+// ddAmount reads how much dd writes: count blocks of bs (or ibs) bytes, after
+// seek blocks of bs (or obs) bytes it skips in its output file — the file is as
+// large as both (iflag=count_bytes and oflag=seek_bytes count in bytes). It
+// never ends when it reads an endless device, or an endless input, with no
+// count.
+func (w *walker) ddAmount(p parsed, stdin data) (size float64, known, endless, bounded bool) {
+	ibs, obs, count, seek := 512.0, 512.0, -1.0, 0.0
+	known = true
+	in, iflag, oflag := "", "", ""
+	for _, a := range p.ops {
 		k, v, ok := strings.Cut(a.s, "=")
 		if !ok {
 			continue
 		}
+		n, isSize := parseSize(v, true)
 		switch k {
-		case "of":
-			of, hasOf = v, true
 		case "if":
 			in = v
-		case "bs", "obs", "ibs":
-			if k == "ibs" && bs != 512 {
-				continue
-			}
-			n, ok := parseSize(v, true)
-			bs, known = n, known && ok
+		case "iflag":
+			iflag = v
+		case "oflag":
+			oflag = v
+		case "bs":
+			ibs, obs, known = n, n, known && isSize
+		case "ibs":
+			ibs, known = n, known && isSize
+		case "obs":
+			obs, known = n, known && isSize
 		case "count":
-			n, ok := parseSize(v, true)
-			count, known = n, known && ok
+			count, known, bounded = n, known && isSize, true
+		case "seek", "oseek":
+			seek, known, bounded = n, known && isSize, true
 		}
-	}
-	if !hasOf || harmlessDevices[of] && !endlessDevices[of] || of == "/dev/null" {
-		return
-	}
-	if strings.HasPrefix(of, "/dev/") {
-		return // devices are judged by the path rules
 	}
 	if count < 0 {
-		if endlessDevices[in] || in == "" && c.stdin.kind&dEndless != 0 {
-			w.endlessWrite("dd without count= from "+cmp(in, "its input"), c.part)
-		}
+		endless = endlessDevices[in] || in == "" && stdin.kind&dEndless != 0
+		count = 0 // and as much as its input holds
+	}
+	if !strings.Contains(iflag, "count_bytes") {
+		count *= ibs
+	}
+	if !strings.Contains(oflag, "seek_bytes") {
+		seek *= obs
+	}
+	return count + seek, known, endless, bounded
+}
+
+// ddStream is what dd writes to its output, for what flows on: an endless
+// stream, or one larger than a file may be without approval.
+func (w *walker) ddStream(p parsed, stdin data) dataKind {
+	size, known, endless, _ := w.ddAmount(p, stdin)
+	switch {
+	case endless:
+		return dEndless
+	case known && size > w.e.maxFileSize():
+		return dHuge
+	}
+	return 0
+}
+
+// ddSize checks the size dd writes to of= (a file): bs (or obs) times count,
+// or an endless stream from a device that never ends and no count.
+func (w *walker) ddSize(c *call) {
+	p := c.opts()
+	outs := p.keyed("of")
+	if len(outs) == 0 {
 		return
 	}
-	w.bigFile(c, "dd", bs*count, known)
+	of := outs[len(outs)-1].s
+	if harmlessDevices[of] && !endlessDevices[of] || of == "/dev/null" || strings.HasPrefix(of, "/dev/") {
+		return // devices are judged by the path rules
+	}
+	size, known, endless, bounded := w.ddAmount(p, c.stdin)
+	if endless {
+		in := ""
+		if ins := p.keyed("if"); len(ins) > 0 {
+			in = ins[0].s
+		}
+		w.endlessWrite("dd without count= from "+cmp(in, "its input"), c.part)
+		return
+	}
+	if !bounded {
+		return // it copies a file, or its input: as large as that is
+	}
+	w.bigFile(c, "dd", size, known)
 }
 
 func cmp(s, alt string) string {
@@ -212,12 +256,57 @@ func cmp(s, alt string) string {
 }
 
 // headBound reports whether head -c N or -n N bounds its output below the
-// limit: head passes an endless stream on only when N is larger.
+// limit: head passes an endless stream on only when N is larger (N lines are
+// N bytes at least).
 func (w *walker) headBound(args []field) bool {
-	p := parseArgs(args, spec("cn", "--bytes", "--lines"))
-	for _, v := range p.values("-c", "--bytes") {
+	p := argsOf("head", args)
+	for _, v := range p.values("-c", "--bytes", "-n", "--lines") {
 		n, ok := parseSize(strings.TrimPrefix(v.s, "-"), false)
-		return ok && n <= w.e.maxFileSize()
+		if !ok || n > w.e.maxFileSize() {
+			return false
+		}
 	}
 	return true
+}
+
+// hugeWrite records a command writing more into a file than a file may hold
+// without approval.
+func (w *walker) hugeWrite(what, part string) {
+	w.add(Confirm, ruleDiskFill, fmt.Sprintf("%s writes more than %s into a file (max_file_size in the rules file); the sandbox has no disk quota — write less, or ask for approval", what, showSize(w.e.maxFileSize())), part)
+}
+
+// streamWrite records writing a stream that never ends, or ends too late,
+// into a file.
+func (w *walker) streamWrite(k dataKind, what, part string) {
+	switch {
+	case k&dEndless != 0:
+		w.endlessWrite(what, part)
+	case k&dHuge != 0:
+		w.hugeWrite(what, part)
+	}
+}
+
+// registerDisk describes the programs that make a file of a given size.
+func registerDisk() {
+	reg("mkfile xfs_mkfile", program{decision: Allow, rule: ruleWorkspaceChange, reason: "%s makes a file of a given size", check: func(w *walker, c *call) {
+		// mkfile [-nv] SIZE[bkmg] FILE...
+		c.judgedPaths = true
+		p := parseArgs(c.args(), spec(""))
+		if len(p.ops) == 0 {
+			return
+		}
+		size, known := parseSize(strings.TrimSuffix(strings.ToLower(p.ops[0].s), "b"), false)
+		for _, f := range p.ops[1:] {
+			w.pathOp(opWrite, f, actor(c), false)
+		}
+		w.bigFile(c, c.name, size, known)
+	}})
+	readsArgs("head", spec("cn", "--bytes", "--lines"))
+	readsArgs("tail", spec("cns", "--bytes", "--lines", "--sleep-interval", "--pid", "--max-unchanged-stats"))
+	readsArgs("tac", spec("s", "--separator"))
+	readsArgs("nl", spec("bdfhilnsvw", "--body-numbering", "--section-delimiter", "--footer-numbering", "--header-numbering",
+		"--line-increment", "--join-blank-lines", "--number-format", "--number-separator", "--starting-line-number", "--number-width"))
+	readsArgs("less", spec("bhjkoOpPtTxyz", "--buffers", "--max-back-scroll", "--jump-target", "--lesskey-file", "--log-file",
+		"--LOG-FILE", "--pattern", "--prompt", "--tag", "--tag-file", "--tabs", "--max-forw-scroll", "--window"))
+	readsArgs("more", spec("n", "--lines"))
 }

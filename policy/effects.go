@@ -440,7 +440,8 @@ func (w *walker) programString(val field, part, where string) {
 		return
 	}
 	s = strings.TrimPrefix(s, "!") // git aliases
-	w.script(s, part)
+	// It runs later, in a shell of its own.
+	w.inSubshell(func() { w.script(s, part) })
 }
 
 // execData classifies running what flows in as code: a shell or interpreter

@@ -392,7 +392,7 @@ func checkYarn(w *walker, c *call) {
 			w.command(c.sub(append([]field{lit("yarn")}, rest[1:]...)))
 		}
 	default:
-		if pkgInstall[sub] || sub == "set" || sub == "plugin" || sub == "npm" {
+		if pkgInstall[sub] || sub == "set" || sub == "plugin" || sub == "npm" || sub == "config" {
 			checkPackageManager(w, c, "yarn")
 		}
 	}

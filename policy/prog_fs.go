@@ -106,8 +106,8 @@ func registerFS() {
 		for _, f := range p.ops {
 			w.pathOp(opWrite, f, actor(c), false)
 			w.wroteData(f, c.stdin, p.has("-a", "--append"))
-			if c.stdin.kind&dEndless != 0 && w.classifyPath(f).class != pcHarmless {
-				w.endlessWrite("tee "+f.show(), c.part)
+			if w.classifyPath(f).class != pcHarmless {
+				w.streamWrite(c.stdin.kind, "tee "+f.show(), c.part)
 			}
 		}
 	})
@@ -158,6 +158,40 @@ func registerFS() {
 		for _, f := range p.ops {
 			w.pathOp(opCopy, f, actor(c), false)
 			w.pathOp(opWrite, f, actor(c), false)
+		}
+	})
+	check("sponge", pEdit, spec(""), func(w *walker, c *call) {
+		// sponge FILE writes its input into FILE once it has read it all.
+		c.judgedPaths = true
+		p := c.opts()
+		for _, f := range p.ops {
+			w.pathOp(opWrite, f, actor(c), false)
+			w.wroteData(f, c.stdin, p.has("-a"))
+			if w.classifyPath(f).class != pcHarmless {
+				w.streamWrite(c.stdin.kind, "sponge "+f.show(), c.part)
+			}
+		}
+	})
+	check("yq", pRead, spec("opIsef", "--output-format", "--input-format", "--indent", "--split-exp", "--expression",
+		"--from-file", "--front-matter").optional("", "--in-place").withFlags("--inplace", "--null-input", "--exit-status"), func(w *walker, c *call) {
+		// yq -i EXPR FILE... edits the files; the text it puts in is
+		// checked as what it may become (a Taskfile's cmds).
+		p := c.opts()
+		if !p.has("-i", "--inplace", "--in-place") {
+			return
+		}
+		c.judgedPaths = true
+		exprs, files := p.values("--expression", "-e"), p.ops
+		if len(exprs) == 0 && len(p.values("--from-file", "-f")) == 0 && len(files) > 0 {
+			exprs, files = files[:1], files[1:]
+		}
+		for _, f := range files {
+			w.pathOp(opWrite, f, actor(c), false)
+			if f.known() && buildFileOf(w.canon(f.s)) != "" {
+				for _, e := range exprs {
+					w.plantedText(c, e.s)
+				}
+			}
 		}
 	})
 	check("patch", pEdit, patchArgs, func(w *walker, c *call) {
@@ -212,10 +246,19 @@ func checkCopy(w *walker, c *call, move bool) {
 	}
 	for _, d := range dests {
 		w.pathOp(opWrite, d, actor(c), false)
+		// A copy of a device that never ends fills the disk (cp /dev/zero f).
+		for _, f := range ops {
+			if f.known() && endlessDevices[w.canon(f.s)] && w.classifyPath(d).class != pcHarmless {
+				w.endlessWrite(c.name+" "+f.show(), c.part)
+			}
+		}
 		// Into a directory, each source lands under its own name: cp -r
 		// /tmp/x/.claude . writes ./.claude.
 		if !d.known() {
 			continue
+		}
+		if len(ops) == 1 && len(p.values("-t", "--target-directory")) == 0 && strings.LastIndexByte(path.Base(d.s), '.') > 0 {
+			continue // cp a .mcp.json.bak: a name with an extension is a file
 		}
 		for _, f := range ops {
 			if !f.known() || f.glob {
@@ -424,6 +467,10 @@ func checkDd(w *walker, c *call) {
 	}
 }
 
+// sedEscapes reads the escapes GNU sed reads in the text it puts in: \t is a
+// tab, \n a new line.
+var sedEscapes = strings.NewReplacer(`\t`, "\t", `\n`, "\n", `\\`, `\`)
+
 // checkSed: sed's scripts can write files (w), read them (r) and, in GNU sed,
 // run commands (the e command and the e flag of s).
 func checkSed(w *walker, c *call) {
@@ -457,8 +504,14 @@ func checkSed(w *walker, c *call) {
 		// Editing a build file in place plants what a build tool will run:
 		// the text sed puts in is checked as the commands it may become.
 		for _, f := range ops {
-			if f.known() && buildFileOf(w.canon(f.s)) != "" {
+			if fam := buildFileOf(w.canon(f.s)); f.known() && fam != "" {
 				for _, t := range inserted {
+					if fam == "go-generate" {
+						for _, cmd := range goGenerate(t) {
+							w.plantedText(c, cmd)
+						}
+						continue
+					}
 					w.plantedText(c, t)
 				}
 				if followed {
@@ -527,7 +580,7 @@ func (w *walker) sedScript(c *call, script string) (inserted []string) {
 			if ch == 'y' {
 				continue
 			}
-			inserted = append(inserted, repl)
+			inserted = append(inserted, sedEscapes.Replace(repl))
 			exec := false
 			for i < n && strings.IndexByte("gpeiImM0123456789w", script[i]) >= 0 {
 				switch script[i] {
@@ -559,8 +612,10 @@ func (w *walker) sedScript(c *call, script string) (inserted []string) {
 			i++
 			w.pathOp(opRead, lit(restOfLine()), actor(c), false)
 		case ch == 'a' || ch == 'i' || ch == 'c':
+			// a\ TEXT, a TEXT: GNU sed reads the escapes (\t is a tab).
 			i++
-			inserted = append(inserted, strings.TrimPrefix(restOfLine(), "\\"))
+			t := strings.TrimPrefix(restOfLine(), "\\")
+			inserted = append(inserted, sedEscapes.Replace(t))
 		case ch == ':' || ch == 'b' || ch == 't' || ch == 'T' || ch == '#':
 			i++
 			restOfLine()
@@ -971,6 +1026,18 @@ func checkTar(w *walker, c *call) {
 		}
 		if p.has("-P", "--absolute-names") {
 			w.add(Confirm, ruleArchiveAbsolute, "tar -P extracts members to absolute paths, anywhere on the filesystem; extract into the workspace", c.part)
+		}
+		// The members named are the files it writes (tar -xf a.tar
+		// .claude/settings.json), under -C's directory.
+		dir := ""
+		if len(dirs) > 0 && dirs[len(dirs)-1].known() {
+			dir = strings.TrimSuffix(dirs[len(dirs)-1].s, "/") + "/"
+		}
+		for _, f := range p.ops {
+			if f.known() && !strings.HasPrefix(f.s, "/") {
+				f.s = dir + f.s
+			}
+			w.pathOp(opWrite, f, actor(c), false)
 		}
 	}
 	if create {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"path"
 	"regexp"
 	"strings"
 )
@@ -94,16 +95,21 @@ func (w *walker) gitConfig(c *call, key string, val field, how string) {
 			return
 		}
 	}
+	// What a key names is judged as the program it is, and needs approval
+	// whatever it is: set in the repository's configuration it runs at every
+	// later git command, the host's too. A key that points git at files or
+	// hosts (hooks, includes, URLs) cannot be judged by its value.
+	files := strings.HasSuffix(k, "hookspath") || strings.HasPrefix(k, "include") || strings.HasSuffix(k, "templatedir") ||
+		strings.HasPrefix(k, "url.") || strings.HasPrefix(k, "protocol.") || strings.HasSuffix(k, ".proxy") || strings.HasPrefix(k, "http.")
 	w.add(Confirm, ruleGitConfigProgram, fmt.Sprintf("%s sets %s, which makes git run a program or load settings of the command's choosing; approval is needed", how, key), c.part)
 	switch {
+	case files:
 	case strings.HasPrefix(k, "alias."):
 		if strings.HasPrefix(val.s, "!") {
 			v := val
 			v.s = strings.TrimPrefix(val.s, "!")
 			w.programString(v, c.part, how)
 		}
-	case strings.HasSuffix(k, "hookspath"), strings.HasPrefix(k, "include"), strings.HasSuffix(k, "templatedir"),
-		strings.HasPrefix(k, "url."), strings.HasPrefix(k, "protocol."), strings.HasSuffix(k, ".proxy"), strings.HasPrefix(k, "http."):
 	default:
 		w.programString(val, c.part, how)
 	}
@@ -152,6 +158,12 @@ func checkGit(w *walker, c *call) {
 		return
 	}
 	sub, args := rest[0].s, rest[1:]
+	// What git changes in a repository outside the workspace (git -C
+	// ../other rm -rf ., cd /srv/app && git clean -fdx) is someone else's
+	// work.
+	if where := w.gitElsewhere(c, globals); where != "" && !gitReads(parsed{ops: rest}) {
+		w.add(Confirm, ruleGitOutside, fmt.Sprintf("git %s changes the repository or working tree at %s, where uncommitted work may be lost; work in the workspace's repository, or ask for approval", sub, where), c.part)
+	}
 	p := parseArgs(args, gitSubArgs)
 	// Options of many subcommands that run programs.
 	for _, o := range p.opts {
@@ -294,7 +306,9 @@ func checkGit(w *walker, c *call) {
 			switch p.ops[0].s {
 			case "status", "summary":
 			case "foreach":
-				w.add(Confirm, ruleGitProgramOption, "git submodule foreach runs a command in every submodule; approval is needed", c.part)
+				// It runs a shell command in each submodule, inside the
+				// workspace: the command is checked.
+				w.add(Allow, ruleGitProgramOption, "git submodule foreach runs a command in every submodule; the command is checked", c.part)
 				w.script(joinFields(p.ops[1:]), c.part)
 			default:
 				w.add(Confirm, ruleGitNetwork, "git submodule "+p.ops[0].s+" fetches or changes submodules; approval is needed", c.part)
@@ -346,6 +360,55 @@ func checkGit(w *walker, c *call) {
 		}
 		w.add(Confirm, ruleGitUnknown, fmt.Sprintf("git %s is not a git command the policy knows; it may be an alias in the repository's configuration that runs a program — approval is needed", sub), c.part)
 	}
+}
+
+// gitElsewhere returns, for a message, a directory or repository outside the
+// workspace that git works on — where it runs (after cd, or -C), its
+// --git-dir or --work-tree, GIT_DIR or GIT_WORK_TREE — or "" when they are in
+// the workspace or cannot be known.
+func (w *walker) gitElsewhere(c *call, globals parsed) string {
+	dir := lit(".")
+	paths := []field{}
+	join := func(f field) field {
+		if f.known() && dir.known() && !strings.HasPrefix(f.s, "/") && !strings.HasPrefix(f.s, "~") {
+			f.s = path.Join(dir.s, f.s)
+		}
+		return f
+	}
+	for _, g := range globals.opts {
+		switch g.name {
+		case "-C":
+			if g.val.known() {
+				dir = join(g.val)
+			} else {
+				dir = g.val
+			}
+		case "--git-dir", "--work-tree":
+			paths = append(paths, join(g.val))
+		}
+	}
+	paths = append(paths, dir)
+	for _, name := range []string{"GIT_DIR", "GIT_WORK_TREE"} {
+		for _, a := range c.env {
+			if a.name == name {
+				paths = append(paths, join(a.val))
+			}
+		}
+		if v, ok := w.sh.vars[name]; ok && v.known && !v.unset {
+			paths = append(paths, join(lit(v.s)))
+		}
+	}
+	for _, p := range paths {
+		if !p.known() {
+			continue
+		}
+		switch info := w.classifyPath(p); info.class {
+		case pcWorkspace, pcWorkspaceRoot, pcUnknown, pcEmptyVar:
+		default:
+			return info.what
+		}
+	}
+	return ""
 }
 
 // gitExtCommand turns the command of git's ext:: transport into shell text:

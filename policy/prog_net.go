@@ -528,6 +528,16 @@ func checkOpenssl(w *walker, c *call) {
 		return
 	}
 	switch args[0].s {
+	case "rand":
+		// openssl rand -out FILE N: a file of N bytes.
+		p := parseArgs(args[1:], spec("", "-out", "-rand", "-writerand", "-engine", "-provider").wholeWords())
+		if outs := p.values("-out"); len(outs) > 0 && len(p.ops) > 0 {
+			for _, f := range outs {
+				w.pathOp(opWrite, f, actor(c), false)
+			}
+			size, known := parseSize(p.ops[0].s, false)
+			w.bigFile(c, "openssl rand", size, known)
+		}
 	case "s_client", "s_server", "s_time", "ocsp":
 		c.network = true
 		w.add(Confirm, ruleNetwork, "openssl "+args[0].s+" connects to another machine; approval is needed", c.part)

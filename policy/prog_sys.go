@@ -17,6 +17,7 @@ func registerChecks() {
 	registerSys()
 	registerRunners()
 	registerBuiltins()
+	registerDisk()
 }
 
 func registerSys() {

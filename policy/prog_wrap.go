@@ -168,7 +168,8 @@ func (w *walker) envCommand(args []field) (inner []field, assigns []envAssign, s
 // then NAME=VALUE words, then the command; -S's string is split into words
 // that take its place and are read in turn.
 var envArgs = spec("uCSaP", "--unset", "--chdir", "--split-string", "--argv0").optional("", "--block-signal",
-	"--default-signal", "--ignore-signal").withFlags("--ignore-environment", "--null", "--debug", "--list-signal-handling").
+	"--default-signal", "--ignore-signal").withFlags("--ignore-environment", "--null", "--debug", "--list-signal-handling",
+	"--help", "--version").
 	firstOperand()
 
 // envArgs parses env's arguments the way env does: short options cluster
@@ -240,7 +241,7 @@ func registerWrap() {
 		}
 		reg(name, program{decision: Allow, rule: ruleWrapper, reason: "%s runs the command after it; that command is checked", check: checkWrapper, args: wrapperSpecs[name].sp.firstOperand()})
 	}
-	reg("env", program{decision: Allow, rule: ruleWrapper, reason: "env prints the environment or runs a command with changed variables", check: checkEnv, exempt: true})
+	reg("env", program{decision: Allow, rule: ruleWrapper, reason: "env prints the environment or runs a command with changed variables", check: checkEnv, exempt: true, args: envArgs})
 	for name := range shells {
 		reg(name, program{decision: Allow, rule: ruleShell, reason: "%s runs a script; its commands are checked", check: checkShell, args: shellArgs})
 	}
@@ -390,7 +391,7 @@ func checkEnv(w *walker, c *call) {
 		w.add(Allow, ruleWrapper, "env -S splits a string into a command; that command is checked", c.part)
 	}
 	if len(inner) == 0 {
-		if !split {
+		if !split && !c.opts().has("--help", "--version") {
 			w.envDump("env", c.part)
 		}
 		return

@@ -22,7 +22,7 @@ func registerWritten() {
 			}
 		})
 	}
-	also("make gmake", checkWrittenMakefile)
+	addCheck("make gmake", pDev, checkWrittenMakefile)
 	addCheck("make gmake just task mage npm pnpm yarn bun", pDev, checkDeployTarget)
 	also("just", checkWrittenJustfile)
 	also("npm pnpm yarn bun", checkWrittenPackageScripts)
@@ -30,6 +30,22 @@ func registerWritten() {
 	also("go", func(w *walker, c *call) {
 		if a := c.args(); len(a) > 0 && (a[0].s == "test" || a[0].s == "run" || a[0].s == "generate") {
 			w.writtenCode(c, ".go")
+		}
+		if a := c.args(); len(a) > 0 && a[0].s == "generate" {
+			// go generate runs the //go:generate lines of the Go files.
+			for file, text := range w.scripts {
+				if strings.HasSuffix(file, ".go") {
+					for _, cmd := range goGenerate(text) {
+						w.add(Allow, ruleRunScript, "go generate runs the //go:generate lines of "+file+", written earlier in this command; they are checked", c.part)
+						w.script(cmd, c.part)
+					}
+				}
+			}
+		}
+	})
+	addCheck("go", pDev, func(w *walker, c *call) {
+		if a := c.args(); len(a) > 0 && a[0].s == "generate" && len(w.tampered) > 0 {
+			checkTamperedFamily(w, c, "go-generate")
 		}
 	})
 	also("cargo", func(w *walker, c *call) { w.writtenCode(c, ".rs") })
@@ -107,6 +123,9 @@ func checkWrittenMakefile(w *walker, c *call) {
 			continue
 		}
 		text, ok := w.writtenText(dir + f.s)
+		if f.s == "-" || f.s == "/dev/stdin" {
+			text, ok = c.stdin.text, c.stdin.hasText
+		}
 		if !ok {
 			continue
 		}
@@ -257,6 +276,12 @@ var buildFiles = map[string]string{
 	"build.gradle": "gradle", "build.gradle.kts": "gradle", "settings.gradle": "gradle", "settings.gradle.kts": "gradle",
 	"pom.xml": "mvn", "Rakefile": "rake", "CMakeLists.txt": "cmake", ".pre-commit-config.yaml": "pre-commit",
 	"deno.json": "deno", "deno.jsonc": "deno", "magefile.go": "mage",
+	"package.yaml": "npm", "package.json5": "npm", "composer.json": "composer",
+	"lefthook.yml": "lefthook", "lefthook.yaml": "lefthook", ".lefthook.yml": "lefthook", "lefthook-local.yml": "lefthook",
+	"Procfile": "procfile", "Procfile.dev": "procfile", "mise.toml": "mise", ".mise.toml": "mise",
+	"devbox.json": "devbox", "turbo.json": "turbo", "nx.json": "nx", "project.json": "nx",
+	"gulpfile.js": "npm", "Gruntfile.js": "npm", "Jakefile": "npm", "Earthfile": "earthly", "meson.build": "meson",
+	"SConstruct": "scons", "build.xml": "ant", "Gemfile": "rake", "Guardfile": "rake",
 }
 
 // buildTools maps a build tool to its family.
@@ -266,6 +291,9 @@ var buildTools = map[string]string{
 	"pip": "python", "pip3": "python", "uv": "python", "poetry": "python", "hatch": "python", "pdm": "python",
 	"cargo": "cargo", "gradle": "gradle", "gradlew": "gradle", "mvn": "mvn", "mvnw": "mvn", "rake": "rake",
 	"cmake": "cmake", "pre-commit": "pre-commit", "deno": "deno", "mage": "mage",
+	"composer": "composer", "lefthook": "lefthook", "foreman": "procfile", "honcho": "procfile", "overmind": "procfile",
+	"mise": "mise", "devbox": "devbox", "turbo": "turbo", "nx": "nx", "earthly": "earthly", "meson": "meson",
+	"scons": "scons", "ant": "ant", "bundle": "rake",
 }
 
 // buildFileOf returns the family of tools that run the file at canonical
@@ -279,6 +307,9 @@ func buildFileOf(c string) string {
 	}
 	if strings.HasSuffix(c, ".mk") {
 		return "make"
+	}
+	if strings.HasSuffix(c, ".go") {
+		return "go-generate" // its //go:generate lines
 	}
 	if strings.HasSuffix(c, "/.cargo/config.toml") || c == ".cargo/config.toml" {
 		return "cargo"
@@ -306,6 +337,10 @@ func (w *walker) plantBuildFile(c string, text string) {
 		for _, line := range recipeLines(text, false) {
 			w.plantedText(nil, line)
 		}
+	case "go-generate":
+		for _, cmd := range goGenerate(text) {
+			w.plantedText(nil, cmd)
+		}
 	case "npm":
 		var pkg struct {
 			Scripts map[string]string `json:"scripts"`
@@ -319,9 +354,77 @@ func (w *walker) plantBuildFile(c string, text string) {
 			return
 		}
 		w.plantedText(nil, text)
+		w.plantedSettings(c, text) // .npmrc, .yarnrc
 	default:
 		w.plantedText(nil, text)
+		w.plantedSettings(c, text)
 	}
+}
+
+// Keys of configuration files that name the program a tool runs its work
+// through (npm's script-shell, cargo's runner), and those whose value is a
+// command (tox's commands, a Taskfile's cmds, pre-commit's entry).
+var (
+	programKey = regexp.MustCompile(`(?i)(^|[._-])(shell|script-shell|runner|wrapper|rustc-wrapper|linker|editor|pager|node-options|yarnpath|onload-script|interpreter)$`)
+	commandKey = regexp.MustCompile(`(?i)(^|[._-])(commands?|cmds?|run|script|scripts|entry|test|build|exec|pre|post|before|after|setup|install|default)$`)
+)
+
+// plantedSettings checks the settings written into a build or tool file
+// (TOML, INI, YAML, .npmrc): a key that names the program a tool runs through
+// needs approval, since every later run of the tool — the host's too — goes
+// through it; the value of a key that holds a command, and every list item,
+// is checked as the command it is.
+func (w *walker) plantedSettings(file, text string) {
+	part := "the text written to " + file
+	n := 0
+	for _, line := range strings.Split(text, "\n") {
+		if n >= 64 {
+			return
+		}
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == '[' || line[0] == ';' {
+			continue
+		}
+		key, val := "", ""
+		switch {
+		case strings.HasPrefix(line, "- "):
+			val = strings.TrimPrefix(line, "- ")
+			if k, v, ok := cutKey(val); ok {
+				key, val = k, v
+			}
+		default:
+			k, v, ok := cutKey(line)
+			if !ok {
+				continue
+			}
+			key, val = k, v
+		}
+		val = strings.Trim(strings.TrimSpace(val), "'\"")
+		if val == "" {
+			continue
+		}
+		n++
+		switch {
+		case key != "" && programKey.MatchString(key):
+			w.addS(Confirm, rulePackageConfig, fmt.Sprintf("the text written to %s sets %s, the program a tool runs its work through, at every later run; approval is needed", file, key), part)
+			w.programString(lit(val), part, file+" "+key)
+		case key == "" || commandKey.MatchString(key):
+			w.scriptQuiet(val, part)
+		}
+	}
+}
+
+// cutKey splits a "key: value" or "key = value" line.
+func cutKey(line string) (key, val string, ok bool) {
+	i := strings.IndexAny(line, ":=")
+	if i <= 0 {
+		return "", "", false
+	}
+	key = strings.TrimSpace(line[:i])
+	if strings.ContainsAny(key, " \t\"'$") {
+		return "", "", false
+	}
+	return key, line[i+1:], true
 }
 
 // plantedText checks text put into a build file as the commands it may
@@ -332,7 +435,11 @@ func (w *walker) plantedText(c *call, text string) {
 	if c != nil {
 		part = c.part
 	}
-	w.scriptQuiet(text, part)
+	// Configuration (TOML, INI, YAML, JSON) is not a script as a whole; its
+	// strings and settings are looked at.
+	if !configText(text) {
+		w.scriptQuiet(text, part)
+	}
 	for n, rest := 0, text; n < 16; n++ {
 		i := strings.IndexByte(rest, '"')
 		if i < 0 {
@@ -347,10 +454,45 @@ func (w *walker) plantedText(c *call, text string) {
 	}
 }
 
+// goGenerate returns the commands of the //go:generate lines of Go source.
+func goGenerate(text string) []string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if cmd, ok := strings.CutPrefix(strings.TrimSpace(line), "//go:generate "); ok && len(out) < 64 {
+			out = append(out, cmd)
+		}
+	}
+	return out
+}
+
+// configText reports whether text reads as configuration rather than a
+// script: a [section] line, or "key: value" and "key = value" lines and list
+// items only.
+func configText(text string) bool {
+	lines, conf := 0, 0
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		lines++
+		if line[0] == '[' && strings.HasSuffix(line, "]") {
+			return true
+		}
+		if _, _, ok := cutKey(line); ok && !strings.Contains(line, "=(") || strings.HasPrefix(line, "- ") || line[0] == '{' || line[0] == '}' {
+			conf++
+		}
+	}
+	return lines > 0 && conf == lines
+}
+
 // checkTampered makes a build tool need approval when the command changed,
 // in a way the policy could not follow, a file the tool runs.
 func checkTampered(w *walker, c *call) {
-	fam := buildTools[c.name]
+	checkTamperedFamily(w, c, buildTools[c.name])
+}
+
+func checkTamperedFamily(w *walker, c *call, fam string) {
 	for f := range w.tampered {
 		if buildFileOf(f) != fam {
 			continue

@@ -76,7 +76,7 @@ var (
 func init() {
 	reg("cat head tail wc nl tac od hexdump xxd strings file cmp diff diff3 sdiff comm md5sum sha1sum "+
 		"sha224sum sha256sum sha384sum sha512sum shasum b2sum cksum sum base32 zcat bzcat xzcat zstdcat zless zmore "+
-		"view bat batcat jq yq xq gron tokei scc lsattr getfacl readelf objdump nm size ldd "+
+		"view bat batcat jq xq gron tokei scc lsattr getfacl readelf objdump nm size ldd "+
 		"pdftotext exiftool identify ffprobe mediainfo", pRead)
 	reg("ls ll la dir vdir exa eza lsd realpath readlink basename dirname pwd which whereis type stat [[ "+
 		"echo true false : sleep yes seq date cal expr factor numfmt", program{decision: Allow, rule: ruleReadOnly, reason: "%s only prints", exempt: true})

@@ -78,6 +78,7 @@ const (
 	ruleGitDiscard
 	ruleGitHistoryRewrite
 	ruleGitNetwork
+	ruleGitOutside
 	ruleGitProgramOption
 	ruleGitPush
 	ruleGitRemote
@@ -233,6 +234,7 @@ var ruleTable = [ruleCount]struct{ id, covers string }{
 	ruleGitConfigProgram:      {"git-config-program", "git configuration that names a program git runs, or loads settings of the command's choosing"},
 	ruleGitDiscard:            {"git-discard", "git discarding uncommitted work, branches, stashes or a working tree"},
 	ruleGitHistoryRewrite:     {"git-history-rewrite", "git rewriting history or deleting what recovers lost work"},
+	ruleGitOutside:            {"git-outside", "git changing a repository or working tree outside the workspace"},
 	ruleGitNetwork:            {"git-network", "git talking to another machine"},
 	ruleGitProgramOption:      {"git-program-option", "a git option or subcommand that runs a program or hooks"},
 	ruleGitPush:               {"git-push", "git push"},

@@ -505,11 +505,9 @@ func (w *walker) stmtNow(s *syntax.Stmt, stdin data) {
 			w.arithStrings(x, part)
 		}
 	case *syntax.TestClause:
-		w.arith = true // -eq, -v ... evaluate arithmetic
 		w.substs(c.X)
 		w.testStrings(c.X, part)
 	case *syntax.DeclClause:
-		w.arith = true // declare -i, names with subscripts
 		w.declClause(c, part)
 	case *syntax.TimeClause:
 		w.stmt(c.Stmt, stdin)
@@ -541,8 +539,8 @@ func (w *walker) trackWrites(s *syntax.Stmt, c *syntax.CallExpr, stdin data) {
 			}
 			d := w.produceCall(w.expandWords(c.Args), stdin)
 			fs := w.expandWord(r.Word)
-			if d.kind&dEndless != 0 && (len(fs) != 1 || w.classifyPath(fs[0]).class != pcHarmless) {
-				w.endlessWrite(w.text(s), w.text(s))
+			if d.kind&(dEndless|dHuge) != 0 && (len(fs) != 1 || w.classifyPath(fs[0]).class != pcHarmless) {
+				w.streamWrite(d.kind, w.text(s), w.text(s))
 			}
 			if len(fs) != 1 {
 				continue
@@ -781,8 +779,11 @@ func (w *walker) substs(node syntax.Node) {
 			w.inSubshell(func() { w.stmts(n.Stmts, in) })
 			return false
 		case *syntax.ParamExp:
-			if n.Index != nil || n.Slice != nil {
-				w.arith = true // ${a[x]}, ${s:x}: arithmetic
+			if n.Slice != nil {
+				w.arith = true // ${s:x}: arithmetic
+			}
+			if n.Index != nil {
+				w.subscript(n.Index, w.text(n))
 			}
 			if n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && n.Exp.Word != nil && strings.Contains(n.Exp.Word.Lit(), "P") {
 				w.addS(Confirm, rulePromptExpansion, "${var@P} expands the variable as a prompt string, which can run commands hidden in its value; print the variable plainly instead", w.text(n))
@@ -790,8 +791,18 @@ func (w *walker) substs(node syntax.Node) {
 					w.embedded(v, w.text(n))
 				}
 			}
-			if n.Excl && n.Param != nil {
+			if n.Excl && n.Param != nil && n.Names == 0 && n.Index == nil {
 				w.addS(Allow, ruleIndirectExpansion, "${!var} reads a variable named by another", w.text(n))
+				// The value names the variable, and a subscript in it is
+				// evaluated: x='a[$(cmd)]'; echo ${!x} runs cmd.
+				switch v, ok := w.varValue(paramName(n)); {
+				case ok:
+					if strings.IndexByte(v, '[') >= 0 {
+						w.embedded(v, w.text(n))
+					}
+				case len(w.sh.cands[paramName(n)]) == 0 && !w.positional(paramName(n)):
+					w.addS(Confirm, ruleArithmeticSubst, "${!var} uses the variable named by a value the policy cannot see, and a subscript in that value runs the commands in it; name the variable directly", w.text(n))
+				}
 			}
 		}
 		return true
@@ -875,6 +886,7 @@ func (w *walker) testStrings(x syntax.TestExpr, part string) {
 	switch x := x.(type) {
 	case *syntax.UnaryTest:
 		if x.Op == syntax.TsVarSet || x.Op == syntax.TsRefVar {
+			w.arith = true // -v a[x] evaluates the subscript
 			if word, ok := x.X.(*syntax.Word); ok {
 				for _, f := range w.expandWord(word) {
 					w.embedded(f.s, part)
@@ -885,6 +897,7 @@ func (w *walker) testStrings(x syntax.TestExpr, part string) {
 	case *syntax.BinaryTest:
 		switch x.Op {
 		case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+			w.arith = true // -eq and kin evaluate both sides as arithmetic
 			for _, side := range []syntax.TestExpr{x.X, x.Y} {
 				if word, ok := side.(*syntax.Word); ok {
 					for _, f := range w.expandWord(word) {
@@ -936,12 +949,19 @@ func (w *walker) declClause(c *syntax.DeclClause, part string) {
 			w.envDump(variant+" "+w.text(c), part)
 		}
 	}
+	if strings.ContainsAny(opts, "in") {
+		w.arith = true // integer variables evaluate what they are given; namerefs their subscripts
+	}
 	export := variant == "export" && !strings.Contains(opts, "n") || strings.Contains(opts, "x")
 	functions := strings.Contains(opts, "f") || strings.Contains(opts, "F")
 	nameref := strings.Contains(opts, "n") && variant != "export"
 	local := variant == "local" || (variant == "declare" || variant == "typeset") && !strings.Contains(opts, "g")
 	for _, a := range c.Args {
 		w.substs(a.Value)
+		if a.Index != nil {
+			w.substs(a.Index)
+			w.subscript(a.Index, part)
+		}
 		if a.Array != nil {
 			w.substs(a.Array)
 			for _, e := range a.Array.Elems {
@@ -1069,8 +1089,8 @@ func (w *walker) call(ce *syntax.CallExpr, stdin data, part string) {
 			w.substs(a.Array)
 		}
 		if a.Index != nil {
-			w.arith = true
 			w.substs(a.Index)
+			w.subscript(a.Index, part)
 			w.arithStrings(a.Index, part)
 		}
 	}
@@ -1792,9 +1812,34 @@ func (w *walker) writesFileIn(list []*syntax.Stmt) bool {
 }
 
 // arithBuiltins evaluate arithmetic in their arguments or in the names they
-// are given (let x, read 'a[x]', printf -v 'a[x]', test -v 'a[x]', unset 'a[x]').
-var arithBuiltins = set("let", "read", "printf", "test", "[", "unset", "declare", "typeset", "local", "export",
-	"readonly", "mapfile", "readarray", "wait", "getopts", "shift", "return", "exit", "ulimit", "printf", "eval")
+// are given (let x, read 'a[x]', unset 'a[x]', kill and wait and trap and the
+// job builtins read a value as arithmetic); printf with a number's format and
+// test with an arithmetic operator do too (see their checks).
+var arithBuiltins = set("let", "read", "unset", "declare", "typeset", "local", "export", "readonly", "wait", "kill",
+	"trap", "jobs", "disown", "fg", "bg", "type")
+
+// subscript judges an array subscript: bash expands it again when it
+// evaluates it, so a value holding a command substitution runs (x='$(cmd)';
+// echo ${a[$x]}), and evaluates it as arithmetic.
+func (w *walker) subscript(idx syntax.ArithmExpr, part string) {
+	w.arith = true
+	if isNil(idx) {
+		return
+	}
+	syntax.Walk(idx, func(n syntax.Node) bool {
+		word, ok := n.(*syntax.Word)
+		if !ok {
+			return true
+		}
+		for _, f := range w.resolveParts(word.Parts) {
+			w.embedded(f.s, part)
+			if f.data&(dDecoded|dDownload) != 0 {
+				w.hiddenData = true
+			}
+		}
+		return false
+	})
+}
 
 // noteCode records a value that would run code if bash evaluated it as
 // arithmetic, or one whose text is hidden (decoded or downloaded).
