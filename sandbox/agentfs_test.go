@@ -294,3 +294,31 @@ print('hit', hit, 'refused', refused)
 		t.Errorf("the sandbox died: %s (%s)", res.RestartReason, out)
 	}
 }
+
+// BenchmarkAgentFSStat is one round trip of a file operation through the
+// agent (a stat), against the same stat on the host, in one run.
+func BenchmarkAgentFSStat(b *testing.B) {
+	c := shared(b)
+	if err := os.WriteFile(filepath.Join(c.Workspace(), "f"), []byte("x"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	a := agentFS(b, c)
+	l, err := fsys.OpenLocal(c.Workspace())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	for _, r := range []fsys.Root{l, a} {
+		name := "local"
+		if r == fsys.Root(a) {
+			name = "agent"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := r.Stat("f"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

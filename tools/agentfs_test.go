@@ -387,3 +387,83 @@ print('rewrites', i)
 		t.Errorf("torn file: %q", b)
 	}
 }
+
+// BenchmarkAgentFS is read and edit of a 1 MB file (20,000 lines) through a
+// sandbox's agent against the same on the host's filesystem: each iteration
+// does both, one after the other, so that the ratio (agent/local) is taken
+// on the machine as it is at that moment. read streams the whole file (it
+// hashes it); edit loads it, checks its hash and the protected paths,
+// writes a temporary file, syncs and renames it.
+func BenchmarkAgentFS(b *testing.B) {
+	testenv.NeedsDocker(b)
+	var text strings.Builder
+	for i := range 20_000 {
+		fmt.Fprintf(&text, "line %06d %s\n", i, strings.Repeat("x", 38))
+	}
+	ws := b.TempDir()
+	box, err := sandbox.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(b), Memory: 512 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer box.Close(context.Background())
+	ctx := context.Background()
+	afs, err := box.AgentFS(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer afs.Close()
+	sessions := map[string]*Session{}
+	for _, mode := range []string{"local", "agent"} {
+		dir := filepath.Join(ws, mode)
+		writeFile(b, dir, "big.txt", text.String())
+		o := Options{Workspace: dir}
+		if mode == "agent" {
+			r, err := afs.OpenRoot(mode)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			o.FS = r
+		}
+		s, err := NewSession(ctx, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		mustOK(b, s, "read", m{"path": "big.txt", "limit": 1})
+		sessions[mode] = s
+	}
+	both := func(b *testing.B, op func(s *Session, i int)) {
+		var local, agent time.Duration
+		i := 0
+		for b.Loop() {
+			t0 := time.Now()
+			op(sessions["local"], i)
+			t1 := time.Now()
+			op(sessions["agent"], i)
+			local, agent = local+t1.Sub(t0), agent+time.Since(t1)
+			i++
+		}
+		b.ReportMetric(float64(local.Nanoseconds())/float64(i), "local-ns/op")
+		b.ReportMetric(float64(agent.Nanoseconds())/float64(i), "agent-ns/op")
+		b.ReportMetric(float64(agent)/float64(local), "agent/local")
+	}
+	b.Run("read1MB", func(b *testing.B) {
+		both(b, func(s *Session, _ int) {
+			if r, err := s.Read(ctx, ReadParams{Path: "big.txt"}); err != nil || r.IsError {
+				b.Fatal(err, r.Content)
+			}
+		})
+	})
+	b.Run("edit1MB", func(b *testing.B) {
+		both(b, func(s *Session, i int) {
+			old, new := "line 010000 ", "LINE 010000 "
+			if i%2 == 1 {
+				old, new = new, old
+			}
+			if r, err := s.Edit(ctx, EditParams{Path: "big.txt", OldText: old, NewText: new}); err != nil || r.IsError {
+				b.Fatal(err, r.Content)
+			}
+		})
+	})
+}

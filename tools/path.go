@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/corralhq/corral/fsys"
@@ -384,7 +385,41 @@ func isEscape(err error) bool {
 // protection holds Options.Protected in the form used for matching.
 type protection struct {
 	entries []string // clean, slash-separated, lower-case, no trailing "/"
-	shown   string   // the list as the user configured it, for messages
+	// files are the entries that name one file to compare with by identity:
+	// those without a pattern, and the instance at the root of "**/" ones
+	// ("**/.git" as .git). Patterns have none (the lexical check covers
+	// them).
+	files []string
+	shown string // the list as the user configured it, for messages
+}
+
+// statsOf returns Stat for root, answering the names of files and their
+// directories: on the host's filesystem Stat itself; on another one, whose
+// every call is a round trip, all of them asked at once, answered from
+// what came back.
+func statsOf(root fsys.Root, files []string) func(string) (fs.FileInfo, error) {
+	if _, local := root.(*fsys.Local); local || len(files) < 2 {
+		return root.Stat
+	}
+	type answer struct {
+		fi  fs.FileInfo
+		err error
+	}
+	names := map[string]*answer{}
+	for _, f := range files {
+		names[f], names[path.Dir(f)] = &answer{}, &answer{}
+	}
+	var wg sync.WaitGroup
+	for n, a := range names {
+		wg.Go(func() { a.fi, a.err = root.Stat(n) })
+	}
+	wg.Wait()
+	return func(name string) (fs.FileInfo, error) {
+		if a, ok := names[name]; ok {
+			return a.fi, a.err
+		}
+		return root.Stat(name)
+	}
 }
 
 func newProtection(list []string) protection {
@@ -396,6 +431,9 @@ func newProtection(list []string) protection {
 			continue
 		}
 		p.entries = append(p.entries, strings.ToLower(c))
+		if f := strings.TrimPrefix(strings.ToLower(c), "**/"); !isPattern(f) {
+			p.files = append(p.files, f)
+		}
 		shown = append(shown, e)
 	}
 	p.shown = strings.Join(shown, ", ")
@@ -456,14 +494,9 @@ func (p protection) identity(root fsys.Root, dirInfo fs.FileInfo, dirPath, name 
 			return e, true
 		}
 	}
-	for _, e := range p.entries {
-		// A pattern has no one file to compare with (dirPath covers it); the
-		// instance at the root, "**/.git" as .git, has.
-		e = strings.TrimPrefix(e, "**/")
-		if isPattern(e) {
-			continue
-		}
-		fi, err := root.Stat(e)
+	stat := statsOf(root, p.files)
+	for _, e := range p.files {
+		fi, err := stat(e)
 		switch {
 		case err == nil && fi.IsDir():
 			if fsys.SameFile(fi, dirInfo) {
@@ -474,7 +507,7 @@ func (p protection) identity(root fsys.Root, dirInfo fs.FileInfo, dirPath, name 
 			return e, true
 		}
 		// e is a file, or does not exist yet: is the target e by another name?
-		if pd, err := root.Stat(path.Dir(e)); err == nil && fsys.SameFile(pd, dirInfo) && strings.EqualFold(name, path.Base(e)) {
+		if pd, err := stat(path.Dir(e)); err == nil && fsys.SameFile(pd, dirInfo) && strings.EqualFold(name, path.Base(e)) {
 			return e, true
 		}
 	}
