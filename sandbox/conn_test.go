@@ -29,13 +29,21 @@ func FuzzDispatch(f *testing.F) {
 	f.Add(byte(proto.Stderr), uint32(1), []byte("stderr on a terminal"))
 	f.Add(byte(proto.Exit), uint32(2), []byte(`{"exitCode":0,"outBytes":5,"errBytes":7}`))
 	f.Fuzz(func(t *testing.T, typ byte, stream uint32, p []byte) {
-		c := &Client{streams: map[uint32]*hostStream{}, helloCh: make(chan proto.AgentHelloMsg, 1), log: slog.New(slog.DiscardHandler)}
+		// A client as Dial makes it, its read loop not started.
+		c := newClient(discardConn{}, ClientConfig{Hello: proto.HelloMsg{Workspace: "/w"}})
 		c.streams[1] = &hostStream{id: 1, out: ring.New(proto.OutputWindow), exit: make(chan proto.ExitMsg, 1), inReady: make(chan struct{}, 1), spoke: make(chan struct{})}
 		// Stream 2 runs with pipes.
 		c.streams[2] = &hostStream{id: 2, out: ring.New(proto.OutputWindow), errOut: ring.New(proto.OutputWindow), exit: make(chan proto.ExitMsg, 1), inReady: make(chan struct{}, 1), spoke: make(chan struct{})}
 		_ = c.dispatch(proto.Frame{Type: proto.Type(typ), Stream: stream, Payload: p})
 	})
 }
+
+// discardConn takes every write and has nothing to read.
+type discardConn struct{}
+
+func (discardConn) Read([]byte) (int, error)    { return 0, io.EOF }
+func (discardConn) Write(p []byte) (int, error) { return len(p), nil }
+func (discardConn) Close() error                { return nil }
 
 // Stderr frames are for streams with pipes; on a terminal's stream, or past
 // the stream's window, they are a broken protocol.
