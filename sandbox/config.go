@@ -32,6 +32,17 @@ type Config struct {
 	// Workspace is the absolute host directory bind-mounted read-write at the same
 	// path inside the container; commands start there.
 	Workspace string
+	// Source, when set, is the host directory mounted read-write at
+	// Workspace instead of Workspace itself: an isolated session's private
+	// copy, mounted at the user's workspace path so that commands see the
+	// paths the user sees. Everything the sandbox makes of the workspace on
+	// the host (the repository's shadow, the protected paths) is made of
+	// Source; Workspace is then only a path inside the container.
+	Source string
+	// Binds are more host paths mounted read-only, each at a path of its own
+	// inside the container (an isolated copy's reference to the objects of
+	// the user's repository).
+	Binds []Bind
 	// Image is any Linux image; DefaultImage when empty.
 	Image string
 	// Runtime is the OCI runtime ("runsc" for gVisor); the engine's default when empty.
@@ -94,6 +105,11 @@ type Config struct {
 	Protect []string
 	// Logger receives diagnostics; discarded when nil.
 	Logger *slog.Logger
+}
+
+// Bind is a host path mounted read-only at Target inside the container.
+type Bind struct {
+	Source, Target string
 }
 
 // DefaultProtect are the files that the user's own tools on the host run or

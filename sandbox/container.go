@@ -88,18 +88,37 @@ func New(cfg Config) (*Container, error) {
 	if !filepath.IsAbs(cfg.Workspace) {
 		return nil, fmt.Errorf("sandbox: workspace %q is not an absolute path", cfg.Workspace)
 	}
-	ws, err := filepath.EvalSymlinks(cfg.Workspace)
+	src := cfg.Source
+	if src == "" {
+		src = cfg.Workspace
+	} else if !filepath.IsAbs(src) {
+		return nil, fmt.Errorf("sandbox: source %q of the workspace is not an absolute path", src)
+	}
+	src, err := filepath.EvalSymlinks(src)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: workspace: %w", err)
 	}
-	fi, err := os.Stat(ws)
+	fi, err := os.Stat(src)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: workspace: %w", err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("sandbox: workspace %q is not a directory", cfg.Workspace)
+		return nil, fmt.Errorf("sandbox: workspace %q is not a directory", src)
 	}
-	cfg.Workspace = ws
+	if cfg.Source == "" {
+		cfg.Workspace = src
+	} else {
+		cfg.Workspace = filepath.Clean(cfg.Workspace)
+	}
+	cfg.Source = src
+	for _, b := range cfg.Binds {
+		if !filepath.IsAbs(b.Source) || !filepath.IsAbs(b.Target) || filepath.Clean(b.Target) == "/" {
+			return nil, fmt.Errorf("sandbox: bind %q at %q: want two absolute paths, the target not the root", b.Source, b.Target)
+		}
+		if _, err := os.Stat(b.Source); err != nil {
+			return nil, fmt.Errorf("sandbox: bind: %w", err)
+		}
+	}
 	if cfg.Image == "" {
 		cfg.Image = DefaultImage
 	}
@@ -402,7 +421,7 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 		if protect == nil {
 			protect = DefaultProtect
 		}
-		if g, err = newGitShadow(c.cfg.Workspace, c.cfg.Session, int(c.uid), int(c.gid), protect, c.log); err != nil {
+		if g, err = newGitShadow(c.cfg.Source, c.cfg.Session, int(c.uid), int(c.gid), protect, c.log); err != nil {
 			return nil, err
 		}
 		c.mu.Lock()
@@ -563,7 +582,7 @@ func (c *Container) spec(info *system.Info, g *gitShadow, side *egressSide) (*co
 		// The agent's stdin closes when the host's attach connection does, so
 		// a killed corral leaves no running sandbox behind.
 		StdinOnce: true,
-		Labels:    OwnerLabels(cfg.Session, cfg.Workspace),
+		Labels:    OwnerLabels(cfg.Session, cfg.Source),
 	}
 	nano := int64(cfg.CPUs * 1e9)
 	if nano == 0 && info.NCPU > 0 {
@@ -594,11 +613,13 @@ func (c *Container) spec(info *system.Info, g *gitShadow, side *egressSide) (*co
 }
 
 // mounts lists the bind mounts: the workspace read-write, the agent, the
-// egress socket, the repository's shadow and the extra directories read-only.
+// egress socket, the repository's shadow and the extra directories
+// read-only. The shadow is made of the host directory, Source: its mounts
+// inside it go to the same place under Workspace.
 func (c *Container) mounts(g *gitShadow, side *egressSide) []mount.Mount {
-	ws := c.cfg.Workspace
+	ws, src := c.cfg.Workspace, c.cfg.Source
 	ms := []mount.Mount{
-		{Type: mount.TypeBind, Source: ws, Target: ws},
+		{Type: mount.TypeBind, Source: src, Target: ws},
 		{Type: mount.TypeBind, Source: c.cfg.Agent, Target: agentPath, ReadOnly: true},
 	}
 	ms = append(ms, c.agentRT.mounts()...)
@@ -606,10 +627,18 @@ func (c *Container) mounts(g *gitShadow, side *egressSide) []mount.Mount {
 		ms = append(ms, side.mounts()...)
 	}
 	if g != nil {
-		ms = append(ms, g.mounts...)
+		for _, m := range g.mounts {
+			if rel, err := filepath.Rel(src, m.Target); err == nil && src != ws && envpath.Within(src, m.Target) {
+				m.Target = filepath.Join(ws, rel)
+			}
+			ms = append(ms, m)
+		}
 	}
 	for _, p := range c.cfg.ReadOnlyMounts {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
+	}
+	for _, b := range c.cfg.Binds {
+		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: b.Source, Target: filepath.Clean(b.Target), ReadOnly: true})
 	}
 	return ms
 }
