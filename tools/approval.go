@@ -308,7 +308,7 @@ func (s *Session) approve(ctx context.Context, command string, v policy.Verdict,
 	}
 	a := &Approval{
 		ID: newApprovalID(), Session: s.id, CallID: callID(ctx), Command: command,
-		Cwd: s.sh.cwd(s.ws.real), Verdict: v, Ask: ask, Created: time.Now(),
+		Cwd: s.sh.cwd(s.ws.seen), Verdict: v, Ask: ask, Created: time.Now(),
 		Choices: []Choice{ChoiceOnce},
 	}
 	literal := len(ask) > 0

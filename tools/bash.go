@@ -98,8 +98,8 @@ func (sh *shell) releaseLog(unused int64) {
 }
 
 // newShell readies bash. It runs after the workspace is opened: the sandbox
-// mounts the workspace at its real path, which is the path commands see and
-// report.
+// mounts the workspace at its real path (an isolated copy at SandboxPath),
+// which is the path commands see and report.
 func newShell(s *Session) (*shell, error) {
 	var token [4]byte
 	_, _ = rand.Read(token[:])
@@ -107,7 +107,7 @@ func newShell(s *Session) (*shell, error) {
 	if sh.policy == nil {
 		// The default policy, knowing the workspace: commands see it at the
 		// same path, so absolute paths inside it are the workspace's.
-		p, err := policy.New(policy.Options{Workspace: s.ws.real})
+		p, err := policy.New(policy.Options{Workspace: s.ws.seen})
 		if err != nil {
 			return nil, err
 		}
@@ -369,7 +369,7 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		s.sh.dir = res.Dir
 		s.sh.mu.Unlock()
 	}
-	if res.Dir != "" && res.Dir != s.ws.real {
+	if res.Dir != "" && res.Dir != s.ws.seen {
 		fmt.Fprintf(&h, "Directory: %s\n", res.Dir)
 	}
 	if det.TimeoutNote != "" {
@@ -383,7 +383,7 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		fmt.Fprintf(&h, "Sandbox restarted: the previous sandbox was gone (%s); shell state and background processes were lost.\n", reason)
 	}
 	if res.DirReset {
-		fmt.Fprintf(&h, "Directory reset: the previous command left the working directory outside the workspace (or it was removed), so this one started at the workspace root %s.\n", s.ws.real)
+		fmt.Fprintf(&h, "Directory reset: the previous command left the working directory outside the workspace (or it was removed), so this one started at the workspace root %s.\n", s.ws.seen)
 	}
 	if det.Truncated {
 		fmt.Fprintf(&h, "Output was truncated: %d of %d lines (%s) were left out between the first and the last lines; the full output is in %s (open it with the read tool, using offset and limit).\n",

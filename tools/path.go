@@ -75,8 +75,12 @@ type workspace struct {
 	// own says root is the session's, to close with it.
 	own bool
 	// abs is the absolute workspace path as given; real is the same with every
-	// symbolic link resolved. Absolute paths are accepted under either.
+	// symbolic link resolved. Absolute paths are accepted under either, and
+	// under seen.
 	abs, real string
+	// seen is the path commands see the workspace at: real, or the path an
+	// isolated copy is mounted at. The model is told this one.
+	seen string
 	// foldCase is set when the filesystem ignores case, so that a.txt and A.TXT
 	// are one key.
 	foldCase bool
@@ -84,12 +88,17 @@ type workspace struct {
 
 // openWorkspace opens the workspace: the directory dir of this machine, or,
 // when root is not nil, that filesystem, whose path dir is (root's Name when
-// dir is empty).
-func openWorkspace(dir string, root fsys.Root) (*workspace, error) {
+// dir is empty). seen, when not empty, is the path commands see it at (an
+// isolated copy's mount point).
+func openWorkspace(dir string, root fsys.Root, seen string) (*workspace, error) {
+	if seen != "" && !filepath.IsAbs(seen) {
+		return nil, fmt.Errorf("tools: the sandbox path %q of the workspace is not absolute", seen)
+	}
+	var ws *workspace
 	if root != nil {
 		real := root.Name()
 		abs := real
-		ws := &workspace{root: root, real: real}
+		ws = &workspace{root: root, real: real}
 		ws.local, _ = root.(*fsys.Local)
 		switch {
 		case filepath.IsAbs(dir):
@@ -100,30 +109,34 @@ func openWorkspace(dir string, root fsys.Root) (*workspace, error) {
 			}
 		}
 		ws.abs = abs
-		ws.foldCase = probeFoldCase(root)
-		return ws, nil
+	} else {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, fmt.Errorf("tools: workspace: %w", err)
+		}
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return nil, fmt.Errorf("tools: workspace: %w", err)
+		}
+		fi, err := os.Stat(real)
+		if err != nil {
+			return nil, fmt.Errorf("tools: workspace: %w", err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("tools: workspace %s is not a directory", dir)
+		}
+		local, err := fsys.OpenLocal(real)
+		if err != nil {
+			return nil, fmt.Errorf("tools: workspace: %w", err)
+		}
+		ws = &workspace{root: local, local: local, own: true, abs: filepath.Clean(abs), real: real}
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("tools: workspace: %w", err)
+	ws.seen = ws.real
+	if seen != "" {
+		ws.seen = filepath.Clean(seen)
+		ws.abs = ws.seen
 	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return nil, fmt.Errorf("tools: workspace: %w", err)
-	}
-	fi, err := os.Stat(real)
-	if err != nil {
-		return nil, fmt.Errorf("tools: workspace: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("tools: workspace %s is not a directory", dir)
-	}
-	local, err := fsys.OpenLocal(real)
-	if err != nil {
-		return nil, fmt.Errorf("tools: workspace: %w", err)
-	}
-	ws := &workspace{root: local, local: local, own: true, abs: filepath.Clean(abs), real: real}
-	ws.foldCase = probeFoldCase(local)
+	ws.foldCase = probeFoldCase(ws.root)
 	return ws, nil
 }
 
@@ -182,7 +195,7 @@ func (ws *workspace) keyOf(canon string) string {
 // relative turns an absolute path into a workspace-relative one, if it lies in
 // the workspace.
 func (ws *workspace) relative(p string) (string, bool) {
-	return within(p, ws.real, ws.abs)
+	return within(p, ws.seen, ws.real, ws.abs)
 }
 
 // within returns the absolute path p relative to the first of bases that

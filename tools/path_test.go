@@ -107,7 +107,7 @@ func TestConfinement(t *testing.T) {
 
 func TestResolveCanon(t *testing.T) {
 	_, ws, _ := confinementWorkspace(t)
-	w, err := openWorkspace(ws, nil)
+	w, err := openWorkspace(ws, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,6 +78,11 @@ type Options struct {
 	// since it was read (by its hash). When nil, Workspace is opened on this
 	// machine through os.Root.
 	FS fsys.Root
+	// SandboxPath is the absolute path at which commands in the sandbox see
+	// the workspace, when it is not Workspace's own: an isolated session's
+	// copy is mounted at the user's workspace path. The file tools take
+	// absolute paths under it too, and the model is told paths under it.
+	SandboxPath string
 	// Sandbox runs bash commands. Without one, bash answers that it is unavailable.
 	Sandbox Executor
 	// Policy classifies bash commands; policy.Default() when nil.
@@ -123,6 +128,9 @@ type Options struct {
 	// it (edit, write, and bash unless the policy saw a read-only command);
 	// none when nil.
 	Checkpointer Checkpointer
+	// Notice is told to the model once, after the text of the session's
+	// first result (what an isolated session's copy lacks, say).
+	Notice string
 }
 
 // Defaults of Options.
@@ -220,6 +228,9 @@ func track[P any](ctx context.Context, s *Session, name string, p P, f func(cont
 	start := time.Now()
 	s.emit(Event{Type: EventCallStart, CallID: id, Tool: name, Args: args})
 	r, err := f(ctx, p)
+	if err == nil && s.opts.Notice != "" && !s.noticed.Swap(true) {
+		r.Content += "\n\n" + s.opts.Notice
+	}
 	end := Event{Type: EventCallEnd, CallID: id, Tool: name, Duration: time.Since(start)}
 	if err != nil {
 		end.Error = err.Error()
@@ -263,6 +274,8 @@ type Session struct {
 	events EventSink
 	closed atomic.Bool
 	id     string
+	// noticed is set once Options.Notice was told.
+	noticed atomic.Bool
 
 	approvals approvals
 	running   runningCalls // bash commands while they run, for host approvals
@@ -293,7 +306,7 @@ func NewSession(ctx context.Context, opts Options) (*Session, error) {
 		s.opts.Protected = DefaultProtected
 	}
 	var err error
-	if s.ws, err = openWorkspace(opts.Workspace, opts.FS); err != nil {
+	if s.ws, err = openWorkspace(opts.Workspace, opts.FS, opts.SandboxPath); err != nil {
 		return nil, err
 	}
 	if s.sh, err = newShell(s); err != nil {
