@@ -125,13 +125,16 @@ type Call struct {
 // Store is the checkpoints of one workspace. Its methods are safe for
 // concurrent use, also by several processes.
 type Store struct {
-	opts     Options
-	log      *slog.Logger
-	ws       string // the workspace's real path
-	dir      string // the workspace's state directory
-	git      *git
-	inGit    bool   // the workspace is the top of a git repository
-	format   string // the object format, "sha1" or "sha256"
+	opts   Options
+	log    *slog.Logger
+	ws     string // the workspace's real path
+	dir    string // the workspace's state directory
+	git    *git
+	inGit  bool   // the workspace is the top of a git repository
+	format string // the object format, "sha1" or "sha256"
+	// exclude is a file of ignore patterns beside the .gitignore files: the
+	// repository's info/exclude; "" for none.
+	exclude  string
 	maxBytes int64
 }
 
@@ -193,6 +196,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.inGit = true
 		s.git.repo, s.git.objects = common, filepath.Join(common, "objects")
 		s.format = objectFormat(ctx, s.git, common)
+		s.exclude = filepath.Join(common, "info", "exclude")
 	} else {
 		s.git.repo, s.git.objects = s.git.shim, filepath.Join(s.git.shim, "objects")
 		s.format = "sha1"

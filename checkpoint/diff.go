@@ -56,8 +56,14 @@ func (s *Store) Diff(ctx context.Context, w io.Writer, from, to int, paths ...st
 	if err != nil {
 		return err
 	}
+	return s.patch(ctx, w, a, b, label(from), label(to), paths...)
+}
+
+// patch writes to w the unified diff, with a summary of the files first,
+// between trees a and b, their paths prefixed with la/ and lb/.
+func (s *Store) patch(ctx context.Context, w io.Writer, a, b, la, lb string, paths ...string) error {
 	args := []string{"diff-tree", "-r", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "--patch-with-stat",
-		"--src-prefix=" + label(from) + "/", "--dst-prefix=" + label(to) + "/", a, b}
+		"--src-prefix=" + la + "/", "--dst-prefix=" + lb + "/", a, b}
 	if len(paths) > 0 {
 		args = append(append(args, "--"), paths...)
 	}

@@ -23,6 +23,10 @@ type GCOptions struct {
 	Workspace string
 	Git       string
 	Now       time.Time // time.Now() when zero
+	// CopiesOlderThan, when set, removes the isolated sessions' copies made
+	// longer ago than that and not in use (checkpoints are then left alone
+	// unless OlderThan or Keep is set too).
+	CopiesOlderThan time.Duration
 }
 
 // GCResult is what GC removed, per workspace.
@@ -30,6 +34,8 @@ type GCResult struct {
 	Workspace string `json:"workspace"`
 	Removed   int    `json:"removed"`
 	Kept      int    `json:"kept"`
+	// CopiesRemoved counts the isolated sessions' copies removed.
+	CopiesRemoved int `json:"copies_removed,omitempty"`
 	// Gone is set when the workspace no longer exists and its state was
 	// removed.
 	Gone bool `json:"gone,omitempty"`
@@ -39,7 +45,7 @@ type GCResult struct {
 // git their objects are pruned at once; in a repository they go at its next
 // git gc.
 func GC(ctx context.Context, opts GCOptions) ([]GCResult, error) {
-	if opts.OlderThan <= 0 && opts.Keep <= 0 {
+	if opts.OlderThan <= 0 && opts.Keep <= 0 && opts.CopiesOlderThan <= 0 {
 		return nil, errors.New("checkpoint: gc needs an age or a count to keep")
 	}
 	if opts.StateDir == "" {
@@ -107,6 +113,16 @@ func GC(ctx context.Context, opts GCOptions) ([]GCResult, error) {
 
 func (s *Store) gc(ctx context.Context, opts GCOptions) (GCResult, error) {
 	res := GCResult{Workspace: s.ws}
+	if opts.CopiesOlderThan > 0 {
+		n, err := s.gcCopies(ctx, opts.Now.Add(-opts.CopiesOlderThan))
+		res.CopiesRemoved = n
+		if err != nil {
+			return res, err
+		}
+	}
+	if opts.OlderThan <= 0 && opts.Keep <= 0 {
+		return res, nil
+	}
 	unlock, err := s.lock(ctx)
 	if err != nil {
 		return res, err
@@ -160,4 +176,31 @@ func (s *Store) gc(ctx context.Context, opts GCOptions) (GCResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// gcCopies removes the copies made before cutoff that no session holds.
+func (s *Store) gcCopies(ctx context.Context, cutoff time.Time) (int, error) {
+	all, err := s.Copies(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var errs []error
+	for _, info := range all {
+		if !info.Created.Before(cutoff) {
+			continue
+		}
+		c, err := s.OpenCopy(ctx, info.Session)
+		if err == nil {
+			err = c.Remove(ctx)
+		}
+		switch {
+		case errors.Is(err, ErrBusy):
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
 }

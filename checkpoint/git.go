@@ -63,9 +63,12 @@ type git struct {
 	shim, objects string
 	// repo is the workspace's git directory (its common directory for a
 	// linked worktree), where refs are written; shim outside git.
-	repo     string
-	workTree string
-	index    string // corral's index, in the state directory
+	repo string
+	// alternates is an object directory read, never written, besides
+	// objects: the user's repository's, for the store of an isolated copy.
+	alternates string
+	workTree   string
+	index      string // corral's index, in the state directory
 }
 
 // baseEnv is the environment of every git corral runs: nothing of the
@@ -96,21 +99,29 @@ func (g *git) baseEnv() []string {
 // worktreeEnv is the environment of the commands that read the working tree:
 // corral's own repository, index and config, the workspace's objects.
 func (g *git) worktreeEnv() []string {
-	return append(g.baseEnv(),
+	return g.withAlternates(append(g.baseEnv(),
 		"GIT_DIR="+g.shim,
 		"GIT_WORK_TREE="+g.workTree,
 		"GIT_INDEX_FILE="+g.index,
 		"GIT_OBJECT_DIRECTORY="+g.objects,
-	)
+	))
+}
+
+// withAlternates adds g's alternate object directory to env.
+func (g *git) withAlternates(env []string) []string {
+	if g.alternates == "" {
+		return env
+	}
+	return append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+g.alternates)
 }
 
 // repoEnv is the environment of the commands that read objects or write refs
 // of the workspace's repository; they never look at the working tree.
 func (g *git) repoEnv() []string {
-	return append(g.baseEnv(),
+	return g.withAlternates(append(g.baseEnv(),
 		"GIT_DIR="+g.repo,
 		"GIT_OPTIONAL_LOCKS=0",
-	)
+	))
 }
 
 func (g *git) command(ctx context.Context, env []string, args ...string) *exec.Cmd {

@@ -133,3 +133,98 @@ func TestFilteredRepository(t *testing.T) {
 	must(t, err)
 	compareTrees(t, want, readTree(t, ws))
 }
+
+// TestCopyHostile: an isolated session's copy is written by the sandbox,
+// its repository included. Whatever a command plants there — hooks, a
+// config naming programs (directly and through an included file), a
+// commondir sending git to the user's repository, alternates, an index, a
+// .gitattributes naming a filter, links leading out of the copy — corral's
+// diff and apply run none of it, read nothing through the links, and leave
+// the user's repository as it was but for the changes brought.
+func TestCopyHostile(t *testing.T) {
+	ctx := context.Background()
+	ws := newRepo(t)
+	must(t, os.Remove(filepath.Join(ws, "notes.txt")))
+	s := open(t, ws)
+	c, err := s.NewCopy(ctx, CopyOptions{Session: "evil"})
+	must(t, err)
+	dir := c.Info().Dir
+	outside := t.TempDir()
+	writeFile(t, filepath.Join(outside, "secret"), "the user's secret\n", 0o600)
+	marker := filepath.Join(outside, "ran")
+	// The programs are in the copy, at its host path, which is predictable.
+	prog := filepath.Join(dir, "evil.sh")
+	writeFile(t, prog, "#!/bin/sh\necho \"$0 $*\" >> "+marker+"\ncat\n", 0o755)
+	dotgit := filepath.Join(dir, ".git")
+	for _, h := range []string{"reference-transaction", "post-index-change", "pre-commit", "post-commit", "pre-auto-gc", "post-checkout"} {
+		writeFile(t, filepath.Join(dotgit, "hooks", h), "#!/bin/sh\necho hook "+h+" >> "+marker+"\n", 0o755)
+	}
+	writeFile(t, filepath.Join(dir, "evil.gitconfig"), `[core]
+	fsmonitor = `+prog+`
+	hooksPath = `+filepath.Join(dotgit, "hooks")+`
+	pager = `+prog+`
+[filter "evil"]
+	clean = `+prog+` clean
+	smudge = `+prog+` smudge
+	required = true
+[diff]
+	external = `+prog+`
+`, 0o644)
+	f, err := os.OpenFile(filepath.Join(dotgit, "config"), os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteString("[include]\n\tpath = ../evil.gitconfig\n")
+	must(t, err)
+	must(t, f.Close())
+	writeFile(t, filepath.Join(dir, ".gitattributes"), "* filter=evil diff=evil\n", 0o644)
+	writeFile(t, filepath.Join(dotgit, "info", "attributes"), "* filter=evil\n", 0o644)
+	writeFile(t, filepath.Join(dir, "README.md"), "the session's\n", 0o644)
+	must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "leak")))
+	must(t, os.Symlink(outside, filepath.Join(dir, "leakdir")))
+
+	// The trap is armed: git in the copy runs the programs.
+	cmd := exec.Command("git", "status")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	_ = cmd.Run()
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the hostile copy does not make plain git run its programs; the test proves nothing")
+	}
+	must(t, os.Remove(marker))
+	// And git would take the user's repository for the copy's.
+	writeFile(t, filepath.Join(dotgit, "commondir"), filepath.Join(ws, ".git")+"\n", 0o644)
+	writeFile(t, filepath.Join(dotgit, "objects", "info", "alternates"), filepath.Join(outside, "objects")+"\n", 0o644)
+	userConfig, err := os.ReadFile(filepath.Join(ws, ".git", "config"))
+	must(t, err)
+	refs := hostGit(t, ws, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/tags", "refs/stash")
+
+	var b bytes.Buffer
+	must(t, c.Diff(ctx, &b))
+	if _, err := c.Changes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Apply(ctx, ApplyOptions{})
+	must(t, err)
+	if got, err := os.ReadFile(marker); err == nil {
+		t.Fatalf("corral's git ran the copy's programs:\n%s", got)
+	}
+	if strings.Contains(b.String(), "the user's secret") {
+		t.Errorf("the diff read through a link out of the copy:\n%s", b.String())
+	}
+	for _, p := range []string{"leak", "leakdir"} {
+		if fi, err := os.Lstat(filepath.Join(ws, p)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("%s was not brought as a link: %v", p, err)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "README.md")); string(got) != "the session's\n" {
+		t.Errorf("README.md: %q (recorded through a filter?)", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); !bytes.Equal(got, userConfig) {
+		t.Errorf("the user's config changed:\n%s", got)
+	}
+	if got := hostGit(t, ws, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/tags", "refs/stash"); got != refs {
+		t.Errorf("the user's refs changed:\n%s\nwas\n%s", got, refs)
+	}
+	if !res.Applied {
+		t.Errorf("not applied: %+v", res)
+	}
+}

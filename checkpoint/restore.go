@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -119,16 +118,27 @@ func (s *Store) plan(ctx context.Context, c Checkpoint, cur string, opts Restore
 	if tree != c.Tree {
 		return Plan{}, fmt.Errorf("%w: commit %s has tree %s, not %s", ErrDamaged, c.Commit, tree, c.Tree)
 	}
+	actions, err := s.planTrees(ctx, o, tree, c.Skipped, cur, opts)
+	if err != nil {
+		return Plan{}, err
+	}
+	return Plan{Checkpoint: c, Actions: actions}, nil
+}
+
+// planTrees lists what turns the tree have into the tree want, whose
+// snapshot left out skipped: removals first, deepest directories last; then
+// what is written, parents first.
+func (s *Store) planTrees(ctx context.Context, o *objects, tree string, skipped []Skip, cur string, opts RestoreOptions) ([]Action, error) {
 	p := &planner{o: o, paths: cleanPaths(opts.Paths), skipped: map[string]Skip{}}
-	for _, sk := range c.Skipped {
+	for _, sk := range skipped {
 		p.skipped[sk.Path] = sk
 	}
 	if err := p.walk("", tree, cur); err != nil {
-		return Plan{}, err
+		return nil, err
 	}
 	if !s.opts.IncludeIgnored {
 		if err := s.keepIgnored(ctx, o, tree, p.actions); err != nil {
-			return Plan{}, err
+			return nil, err
 		}
 	}
 	// Removals first, deepest directories last; then what is written, parents first.
@@ -145,7 +155,7 @@ func (s *Store) plan(ctx context.Context, c Checkpoint, cur string, opts Restore
 	}
 	sort.Slice(dirs, func(i, j int) bool { return dirs[i].Path > dirs[j].Path })
 	sort.SliceStable(wr, func(i, j int) bool { return wr[i].Path < wr[j].Path })
-	return Plan{Checkpoint: c, Actions: slices.Concat(rm, dirs, wr)}, nil
+	return slices.Concat(rm, dirs, wr), nil
 }
 
 func cleanPaths(ps []string) []string {
@@ -283,10 +293,15 @@ func (p *planner) walk(dir, want, have string) error {
 	return nil
 }
 
-// apply carries out a plan in the working tree, through an os.Root: a path
-// never leads out of the workspace, whatever links are in it.
+// apply carries out a plan in the working tree.
 func (s *Store) apply(ctx context.Context, p Plan) error {
-	root, err := os.OpenRoot(s.ws)
+	return s.applyIn(ctx, s.ws, p.Actions)
+}
+
+// applyIn carries out actions in dir, with the store's objects, through an
+// os.Root: a path never leads out of dir, whatever links are in it.
+func (s *Store) applyIn(ctx context.Context, dir string, actions []Action) error {
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
@@ -296,7 +311,7 @@ func (s *Store) apply(ctx context.Context, p Plan) error {
 		return err
 	}
 	defer o.close()
-	for _, a := range p.Actions {
+	for _, a := range actions {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -330,10 +345,17 @@ func applyOne(root *os.Root, o *objects, a Action) error {
 		if err := makeParent(root, a.Path); err != nil {
 			return err
 		}
+		uid, gid, own := ownerFor(root, a.Path)
 		if err := removeIfNotDir(root, a.Path); err != nil {
 			return err
 		}
-		return root.Symlink(string(target), a.Path)
+		if err := root.Symlink(string(target), a.Path); err != nil {
+			return err
+		}
+		if own {
+			return root.Lchown(a.Path, uid, gid)
+		}
+		return nil
 	case "write":
 		data, err := o.read(a.oid, "blob")
 		if err != nil {
@@ -351,18 +373,54 @@ func applyOne(root *os.Root, o *objects, a Action) error {
 		} else {
 			perm &^= 0o111
 		}
-		return writeInRoot(root, a.Path, data, perm)
+		uid, gid, own := ownerFor(root, a.Path)
+		if err := writeInRoot(root, a.Path, data, perm); err != nil {
+			return err
+		}
+		if own {
+			return root.Lchown(a.Path, uid, gid)
+		}
+		return nil
 	}
 	return nil
 }
 
-// makeParent makes the directories above name.
+// ownerFor says, when corral runs as root, who should own what is written
+// at name: its owner now, else the owner of its directory — not root, as the
+// new file otherwise would be.
+func ownerFor(root *os.Root, name string) (uid, gid int, ok bool) {
+	if !asRoot() {
+		return 0, 0, false
+	}
+	fi, err := root.Lstat(name)
+	if err != nil {
+		if fi, err = root.Lstat(path.Dir(name)); err != nil {
+			return 0, 0, false
+		}
+	}
+	return fileOwner(fi)
+}
+
+// makeParent makes the directories above name, owned as their parents are.
 func makeParent(root *os.Root, name string) error {
 	dir := path.Dir(name)
 	if dir == "." {
 		return nil
 	}
-	return root.MkdirAll(dir, 0o755)
+	if _, err := root.Lstat(dir); err == nil {
+		return nil // MkdirAll says what else it is
+	}
+	if err := makeParent(root, dir); err != nil {
+		return err
+	}
+	uid, gid, own := ownerFor(root, dir)
+	if err := root.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if own {
+		return root.Lchown(dir, uid, gid)
+	}
+	return nil
 }
 
 // removeIfNotDir removes name unless it is a directory (which a rename or a
@@ -462,8 +520,8 @@ func (s *Store) keepIgnored(ctx context.Context, o *objects, tree string, action
 	}
 	env = append(env, "GIT_DIR="+s.git.shim, "GIT_WORK_TREE="+rules)
 	args := []string{}
-	if s.inGit {
-		args = append(args, "-c", "core.excludesFile="+filepath.Join(s.git.repo, "info", "exclude"))
+	if s.exclude != "" {
+		args = append(args, "-c", "core.excludesFile="+s.exclude)
 	}
 	args = append(args, "check-ignore", "--no-index", "-z", "--stdin")
 	ignored, err := s.git.run(ctx, env, &cand, args...)

@@ -114,10 +114,9 @@ func (s *Store) snapshot(ctx context.Context) (snap, error) {
 	args := []string{"ls-files", "-z", "-t", "--modified", "--deleted", "--others"}
 	if !s.opts.IncludeIgnored {
 		args = append(args, "--exclude-standard")
-		if s.inGit {
-			ex := filepath.Join(s.git.repo, "info", "exclude")
-			if fi, err := os.Stat(ex); err == nil && fi.Mode().IsRegular() {
-				args = append(args, "--exclude-from="+ex)
+		if s.exclude != "" {
+			if fi, err := os.Stat(s.exclude); err == nil && fi.Mode().IsRegular() {
+				args = append(args, "--exclude-from="+s.exclude)
 			}
 		}
 	}
