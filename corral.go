@@ -95,6 +95,25 @@ type Config struct {
 	// the workspace), under the session's sandbox id. While a session is open,
 	// checkpoint.Store.Restore refuses to run on the workspace.
 	Checkpoints *checkpoint.Options
+
+	// Isolate, when not nil, gives each session a private copy of the
+	// workspace to work on (checkpoint.Store.NewCopy), in the checkpoint
+	// state directory: the sandbox mounts the copy at the workspace's path,
+	// and the user's tree and repository not at all; the file tools act on
+	// the copy. The copy stays after the session, until checkpoint.Copy.Apply
+	// brings its changes into the workspace (corral apply) or it is removed.
+	// Checkpoints, when set too, gives the state directory and the options of
+	// the copy (and the session records its checkpoints in the copy's own
+	// store).
+	Isolate *Isolation
+}
+
+// Isolation configures isolated sessions.
+type Isolation struct {
+	// WithUncommitted puts the user's uncommitted changes and untracked
+	// files (not ignored ones) into a git workspace's copy; otherwise it
+	// holds HEAD's tree.
+	WithUncommitted bool
 }
 
 // Host is what the sessions of one configuration share: the policy engine,
@@ -111,7 +130,7 @@ type Host struct {
 	mu       sync.Mutex // guards sessions and closed
 	sessions map[*Session]struct{}
 	closed   bool
-	store    *checkpoint.Store // nil without checkpoints
+	store    *checkpoint.Store // nil without checkpoints or isolation
 }
 
 // ErrClosed is returned by Host.Open after Host.Close.
@@ -204,16 +223,26 @@ func New(cfg Config) (*Host, error) {
 	if cfg.Backend == nil {
 		h.cfg.Backend = sandbox.Docker
 	}
+	if cfg.Isolate != nil && h.cfg.Backend != sandbox.Docker {
+		// The copy is a directory of this machine, mounted in its place.
+		return nil, fmt.Errorf("corral: isolated sessions need the Docker backend, not %s", h.cfg.Backend.Name())
+	}
 	if _, err := h.cfg.Backend.New(h.sandboxConfig()); err != nil {
 		return nil, err
 	}
-	if cfg.Checkpoints != nil {
-		co := *cfg.Checkpoints
+	if cfg.Checkpoints != nil || cfg.Isolate != nil {
+		var co checkpoint.Options
+		if cfg.Checkpoints != nil {
+			co = *cfg.Checkpoints
+		}
 		co.Workspace = ws
 		if co.Logger == nil {
 			co.Logger = log
 		}
 		if h.store, err = checkpoint.Open(context.Background(), co); err != nil {
+			if cfg.Isolate != nil {
+				return nil, fmt.Errorf("corral: an isolated session's copy needs the checkpoint state directory: %w", err)
+			}
 			return nil, err
 		}
 	}
@@ -260,10 +289,13 @@ type Session struct {
 	*tools.Session
 	host *Host
 	box  sandbox.Sandbox
+	copy *checkpoint.Copy  // the isolated session's copy; nil otherwise
+	cps  *checkpoint.Store // where the session's checkpoints are; nil without
 
 	closeOnce sync.Once
 	closeErr  error
-	undo      cleanup // what Open did, undone by Close in reverse order
+	undo      cleanup     // what Open did, undone by Close in reverse order
+	opened    atomic.Bool // Open succeeded: an isolated copy stays after Close
 }
 
 // Sandbox returns the session's sandbox. With the Docker backend it is a
@@ -321,6 +353,11 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 	}
 	scfg := h.sandboxConfig()
 	scfg.ReadOnlyMounts = append(scfg.ReadOnlyMounts, opts.LogDir)
+	if h.cfg.Isolate != nil {
+		if err := s.isolate(ctx, &scfg, &opts); err != nil {
+			return nil, err
+		}
+	}
 	var session atomic.Pointer[tools.Session] // set once open, for network events and approvals
 	if h.cfg.Egress != nil {
 		e := *h.cfg.Egress
@@ -369,8 +406,14 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 		return box.Close(ctx)
 	})
 	opts.Sandbox = box
-	if h.store != nil {
-		rec, err := h.store.Begin(ctx, box.Session())
+	switch {
+	case s.copy != nil && h.cfg.Checkpoints != nil:
+		s.cps = s.copy.Checkpoints()
+	case s.copy == nil && h.store != nil:
+		s.cps = h.store
+	}
+	if s.cps != nil {
+		rec, err := s.cps.Begin(ctx, box.Session())
 		if err != nil {
 			return nil, err
 		}
@@ -416,6 +459,7 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 		return nil, ErrClosed
 	}
 	h.sessions[s] = struct{}{}
+	s.opened.Store(true)
 	return s, nil
 }
 

@@ -67,8 +67,12 @@ type Options struct {
 // answer wins. Without elicitation, host's Confirmer decides.
 func NewServer(host *corral.Host, opts Options) *Server {
 	m := &Server{host: host, log: host.Logger(), sessions: map[*sdk.ServerSession]*clientSession{}}
+	text := instructions
+	if host.Isolation() != nil {
+		text += " " + isolatedInstructions
+	}
 	m.server = sdk.NewServer(&sdk.Implementation{Name: "corral", Title: "corral sandboxed tools", Version: opts.Version}, &sdk.ServerOptions{
-		Instructions: instructions,
+		Instructions: text,
 		Logger:       m.log,
 		// No logging capability: corral logs to its own stderr.
 		Capabilities:              &sdk.ServerCapabilities{},
@@ -92,6 +96,9 @@ func (m *Server) Run(ctx context.Context, t sdk.Transport) error {
 }
 
 const instructions = `corral's tools work on one workspace. Read a file before you edit or overwrite it; edit replaces exact text that occurs once. bash runs each command in a sandboxed Linux container that sees only the workspace, at the same path; the working directory persists between calls, the environment does not. Some commands need the user's approval and some are refused by policy, with the reason.`
+
+// isolatedInstructions are added for a server of isolated sessions.
+const isolatedInstructions = `This session works on a private copy of the workspace, at the workspace's path; the user's own files are not reachable. The copy lacks what git does not track (ignored files: dependencies, build outputs, .env files) and, unless the user chose otherwise, their uncommitted changes: your first result says exactly what it holds. Your changes reach the user's files only when they review them and run corral apply.`
 
 func ptr[T any](v T) *T { return &v }
 
