@@ -8,6 +8,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/pflag"
 
+	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/checkpoint"
 )
 
@@ -42,4 +43,27 @@ func (f *checkpointFlags) options(ws string, warn io.Writer) (*checkpoint.Option
 		return nil, nil
 	}
 	return o, nil
+}
+
+// isolateFlags are --isolate and --with-uncommitted, of `run`, `mcp` and
+// `shell`.
+type isolateFlags struct {
+	on              bool
+	withUncommitted bool
+}
+
+func (f *isolateFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.on, "isolate", false, "work on a private copy of the workspace (in corral's state directory), mounted at the workspace's path; the workspace and its repository are not mounted at all. Review the changes with corral diff --session ID, bring them in with corral apply")
+	fs.BoolVar(&f.withUncommitted, "with-uncommitted", false, "with --isolate, put your uncommitted changes and untracked files (not ignored ones) into the copy; without it, a git workspace's copy holds HEAD's tree")
+}
+
+// isolation is the isolation of the flags; nil without --isolate.
+func (f *isolateFlags) isolation() (*corral.Isolation, error) {
+	if !f.on {
+		if f.withUncommitted {
+			return nil, fmt.Errorf("--with-uncommitted needs --isolate")
+		}
+		return nil, nil
+	}
+	return &corral.Isolation{WithUncommitted: f.withUncommitted}, nil
 }

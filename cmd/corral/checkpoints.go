@@ -144,18 +144,28 @@ func clip(s string, n int) string {
 }
 
 func newDiffCmd() *cobra.Command {
-	var ws string
+	var ws, session string
 	cmd := &cobra.Command{
-		Use:   "diff [flags] N [M] [-- PATH...]",
-		Short: "Show what changed since a checkpoint",
+		Use:   "diff [flags] N [M] [-- PATH...] | diff [flags] --session ID [-- PATH...]",
+		Short: "Show what changed since a checkpoint, or in an isolated session",
 		Long: `diff shows, as a unified diff after a summary of the files, what changed from
 checkpoint N to checkpoint M, or to the working tree as it is now when M is not
-given. PATH arguments after -- limit it to those files and directories.`,
-		Args: cobra.RangeArgs(1, 64),
+given. PATH arguments after -- limit it to those files and directories.
+
+With --session ID, it shows what an isolated session (--isolate) changed in its
+copy of the workspace: what corral apply would bring. ID is the session's id or
+the start of it (corral apply --list lists them).`,
+		Args: cobra.RangeArgs(0, 64),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, paths := args, []string(nil)
 			if at := cmd.ArgsLenAtDash(); at >= 0 {
 				ids, paths = args[:at], args[at:]
+			}
+			if cmd.Flags().Changed("session") {
+				if len(ids) > 0 {
+					return errors.New("diff takes checkpoint numbers or --session, not both")
+				}
+				return sessionDiff(cmd, ws, session, paths)
 			}
 			if len(ids) < 1 || len(ids) > 2 {
 				return errors.New("diff takes one or two checkpoint numbers")
@@ -178,6 +188,7 @@ given. PATH arguments after -- limit it to those files and directories.`,
 		},
 	}
 	cmd.Flags().StringVarP(&ws, "workspace", "w", ".", "the workspace")
+	cmd.Flags().StringVarP(&session, "session", "s", "", "show what the isolated session `ID` changed in its copy")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -10,7 +11,7 @@ import (
 )
 
 func newGCCmd() *cobra.Command {
-	var older, workspace string
+	var older, copies, workspace string
 	var keep int
 	cmd := &cobra.Command{
 		Use:   "gc [flags]",
@@ -23,11 +24,13 @@ that opens a sandbox does the same once at start-up.
 With --checkpoints AGE or --keep-checkpoints N, gc removes checkpoints instead:
 those older than AGE (such as 7d or 36h), and those beyond the N newest of each
 workspace — of every workspace, or of --workspace alone. Their refs go at once;
-in a git repository their objects go at its next git gc.`,
+in a git repository their objects go at its next git gc. With --copies AGE, it
+removes the isolated sessions' copies (--isolate) made longer ago than AGE that
+were never applied, unless a session still uses one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if older != "" || keep > 0 {
-				return gcCheckpoints(cmd, older, keep, workspace)
+			if older != "" || keep > 0 || copies != "" {
+				return gcCheckpoints(cmd, older, keep, copies, workspace)
 			}
 			removed, err := sandbox.GC(cmd.Context())
 			for _, name := range removed {
@@ -38,11 +41,12 @@ in a git repository their objects go at its next git gc.`,
 	}
 	cmd.Flags().StringVar(&older, "checkpoints", "", "remove the checkpoints older than `AGE` (7d, 36h)")
 	cmd.Flags().IntVar(&keep, "keep-checkpoints", 0, "keep at most `N` checkpoints of each workspace, the newest")
+	cmd.Flags().StringVar(&copies, "copies", "", "remove the isolated sessions' copies older than `AGE` (7d, 36h) that were not applied")
 	cmd.Flags().StringVarP(&workspace, "workspace", "w", "", "only the checkpoints of this workspace")
 	return cmd
 }
 
-func gcCheckpoints(cmd *cobra.Command, older string, keep int, workspace string) error {
+func gcCheckpoints(cmd *cobra.Command, older string, keep int, copies, workspace string) error {
 	opts := checkpoint.GCOptions{Keep: keep, Workspace: workspace}
 	if older != "" {
 		d, err := parseAge(older)
@@ -51,13 +55,25 @@ func gcCheckpoints(cmd *cobra.Command, older string, keep int, workspace string)
 		}
 		opts.OlderThan = d
 	}
+	if copies != "" {
+		d, err := parseAge(copies)
+		if err != nil {
+			return fmt.Errorf("--copies %w", err)
+		}
+		opts.CopiesOlderThan = max(d, time.Nanosecond) // 0: every copy not in use
+	}
 	res, err := checkpoint.GC(cmd.Context(), opts)
 	for _, r := range res {
 		if r.Gone {
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: gone; its checkpoints' state removed\n", r.Workspace)
 			continue
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s: removed %d checkpoint(s), kept %d\n", r.Workspace, r.Removed, r.Kept)
+		if older != "" || keep > 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: removed %d checkpoint(s), kept %d\n", r.Workspace, r.Removed, r.Kept)
+		}
+		if copies != "" {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: removed %d isolated session copy(ies)\n", r.Workspace, r.CopiesRemoved)
+		}
 	}
 	return err
 }

@@ -38,6 +38,7 @@ read; writes are atomic; a policy engine allows, confirms or denies each command
 		newLogCmd(),
 		newDiffCmd(),
 		newRestoreCmd(),
+		newApplyCmd(),
 		newImageCmd(),
 		newMCPCmd(),
 		newAgentCmd(),

@@ -66,6 +66,9 @@ and stop.`,
 			if cerr := closeHost(); cerr != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "corral: closing the session:", cerr)
 			}
+			if s != nil && s.Copy() != nil {
+				copyHint(cmd.ErrOrStderr(), s.Copy().Info())
+			}
 			if errors.Is(err, context.Canceled) {
 				return exitError(130)
 			}

@@ -34,6 +34,7 @@ type sessionFlags struct {
 	logDir         string
 	maxLog         string
 	checkpoints    checkpointFlags
+	isolate        isolateFlags
 	approveTimeout time.Duration
 	uiAddr         string
 	authToken      string
@@ -53,6 +54,7 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.logDir, "log-dir", "", "keep the full output of each bash command in `DIR` (default: a temporary directory removed when the session ends)")
 	fs.StringVar(&f.maxLog, "max-log", "100m", "cap of each command's full log; past it, bytes are only counted")
 	f.checkpoints.register(fs)
+	f.isolate.register(fs)
 	fs.DurationVar(&f.approveTimeout, "approve-timeout", 0, "deny a command that waits for approval when no one answers within `D` (the model is told); 0 waits as long as the call may")
 	fs.StringVar(&f.uiAddr, "ui", "", "serve the web view of the sessions (their timelines, and approvals to answer) on `ADDR`, e.g. 127.0.0.1:8766; a non-loopback address needs --auth-token")
 }
@@ -124,6 +126,10 @@ func (f *sessionFlags) config(progress io.Writer) (corral.Config, error) {
 	if err != nil {
 		return corral.Config{}, err
 	}
+	iso, err := f.isolate.isolation()
+	if err != nil {
+		return corral.Config{}, err
+	}
 	return corral.Config{
 		Egress:        eg,
 		Workspace:     box.Workspace,
@@ -133,6 +139,7 @@ func (f *sessionFlags) config(progress io.Writer) (corral.Config, error) {
 		PolicyFile:    f.policy.file,
 		ImageProgress: progress,
 		Checkpoints:   cp,
+		Isolate:       iso,
 	}, nil
 }
 

@@ -15,11 +15,13 @@ import (
 	"golang.org/x/term"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/checkpoint"
 	"github.com/corralhq/corral/sandbox"
 )
 
 func newShellCmd() *cobra.Command {
 	var f sandboxFlags
+	var iso isolateFlags
 	cmd := &cobra.Command{
 		Use:   "shell [flags]",
 		Short: "An interactive shell in the workspace's hardened sandbox",
@@ -27,17 +29,21 @@ func newShellCmd() *cobra.Command {
 ephemeral, hardened container the bash tool uses: the workspace mounted at its own
 path, no network unless --network bridge, no capabilities, the limits of the flags.
 The terminal is passed through raw, window size changes included; Ctrl-C and
-Ctrl-D go to the shell. The container is removed when the shell exits.`,
+Ctrl-D go to the shell. The container is removed when the shell exits.
+
+With --isolate the shell works on a private copy of the workspace; corral diff
+--session and corral apply bring its changes in afterwards.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runShell(cmd.Context(), &f, logger(cmd), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runShell(cmd.Context(), &f, &iso, logger(cmd), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f.register(cmd.Flags())
+	iso.register(cmd.Flags())
 	return cmd
 }
 
-func runShell(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+func runShell(ctx context.Context, f *sandboxFlags, iso *isolateFlags, log *slog.Logger, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	if f.network == "allow" {
 		return errors.New("--network allow needs a session's proxy: use it with corral run or corral mcp")
 	}
@@ -46,6 +52,25 @@ func runShell(ctx context.Context, f *sandboxFlags, log *slog.Logger, stdin io.R
 		return err
 	}
 	cfg.Logger = log
+	isolation, err := iso.isolation()
+	if err != nil {
+		return err
+	}
+	if isolation != nil {
+		store, err := checkpoint.Open(ctx, checkpoint.Options{Workspace: cfg.Workspace, Logger: log})
+		if err != nil {
+			return fmt.Errorf("--isolate: %w", err)
+		}
+		cp, release, err := corral.IsolateSandbox(ctx, store, &cfg, *isolation)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			release()
+			copyHint(stderr, cp.Info())
+		}()
+		fmt.Fprintf(stderr, "corral: this shell works on a private copy of %s (%s).\n", cfg.Workspace, copySummary(cp.Info()))
+	}
 	box, err := sandbox.Docker.New(cfg)
 	if err != nil {
 		return err
