@@ -865,11 +865,12 @@ func (e *agentEntry) Info() (fs.FileInfo, error) {
 	return e.root.Lstat(path.Join(e.dir, e.name))
 }
 
-// FS returns the workspace on the host, where the container mounts it: the
-// file tools reach it directly, faster than through the agent, and the
-// session watches it for changes made by others.
+// FS returns the workspace on the host, where the container mounts it from
+// (Source: an isolated session's copy is not the directory at the workspace's
+// path): the file tools reach it directly, faster than through the agent, and
+// the session watches it for changes made by others.
 func (c *Container) FS(ctx context.Context) (fsys.Root, error) {
-	return fsys.OpenLocal(c.cfg.Workspace)
+	return fsys.OpenLocal(c.cfg.Source)
 }
 
 // AgentFS returns the workspace as the container's agent reaches it, the
