@@ -404,7 +404,7 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	}
 	extra := c.cfg.Env
 	if c.cfg.Egress != nil {
-		extra = append(EgressEnv(), extra...)
+		extra = append(EgressEnv(c.agentRT.entrypoint()), extra...)
 	}
 	env := CommandEnv(imageEnv, extra)
 	if c.rootWorkspace {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"debug/elf"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
+
+	"github.com/corralhq/corral/egress"
 )
 
 var (
@@ -117,10 +120,17 @@ func busyboxImage(t *testing.T) string {
 
 // TestDynamicAgent: corral built with cgo on (dynamically linked) is a working
 // agent in the default image, in an image of nothing but a static busybox, and
-// under gVisor: it brings the host's loader and libraries.
+// under gVisor: it brings the host's loader and libraries, and commands run it
+// too (ssh's ProxyCommand with --network allow).
 func TestDynamicAgent(t *testing.T) {
 	need(t)
 	agent := dynamicAgent(t)
+	raw := rawUpstream(t)
+	proxy, err := egress.New(egress.Config{Allow: []string{"up.test:*"}, Hosts: []string{"up.test:127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
 	cases := []struct{ name, image, runtime string }{
 		{"default image", testImage, ""},
 		{"busybox image", busyboxImage(t), ""},
@@ -131,11 +141,14 @@ func TestDynamicAgent(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
-			cfg.Agent, cfg.Image, cfg.Runtime = agent, tc.image, tc.runtime
+			cfg.Agent, cfg.Image, cfg.Runtime, cfg.Egress = agent, tc.image, tc.runtime, proxy
 			c := newSandbox(t, cfg)
 			res, out := run(t, c, ExecRequest{Command: "echo ran in $(pwd)"})
 			if res.ExitCode != 0 || !strings.Contains(out, "ran in "+cfg.Workspace) {
 				t.Errorf("exit %d, output %q", res.ExitCode, out)
+			}
+			if res, out := run(t, c, ExecRequest{Command: fmt.Sprintf(proxyCommand, raw)}); res.ExitCode != 0 || !strings.Contains(out, "raw upstream says hi") {
+				t.Errorf("ssh's ProxyCommand: exit %d, output %q", res.ExitCode, out)
 			}
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/system"
@@ -40,13 +42,17 @@ const netListenTimeout = 10 * time.Second
 // EgressEnv is the environment that sends commands' traffic to the proxy:
 // the proxy variables in both cases (curl, wget, pip, npm, go, cargo, apt,
 // git), NO_PROXY empty (nothing bypasses it; there is no route anyway),
-// Node's fetch told to honour them, and the JVM's proxy properties.
-func EgressEnv() []string {
+// Node's fetch told to honour them, the JVM's proxy properties, and git's ssh
+// given a ProxyCommand that tunnels through the proxy with the corral binary
+// in the sandbox: agent is the command line that runs it (the Docker
+// backend's is its mount, behind its loader when it is dynamic), nil for no
+// ProxyCommand.
+func EgressEnv(agent []string) []string {
 	httpURL := "http://" + EgressHTTPAddr
 	socksURL := "socks5h://" + EgressSOCKSAddr
 	host, port, _ := net.SplitHostPort(EgressHTTPAddr)
 	java := fmt.Sprintf("-Dhttp.proxyHost=%[1]s -Dhttp.proxyPort=%[2]s -Dhttps.proxyHost=%[1]s -Dhttps.proxyPort=%[2]s -Dhttp.nonProxyHosts=", host, port)
-	return []string{
+	env := []string{
 		"HTTP_PROXY=" + httpURL, "http_proxy=" + httpURL,
 		"HTTPS_PROXY=" + httpURL, "https_proxy=" + httpURL,
 		"ALL_PROXY=" + socksURL, "all_proxy=" + socksURL,
@@ -54,6 +60,18 @@ func EgressEnv() []string {
 		"NODE_USE_ENV_PROXY=1",
 		"JAVA_TOOL_OPTIONS=" + java,
 	}
+	if len(agent) > 0 && !slices.ContainsFunc(agent, needsQuotes) {
+		// git runs it through sh, and ssh the ProxyCommand through sh again.
+		env = append(env, fmt.Sprintf("GIT_SSH_COMMAND=ssh -o 'ProxyCommand=%s agent connect %s %%h %%p'", strings.Join(agent, " "), EgressHTTPAddr))
+	}
+	return env
+}
+
+// needsQuotes says whether a word is not safe in a shell command as it is.
+func needsQuotes(s string) bool {
+	return s == "" || strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._+-=", r))
+	})
 }
 
 // egressSide opens the socket of a new container's egress where the runtime

@@ -49,6 +49,32 @@ func (r *pathRecorder) seen() []string {
 	return append([]string(nil), r.paths...)
 }
 
+// rawUpstream serves a line to every connection on the host's loopback, and
+// returns its port: a stream that is neither TLS nor HTTP, as ssh's is.
+func rawUpstream(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, "raw upstream says hi")
+			c.Close()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// proxyCommand is what git's ssh runs to connect: the ProxyCommand of
+// GIT_SSH_COMMAND (the corral binary in the sandbox, as the command's user).
+const proxyCommand = `eval "set -- $GIT_SSH_COMMAND"; pc=${3#ProxyCommand=}; ${pc%% %%h %%p} up.test %d </dev/null`
+
 // reachSocket is what a hostile command tries: to reach the host through the
 // egress socket itself, by every name it may have.
 const reachSocket = `import os, socket
@@ -81,6 +107,7 @@ func TestEgressPaths(t *testing.T) {
 	tlsSrv := httptest.NewTLSServer(srv.Config.Handler)
 	defer tlsSrv.Close()
 	tlsPort := tlsSrv.Listener.Addr().(*net.TCPAddr).Port
+	raw := rawUpstream(t)
 	for _, tc := range []struct {
 		name, runtime string
 		stream        bool
@@ -136,6 +163,9 @@ func TestEgressPaths(t *testing.T) {
 			paths := rec.seen()
 			if len(paths) != 2 || paths[0] != want || paths[1] != want {
 				t.Errorf("data paths %v, want %s for both", paths, want)
+			}
+			if out := sh(t, c, fmt.Sprintf(proxyCommand, raw)); out != "raw upstream says hi" {
+				t.Errorf("ssh's ProxyCommand: %q", out)
 			}
 			if err := os.WriteFile(filepath.Join(cfg.Workspace, "reach.py"), []byte(reachSocket), 0o644); err != nil {
 				t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 // newAgentCmd is the in-sandbox agent: the sandbox container's main process,
 // speaking corral's protocol on stdin and stdout. Not for people.
 func newAgentCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:    "agent",
 		Short:  "Serve commands inside a sandbox container (internal)",
 		Hidden: true,
@@ -20,4 +20,13 @@ func newAgentCmd() *cobra.Command {
 			return agent.Run(cmd.Context(), os.Stdin, os.Stdout, logger(cmd))
 		},
 	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "connect PROXY HOST PORT",
+		Short: "Connect stdin and stdout to HOST:PORT through the egress proxy at PROXY (ssh's ProxyCommand in a sandbox)",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return agent.Connect(cmd.Context(), args[0], args[1], args[2], os.Stdin, os.Stdout)
+		},
+	})
+	return cmd
 }

@@ -304,6 +304,9 @@ func (a *agent) hello(p []byte) error {
 		if err != nil {
 			a.log.Warn("cannot create HOME", "dir", home, "err", err)
 		}
+		if err := ensureUser(a.uid, a.gid, home); err != nil {
+			a.log.Debug("cannot name the commands' user", "err", err)
+		}
 	}
 	if a.bash {
 		go a.refill()
