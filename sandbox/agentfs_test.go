@@ -122,18 +122,40 @@ func TestAgentFSBasics(t *testing.T) {
 // The file half of the conformance suite, through the agent: with a
 // workspace that belongs to root (commands, and the agent's file
 // operations, override permissions) and with one that belongs to an
-// unprivileged user (permissions hold).
+// unprivileged user (permissions hold); under gVisor where it is
+// registered; over a stream without write deadlines, as a pod's.
 func TestAgentFSConformance(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		owner int
-	}{{"root-workspace", 0}, {"user-workspace", 1000}} {
+		name    string
+		owner   int
+		runtime string
+		piped   bool
+	}{
+		{name: "root-workspace", owner: 0},
+		{name: "user-workspace", owner: 1000},
+		{name: "gvisor", owner: 65532, runtime: "runsc"},
+		{name: "piped", owner: 1000, piped: true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
+			if tc.runtime != "" {
+				if !hasRuntime(t, tc.runtime) {
+					t.Skipf("%s is not registered with the Docker engine", tc.runtime)
+				}
+				cfg.Runtime = tc.runtime
+			}
 			if err := os.Chown(cfg.Workspace, tc.owner, tc.owner); err != nil {
 				t.Fatal(err)
 			}
-			c := newSandbox(t, cfg)
+			need(t)
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.piped {
+				c.transport = pipeTransport
+			}
+			t.Cleanup(func() { c.Close(context.Background()) })
 			a := agentFS(t, c)
 			n := 0
 			fsystest.Run(t, fsystest.Target{
@@ -194,7 +216,31 @@ func FuzzDispatchFS(f *testing.F) {
 // stays closed to them, as does a directory only root may write, and what
 // they create belongs to the commands' user.
 func TestAgentFSAsCommandsUser(t *testing.T) {
+	for _, rt := range runtimes(t) {
+		t.Run(rt, func(t *testing.T) { testAgentFSAsCommandsUser(t, rt) })
+	}
+}
+
+// runtimes are the OCI runtimes to test under: the engine's default, and
+// gVisor where it is registered.
+func runtimes(t *testing.T) []string {
+	rts := []string{"default"}
+	if hasRuntime(t, "runsc") {
+		rts = append(rts, "runsc")
+	}
+	return rts
+}
+
+func runtimeConfig(t *testing.T, rt string) Config {
 	cfg := testConfig(t)
+	if rt != "default" {
+		cfg.Runtime = rt
+	}
+	return cfg
+}
+
+func testAgentFSAsCommandsUser(t *testing.T, rt string) {
+	cfg := runtimeConfig(t, rt)
 	ws := cfg.Workspace
 	if err := os.Chown(ws, 1000, 1000); err != nil {
 		t.Fatal(err)
@@ -242,7 +288,17 @@ func TestAgentFSAsCommandsUser(t *testing.T) {
 // user's own, and tries to trace each; the agent, its file operations and
 // the sandbox live on.
 func TestAgentFSThreadsResistSignals(t *testing.T) {
-	c := newSandbox(t, testConfig(t))
+	for _, rt := range runtimes(t) {
+		t.Run(rt, func(t *testing.T) { testAgentFSThreadsResistSignals(t, rt) })
+	}
+}
+
+func testAgentFSThreadsResistSignals(t *testing.T, rt string) {
+	cfg := runtimeConfig(t, rt)
+	if rt == "runsc" {
+		gVisorWorkspace(t, cfg)
+	}
+	c := newSandbox(t, cfg)
 	a := agentFS(t, c)
 	// Every worker has taken the commands' credentials by now.
 	if _, err := a.Stat("."); err != nil {
@@ -320,5 +376,40 @@ func BenchmarkAgentFSStat(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// AgentFS follows the sandbox: when its container dies, the roots and files
+// opened on it fail with a *DiedError, and the next operation reaches the
+// new container's agent.
+func TestAgentFSFollowsRestart(t *testing.T) {
+	c := newSandbox(t, testConfig(t))
+	a := agentFS(t, c)
+	if err := a.Mkdir("d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := a.OpenRoot("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	old := containerID(t, c)
+	api, _ := engine()
+	killer := api.(interface {
+		ContainerKill(context.Context, string, string) error
+	})
+	if err := killer.ContainerKill(context.Background(), old, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the client sees the death", func() bool {
+		_, err := sub.Stat(".")
+		var d *DiedError
+		return errors.As(err, &d)
+	})
+	if _, err := a.Stat("d"); err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+	if id := containerID(t, c); id == old {
+		t.Errorf("still the old container %s", id)
 	}
 }

@@ -26,8 +26,9 @@ import (
 // it needs, so that only a hang fails a case.
 const bound = 2 * time.Minute
 
-// Run runs the exec cases against a sandbox newSandbox makes (once, shared
-// by the cases; it closes the sandbox itself, with t.Cleanup). The sandbox
+// Run runs the exec cases, then the file cases (RunFiles), against a
+// sandbox newSandbox makes (once, shared by the cases; it closes the sandbox
+// itself, with t.Cleanup). The sandbox
 // must run commands as a user that can write its workspace, and its image
 // must have a POSIX shell and coreutils (or busybox).
 func Run(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox) {
@@ -36,6 +37,7 @@ func Run(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox) {
 	for _, c := range execCases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, ctx, sb) })
 	}
+	t.Run("Files", func(t *testing.T) { RunFiles(t, sb) })
 }
 
 // Exec runs req and fails the test when it errs or hangs; it returns the
