@@ -1,7 +1,8 @@
 // Package mcp serves corral's tools over the Model Context Protocol (the
 // official Go SDK): read, edit, write and bash, each MCP session with its own
 // corral session and sandbox, opened on its first call and closed when the client
-// goes away. `corral mcp` only starts it.
+// goes away; and, as resources, the session's checkpoints and diffs (and an
+// isolated session's changes), to read. `corral mcp` only starts it.
 package mcp
 
 import (
@@ -82,6 +83,7 @@ func NewServer(host *corral.Host, opts Options) *Server {
 	addTool(m, tools.ToolEdit, tools.EditDescription, (*tools.Session).Edit, &sdk.ToolAnnotations{DestructiveHint: ptr(false)})
 	addTool(m, tools.ToolWrite, tools.WriteDescription, (*tools.Session).Write, &sdk.ToolAnnotations{DestructiveHint: ptr(true)})
 	addTool(m, tools.ToolBash, tools.BashDescription, (*tools.Session).Bash, &sdk.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)})
+	m.addResources()
 	return m
 }
 

@@ -607,3 +607,116 @@ func TestMCPHTTPSessionContainer(t *testing.T) {
 		t.Errorf("%d call_end events, want 3 (two sessions)", ends)
 	}
 }
+
+// readResource reads one resource's text.
+func readResource(t *testing.T, cs *mcp.ClientSession, uri string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, c := range res.Contents {
+		b.WriteString(c.Text)
+	}
+	return b.String(), nil
+}
+
+// TestMCPCheckpointResources: the session's checkpoints and what changed
+// since each are resources the client reads; another session's are not
+// listed nor readable, and there is no tool to restore one.
+func TestMCPCheckpointResources(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\ntwo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := mcpClient(t, nil, "--workspace", ws)
+	ctx := context.Background()
+	list, err := cs.ListResources(ctx, nil)
+	if err != nil || len(list.Resources) != 1 || list.Resources[0].URI != "corral://checkpoints" {
+		t.Fatalf("resources: %+v %v", list, err)
+	}
+	tmpl, err := cs.ListResourceTemplates(ctx, nil)
+	if err != nil || len(tmpl.ResourceTemplates) != 1 || tmpl.ResourceTemplates[0].URITemplate != "corral://checkpoints/{id}/diff" {
+		t.Fatalf("templates: %+v %v", tmpl, err)
+	}
+	text, err := readResource(t, cs, "corral://checkpoints")
+	if err != nil || !strings.Contains(text, "no checkpoint yet") {
+		t.Fatalf("before any call: %q %v", text, err)
+	}
+	callTool(t, cs, "read", map[string]any{"path": "a.txt"})
+	if res := callTool(t, cs, "edit", map[string]any{"path": "a.txt", "oldText": "one", "newText": "uno"}); res.IsError {
+		t.Fatal(resultText(res))
+	}
+	callTool(t, cs, "write", map[string]any{"path": "b.txt", "content": "new\n"})
+	text, err = readResource(t, cs, "corral://checkpoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^1 +\S+ +mcp-\d+ +edit +a\.txt +1 file\(s\) \+1 -1: M a\.txt$`),
+		regexp.MustCompile(`(?m)^2 +\S+ +mcp-\d+ +write +b\.txt +1 file\(s\) \+1 -0: A b\.txt$`),
+	} {
+		if !want.MatchString(text) {
+			t.Errorf("checkpoints lack %v:\n%s", want, text)
+		}
+	}
+	diff, err := readResource(t, cs, "corral://checkpoints/1/diff")
+	if err != nil || !strings.Contains(diff, "-one\n+uno\n") || !strings.Contains(diff, "+new\n") {
+		t.Errorf("diff since 1: %q %v", diff, err)
+	}
+	if _, err := readResource(t, cs, "corral://checkpoints/99/diff"); err == nil {
+		t.Error("a checkpoint the session does not have was read")
+	}
+	// Another client: a session of its own, which does not see the first's.
+	other := mcpClient(t, nil, "--workspace", ws)
+	callTool(t, other, "read", map[string]any{"path": "a.txt"})
+	callTool(t, other, "write", map[string]any{"path": "a.txt", "content": "other\n"})
+	if _, err := readResource(t, other, "corral://checkpoints/1/diff"); err == nil {
+		t.Error("another session's checkpoint was read")
+	}
+	// Reading, never restoring.
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if strings.Contains(tool.Name, "restore") || strings.Contains(tool.Name, "checkpoint") {
+			t.Errorf("a tool %q", tool.Name)
+		}
+	}
+}
+
+// TestMCPIsolated: with --isolate each client works on its own copy; the
+// user's tree is untouched, the model is told so, and the session's changes
+// are a resource.
+func TestMCPIsolated(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := mcpClient(t, nil, "--workspace", ws, "--isolate")
+	if ins := cs.InitializeResult().Instructions; !strings.Contains(ins, "private copy of the workspace") {
+		t.Errorf("instructions: %q", ins)
+	}
+	res := callTool(t, cs, "read", map[string]any{"path": filepath.Join(ws, "a.txt")})
+	if !strings.Contains(resultText(res), "[corral: this session works on a private copy") {
+		t.Errorf("first result: %s", resultText(res))
+	}
+	callTool(t, cs, "edit", map[string]any{"path": "a.txt", "oldText": "one", "newText": "uno"})
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one\n" {
+		t.Errorf("the user's file changed: %q", b)
+	}
+	diff, err := readResource(t, cs, "corral://isolated/diff")
+	if err != nil || !strings.Contains(diff, "-one\n+uno\n") {
+		t.Errorf("isolated diff: %q %v", diff, err)
+	}
+	text, err := readResource(t, cs, "corral://checkpoints")
+	if err != nil || !regexp.MustCompile(`(?m)^2 +\S+ +mcp-\d+ +edit +a\.txt +1 file\(s\) \+1 -1: M a\.txt$`).MatchString(text) {
+		t.Errorf("checkpoints of the copy: %q %v", text, err)
+	}
+}
