@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/calls"
 	"github.com/corralhq/corral/policy"
 )
 
@@ -288,7 +289,7 @@ func checkBatch(e *policy.Engine, in io.Reader, out io.Writer, explain bool) err
 			Reason: "the line could not be read, so nothing was classified: " + msg})
 	}
 	for n := 1; ; n++ {
-		line, tooLong, err := readLine(r, maxLineBytes)
+		line, tooLong, err := calls.ReadLine(r, maxLineBytes)
 		if err != nil && err != io.EOF {
 			return fmt.Errorf("reading line %d: %w", n, err)
 		}

@@ -1,24 +1,21 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral"
-	"github.com/corralhq/corral/tools"
+	"github.com/corralhq/corral/calls"
 )
 
-// maxLineBytes caps one input line of `corral run`; a longer line is reported as an
-// error and skipped, so one bad line cannot exhaust memory.
-const maxLineBytes = 64 << 20
+// maxLineBytes caps one input line of `corral run` and `corral check --batch`; a
+// longer line is reported as an error and skipped, so one bad line cannot
+// exhaust memory.
+const maxLineBytes = calls.MaxLineBytes
 
 func newRunCmd() *cobra.Command {
 	var f sessionFlags
@@ -61,7 +58,7 @@ and stop.`,
 			}
 			s, err := h.Open(cmd.Context(), corral.SessionOptions{})
 			if err == nil {
-				err = runLines(cmd.Context(), s.Session, in, cmd.OutOrStdout())
+				err = calls.Run(cmd.Context(), s.Session, in, cmd.OutOrStdout(), nil)
 			}
 			if cerr := closeHost(); cerr != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "corral: closing the session:", cerr)
@@ -80,171 +77,5 @@ and stop.`,
 	return cmd
 }
 
-// lineShape tells what an input line must look like.
-const lineShape = `Each line must be {"id": "...", "tool": "read|edit|write|bash", "args": {...}}.`
-
-// fieldKinds names the JSON kind of each field of an input line.
-var fieldKinds = map[string]string{"tool": "a string", "args": "an object"}
-
-// runLine is one input line of `corral run`.
-type runLine struct {
-	ID   json.RawMessage `json:"id"`
-	Tool string          `json:"tool"`
-	Args json.RawMessage `json:"args"`
-}
-
 // runResult is one output line of `corral run`.
-type runResult struct {
-	ID      json.RawMessage `json:"id"`
-	Tool    string          `json:"tool"`
-	IsError bool            `json:"is_error"`
-	Content string          `json:"content"`
-	Details any             `json:"details,omitempty"`
-}
-
-// runLines reads calls from in and writes their results to out, one line each,
-// flushed before the next line is read. It returns ctx's error when cancelled
-// (after writing the result of the call that was running) and an error when in
-// or out fail.
-func runLines(ctx context.Context, s *tools.Session, in io.Reader, out io.Writer) error {
-	w := bufio.NewWriter(out)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	lines := newLineReader(in)
-	for n := 1; ; n++ {
-		var l inputLine
-		select {
-		case l = <-lines.next():
-		case <-ctx.Done():
-			// Waiting for input that may never come: Ctrl-C ends the run.
-			return ctx.Err()
-		}
-		if l.err != nil && l.err != io.EOF {
-			return fmt.Errorf("reading input: %w", l.err)
-		}
-		if len(bytes.TrimSpace(l.line)) > 0 || l.tooLong {
-			res := runOne(ctx, s, n, l.line, l.tooLong)
-			if err := enc.Encode(res); err != nil {
-				return fmt.Errorf("writing result: %w", err)
-			}
-			if err := w.Flush(); err != nil {
-				return fmt.Errorf("writing result: %w", err)
-			}
-		}
-		if l.err == io.EOF {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-}
-
-// inputLine is one line of input, or the error that ended it.
-type inputLine struct {
-	line    []byte
-	tooLong bool
-	err     error
-}
-
-// lineReader reads one line at a time, only when asked, on its own goroutine: the
-// caller can stop waiting when its context is cancelled, and no line is read
-// before the previous result was written.
-type lineReader struct {
-	r   *bufio.Reader
-	out chan inputLine
-}
-
-func newLineReader(in io.Reader) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(in, 64<<10), out: make(chan inputLine, 1)}
-}
-
-// next starts reading the next line and returns the channel it will arrive on.
-func (lr *lineReader) next() <-chan inputLine {
-	go func() {
-		line, tooLong, err := readLine(lr.r, maxLineBytes)
-		lr.out <- inputLine{line, tooLong, err}
-	}()
-	return lr.out
-}
-
-func runOne(ctx context.Context, s *tools.Session, n int, line []byte, tooLong bool) runResult {
-	if tooLong {
-		return runResult{ID: json.RawMessage("null"), IsError: true,
-			Content: fmt.Sprintf("Line %d is longer than %d MB and was skipped. Split large writes, or write the content in parts with edit.", n, maxLineBytes>>20)}
-	}
-	var call runLine
-	if err := json.Unmarshal(line, &call); err != nil {
-		what := "not a JSON object"
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			what = "not valid JSON (" + se.Error() + ")"
-		}
-		res := runResult{ID: json.RawMessage("null"), IsError: true,
-			Content: fmt.Sprintf("Line %d is %s. %s", n, what, lineShape)}
-		// Echo the id of an object whose other fields have the wrong type.
-		var loose struct {
-			ID json.RawMessage `json:"id"`
-		}
-		if json.Unmarshal(line, &loose) == nil && len(loose.ID) > 0 {
-			res.ID = loose.ID
-		}
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			res.Content = fmt.Sprintf("Line %d: %q must be %s, got a JSON %s. %s", n, te.Field, fieldKinds[te.Field], te.Value, lineShape)
-		}
-		return res
-	}
-	res := runResult{ID: call.ID, Tool: call.Tool}
-	if len(res.ID) == 0 {
-		res.ID = json.RawMessage("null")
-	}
-	if call.Tool == "" {
-		res.IsError = true
-		res.Content = fmt.Sprintf("Line %d names no tool. %s", n, lineShape)
-		return res
-	}
-	if id := idString(call.ID); id != "" {
-		ctx = tools.WithCallID(ctx, id)
-	}
-	r, err := s.Call(ctx, call.Tool, call.Args)
-	if err != nil {
-		res.IsError = true
-		res.Content = fmt.Sprintf("%s failed: %v", call.Tool, err)
-		return res
-	}
-	res.IsError, res.Content, res.Details = r.IsError, r.Content, r.Details
-	return res
-}
-
-// idString renders a JSON id (string or number) as text for events.
-func idString(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		return n.String()
-	}
-	return ""
-}
-
-// readLine reads one line without its newline. A line longer than max is consumed
-// and reported with tooLong, without keeping it.
-func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if !tooLong {
-			if len(line)+len(chunk) > max {
-				tooLong, line = true, nil
-			} else {
-				line = append(line, chunk...)
-			}
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		return bytes.TrimRight(line, "\r\n"), tooLong, err
-	}
-}
+type runResult = calls.Result
