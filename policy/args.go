@@ -1,6 +1,9 @@
 package policy
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // The one argument parser. Every program description says how its program
 // reads its arguments with an optSpec, and every check reads them through
@@ -29,6 +32,9 @@ type optSpec struct {
 	words    bool            // options are whole words, never clusters: find -name, kill -9
 	maxOpts  int             // the options end after this many (kill -9 -1: -1 is a pid); 0 for no limit
 	exact    bool            // long options are never abbreviated (git's own options)
+	// longs are all the long options named, sorted, made the first time
+	// resolve needs them.
+	longs []string
 	// ends are options after which the options end: python -c CODE and
 	// -m MODULE take the rest as the program's arguments.
 	ends map[string]bool
@@ -41,7 +47,31 @@ type optSpec struct {
 // spec makes an optSpec from the short options that take a value and the
 // long ones that do (a long option may be written with one dash: go's -exec).
 func spec(short string, long ...string) optSpec {
-	return optSpec{short: short, long: set(long...)}
+	sp := optSpec{short: short}
+	if len(long) > 0 {
+		sp.long = set(long...)
+	}
+	return sp
+}
+
+// ready returns sp with its long options listed for resolve, for a spec made
+// once and read many times.
+func (sp optSpec) ready() optSpec {
+	sp.index()
+	return sp
+}
+
+// index lists sp's long options, sorted, for resolve.
+func (sp *optSpec) index() {
+	sp.longs = []string{}
+	for _, m := range []map[string]bool{sp.long, sp.optLong, sp.two, sp.until, sp.flags} {
+		for k := range m {
+			if strings.HasPrefix(k, "--") {
+				sp.longs = append(sp.longs, k)
+			}
+		}
+	}
+	slices.Sort(sp.longs)
 }
 
 // firstOperand returns sp with options ending at the first operand, as for
@@ -178,14 +208,15 @@ func (sp *optSpec) resolve(name string) string {
 	if sp.exact || !strings.HasPrefix(name, "--") || len(name) < 3 || sp.known(name) {
 		return name
 	}
-	var found []string
-	for _, m := range []map[string]bool{sp.long, sp.optLong, sp.two, sp.until, sp.flags} {
-		for k := range m {
-			if strings.HasPrefix(k, name) {
-				found = append(found, k)
-			}
-		}
+	if sp.longs == nil {
+		sp.index()
 	}
+	i, _ := slices.BinarySearch(sp.longs, name)
+	j := i
+	for j < len(sp.longs) && strings.HasPrefix(sp.longs[j], name) {
+		j++
+	}
+	found := sp.longs[i:j]
 	if len(found) == 0 {
 		return name
 	}
@@ -381,10 +412,19 @@ func (p parsed) keyed(key string) []field {
 	return out
 }
 
+// gitSub returns the arguments of git's subcommand, read once.
+func (c *call) gitSub() parsed {
+	if !c.subOK {
+		ops := c.opts().ops
+		c.gitArgs, c.subOK = parseArgs(ops[min(1, len(ops)):], gitSubArgs), true
+	}
+	return c.gitArgs
+}
+
 // opts parses the call's arguments as its program reads them.
 func (c *call) opts() parsed {
 	if !c.parsedOK {
-		c.parsed, c.parsedOK = parseArgs(c.args(), c.spec), true
+		c.parsed, c.parsedOK, c.subOK = parseArgs(c.args(), c.spec), true, false
 	}
 	return c.parsed
 }

@@ -107,6 +107,9 @@ var (
 )
 
 func set(names ...string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
 	m := make(map[string]bool, len(names))
 	for _, n := range names {
 		m[n] = true

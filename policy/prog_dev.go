@@ -421,7 +421,7 @@ var (
 				long = append(long, o)
 			}
 		}
-		return spec(short, long...).noAbbrev().firstOperand()
+		return spec(short, long...).noAbbrev().firstOperand().ready()
 	}()
 	dockerReadOnly = set("ps", "images", "version", "info", "inspect", "logs", "stats", "top", "history", "port",
 		"diff", "events", "search", "help", "--version", "-v", "--help")

@@ -28,7 +28,7 @@ var (
 	gitArgs = spec("Cc", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env", "--list-cmds",
 		"--attr-source").optional("", "--exec-path").withFlags("--no-pager", "--paginate", "--bare", "--no-replace-objects",
 		"--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--no-optional-locks",
-		"--no-lazy-fetch", "--no-advice", "--html-path", "--man-path", "--info-path").noAbbrev().firstOperand()
+		"--no-lazy-fetch", "--no-advice", "--html-path", "--man-path", "--info-path").noAbbrev().firstOperand().ready()
 	gitSubArgs = spec("CmFcuOxSsbBtUX", "--upload-pack", "--receive-pack", "--exec", "--template", "--config",
 		"--output", "--message", "--file", "--author", "--date", "--format", "--pretty", "--branch", "--origin", "--depth",
 		"--reference", "--separate-git-dir", "--filter", "--strategy", "--onto", "--push-option", "--repo",
@@ -40,7 +40,9 @@ var (
 			"--no-overlay", "--root", "--remote", "--name-only", "--files-with-matches", "--ext-diff", "--edit", "--get",
 			"--get-all", "--get-regexp", "--get-urlmatch", "--list", "--get-color", "--get-colorbool", "--show-origin",
 			"--show-scope", "--name-only", "--unset", "--unset-all", "--remove-section", "--rename-section", "--global",
-			"--system", "--local", "--aggressive", "--all", "--tags", "--interactive", "--amend", "--no-verify")
+			"--system", "--local", "--aggressive", "--all", "--tags", "--interactive", "--amend", "--no-verify", "--short",
+			"--porcelain", "--oneline", "--stat", "--graph", "--cached", "--name-status", "--decorate", "--no-edit",
+			"--quiet", "--verbose", "--ff-only", "--no-ff", "--rebase", "--abbrev-ref", "--show-toplevel", "--patch-with-stat").ready()
 )
 
 // gitSplit reads git's own options, and returns them with the subcommand and
@@ -132,7 +134,7 @@ var (
 )
 
 func checkGit(w *walker, c *call) {
-	_, _, globals := gitSplit(c.args())
+	globals := c.opts()
 	rest := globals.ops
 	for _, g := range globals.opts {
 		switch g.name {
@@ -161,10 +163,10 @@ func checkGit(w *walker, c *call) {
 	// What git changes in a repository outside the workspace (git -C
 	// ../other rm -rf ., cd /srv/app && git clean -fdx) is someone else's
 	// work.
-	if where := w.gitElsewhere(c, globals); where != "" && !gitReads(parsed{ops: rest}) {
+	if where := w.gitElsewhere(c, globals); where != "" && !gitReads(parsed{ops: rest}, c.gitSub()) {
 		w.add(Confirm, ruleGitOutside, fmt.Sprintf("git %s changes the repository or working tree at %s, where uncommitted work may be lost; work in the workspace's repository, or ask for approval", sub, where), c.part)
 	}
-	p := parseArgs(args, gitSubArgs)
+	p := c.gitSub()
 	// Options of many subcommands that run programs.
 	for _, o := range p.opts {
 		switch o.name {
@@ -403,7 +405,7 @@ func (w *walker) gitElsewhere(c *call, globals parsed) string {
 			continue
 		}
 		switch info := w.classifyPath(p); info.class {
-		case pcWorkspace, pcWorkspaceRoot, pcUnknown, pcEmptyVar:
+		case pcWorkspace, pcWorkspaceRoot, pcUnknown, pcEmptyVar, pcGitConfig:
 		default:
 			return info.what
 		}

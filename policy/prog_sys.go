@@ -161,7 +161,7 @@ func registerSys() {
 			}
 		}
 	}})
-	reg("grep egrep fgrep rg ag ack ugrep git-grep", program{decision: Allow, rule: ruleReadOnly, reason: "%s searches files and prints matches", check: checkGrep})
+	reg("grep egrep fgrep rg ag ack ugrep git-grep", program{decision: Allow, rule: ruleReadOnly, reason: "%s searches files and prints matches", check: checkGrep, args: grepArgs})
 	reg("hostname", program{decision: Allow, rule: ruleInfo, reason: "hostname prints the machine's name", exempt: true, check: func(w *walker, c *call) {
 		p := parseArgs(c.args(), spec("F", "--file"))
 		if len(p.ops) > 0 || len(p.values("-F", "--file")) > 0 {
@@ -390,11 +390,16 @@ var credentialPattern = regexp.MustCompile(`(?i)AKIA|ASIA|PRIVATE KEY|BEGIN (RSA
 // checkGrep: searching the workspace is allowed; searching the whole home
 // directory or filesystem needs approval, and hunting for credentials there is
 // denied.
+// grepArgs is how grep and its kin (rg, ag, ack) read their arguments.
+var grepArgs = spec("efABCmdDgtTMj", "--regexp", "--file", "--after-context", "--before-context", "--context",
+	"--max-count", "--include", "--exclude", "--exclude-dir", "--glob", "--type", "--type-not", "--max-depth", "--label",
+	"--binary-files", "--devices", "--directories", "--replace", "--pre", "--pre-glob", "--ignore-file",
+	"--max-filesize", "--threads", "--sort", "--sortr", "--field-match-separator", "--path-separator", "--engine").
+	optional("", "--color", "--colour").withFlags("--recursive", "--dereference-recursive", "--files-with-matches",
+	"--files-without-match", "--files", "--count", "--quiet", "--silent", "--ignore-case", "--line-number")
+
 func checkGrep(w *walker, c *call) {
-	p := parseArgs(c.args(), spec("efABCmdDgtTMj", "--regexp", "--file", "--after-context", "--before-context", "--context",
-		"--max-count", "--include", "--exclude", "--exclude-dir", "--glob", "--type", "--type-not", "--max-depth", "--label",
-		"--binary-files", "--devices", "--directories", "--color", "--colour", "--replace", "--pre", "--pre-glob", "--ignore-file",
-		"--max-filesize", "--threads", "--sort", "--sortr", "--field-match-separator", "--path-separator", "--engine"))
+	p := c.opts()
 	for _, v := range p.values("--pre") {
 		w.add(Confirm, ruleProgramOption, c.name+" --pre runs a program on every file it searches; drop the option", c.part)
 		w.programString(v, c.part, c.name+" --pre")

@@ -30,6 +30,7 @@ func reg(names string, p program) {
 		if _, dup := programs[n]; dup {
 			panic("policy: program " + n + " registered twice")
 		}
+		p.args.index()
 		programs[n] = p
 	}
 }
@@ -42,7 +43,7 @@ func readsArgs(names string, sp optSpec) {
 		if !ok {
 			panic("policy: readsArgs of " + n + ", which is not registered")
 		}
-		p.args = sp
+		p.args = sp.ready()
 		programs[n] = p
 	}
 }

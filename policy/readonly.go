@@ -78,7 +78,6 @@ var checkedReaders = map[string]func(p parsed) bool{
 		return true
 	},
 	"awk": awkReads, "gawk": awkReads, "mawk": awkReads, "nawk": awkReads,
-	"git": gitReads,
 	"go": func(p parsed) bool {
 		if len(p.ops) == 0 {
 			return true
@@ -116,7 +115,7 @@ var gitListing = map[string][]string{
 
 // gitReads reports whether a git command only reads: a read-only subcommand,
 // or a listing form of one that can also change things.
-func gitReads(gp parsed) bool {
+func gitReads(gp, p parsed) bool {
 	for _, g := range gp.opts {
 		switch g.name {
 		case "-C", "--no-pager", "-P", "--no-optional-locks", "--literal-pathspecs", "--no-replace-objects", "--bare", "--paginate", "-p":
@@ -127,8 +126,7 @@ func gitReads(gp parsed) bool {
 	if len(gp.ops) == 0 {
 		return true
 	}
-	sub, args := gp.ops[0].s, gp.ops[1:]
-	p := parseArgs(args, gitSubArgs)
+	sub := gp.ops[0].s
 	if p.has("--output", "-o") && sub != "branch" {
 		return false
 	}
@@ -172,14 +170,18 @@ func gitReads(gp parsed) bool {
 	return false
 }
 
-// readOnlyCall reports whether a known program called with args surely
-// changes nothing beyond its output.
-func readOnlyCall(name string, args []field) bool {
+// readOnlyCall reports whether a known program called so surely changes
+// nothing beyond its output.
+func readOnlyCall(name string, c *call) bool {
 	if pureReaders[name] {
 		return true
 	}
+	args := c.args()
+	if name == "git" {
+		return gitReads(c.opts(), c.gitSub())
+	}
 	if f := checkedReaders[name]; f != nil {
-		return f(argsOf(name, args))
+		return f(c.opts())
 	}
 	// prog --version, prog --help: the program prints and exits.
 	if len(args) == 1 && (args[0].s == "--version" || args[0].s == "--help") {

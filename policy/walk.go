@@ -1182,6 +1182,8 @@ type call struct {
 	spec     optSpec
 	parsed   parsed
 	parsedOK bool
+	gitArgs  parsed // git's subcommand's arguments (gitSub)
+	subOK    bool
 }
 
 func (c *call) args() []field { return c.argv[1:] }
@@ -1335,7 +1337,7 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		w.script(v+" "+quoteArgs(c.args()), c.part)
 		delete(w.expanding, name)
 	case known:
-		inv.rule, inv.reason, inv.readOnly = p.rule, p.reason, readOnlyCall(name, c.args())
+		inv.rule, inv.reason, inv.readOnly = p.rule, p.reason, readOnlyCall(name, c)
 		if strings.Contains(inv.reason, "%s") {
 			inv.reason = fmt.Sprintf(inv.reason, name)
 		}
