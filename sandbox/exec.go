@@ -96,6 +96,10 @@ type ExecResult struct {
 	// ProcessLimit is set when the command hit the sandbox's process limit (a
 	// fork bomb): forks failed, and everything it started was killed.
 	ProcessLimit bool `json:"process_limit,omitempty"`
+	// TrackerKilled is set when the command killed the tracker of its
+	// processes (a sandbox whose agent runs as the commands' user, as in a
+	// Kubernetes pod): everything it started was killed.
+	TrackerKilled bool `json:"tracker_killed,omitempty"`
 	// Restarted is set when the sandbox container had died and a new one was
 	// started for this command: shell state and background processes were lost.
 	Restarted bool `json:"restarted,omitempty"`
@@ -176,6 +180,7 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) 
 	}
 	res.Dir, res.DirReset = ex.Dir, reset || ex.DirReset
 	res.InputWait, res.OOMKilled, res.ProcessLimit = ex.InputWait, ex.OOMKilled, ex.ProcessLimit
+	res.TrackerKilled = ex.TrackerKilled
 	for _, p := range ex.Background {
 		res.Background = append(res.Background, Process{PID: p.PID, Command: sanitize.Text(p.Command)})
 	}

@@ -416,6 +416,9 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	if res.ProcessLimit {
 		h.WriteString("Process limit reached: the command started more processes than the sandbox allows, so forks failed and everything it started was killed.\n")
 	}
+	if res.TrackerKilled {
+		h.WriteString("Tracker killed: the command killed the sandbox's tracker of its processes, so everything it started was killed.\n")
+	}
 	if len(res.Background) > 0 {
 		h.WriteString("Still running in the background:")
 		for _, p := range res.Background {

@@ -27,6 +27,35 @@ func newAgentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return agent.Connect(cmd.Context(), args[0], args[1], args[2], os.Stdin, os.Stdout)
 		},
+	}, &cobra.Command{
+		Use:                "track",
+		Short:              "Start a command's shell and reap its processes (internal)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return agent.Track(args)
+		},
+	}, &cobra.Command{
+		Use:   "install DEST",
+		Short: "Copy this binary to DEST, for a sandbox pod's init container (internal)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return agent.Install(args[0])
+		},
+	}, &cobra.Command{
+		Use:   "pack DIR",
+		Short: "Write DIR as a tar stream on stdout (internal)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return agent.Pack(args[0])
+		},
+	}, &cobra.Command{
+		Use:   "unpack DIR",
+		Short: "Unpack the tar stream on stdin into DIR (internal)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return agent.Unpack(args[0])
+		},
 	})
 	return cmd
 }

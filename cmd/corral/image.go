@@ -31,6 +31,9 @@ func newImageBuildCmd() *cobra.Command {
 		base  string
 		force bool
 		check bool
+		// --agent
+		agentImage bool
+		binary     string
 	)
 	cmd := &cobra.Command{
 		Use:   "build [flags]",
@@ -62,6 +65,16 @@ and the docker CLI.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "%s is up to date\n", name)
 				return nil
 			}
+			if agentImage {
+				if name == images.Default {
+					name = images.DefaultAgent
+				}
+				if err := images.BuildAgent(cmd.Context(), images.AgentOptions{Name: name, Binary: binary, Stderr: cmd.ErrOrStderr()}); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "built %s\n", name)
+				return nil
+			}
 			return images.Build(cmd.Context(), images.BuildOptions{
 				Name:   name,
 				Base:   base,
@@ -77,7 +90,10 @@ and the docker CLI.`,
 	fl.StringVar(&base, "base", "", "base image to build FROM (default debian:bookworm-slim, bootstrapped with debootstrap when it cannot be pulled); any other must be local or pullable")
 	fl.BoolVar(&force, "force", false, "rebuild even if the image is up to date, without docker's layer cache, trying to pull a newer base first")
 	fl.BoolVar(&check, "check", false, "build nothing: exit 0 if the image is up to date, 1 if it is missing or out of date")
+	fl.BoolVar(&agentImage, "agent", false, "build the agent image of the Kubernetes backend instead ("+images.DefaultAgent+" unless --name): this corral's static binary at /corral, FROM scratch")
+	fl.StringVar(&binary, "binary", "", "with --agent, the static corral binary to put in the image (default: this one, which must be static)")
 	cmd.MarkFlagsMutuallyExclusive("check", "force")
+	cmd.MarkFlagsMutuallyExclusive("check", "agent")
 	return cmd
 }
 

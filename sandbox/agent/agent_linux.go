@@ -78,10 +78,18 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a := &agent{log: log, out: out, cmds: map[uint32]*agentCmd{}, done: ctx.Done(), cancel: cancel, children: map[int]chan syscall.WaitStatus{}}
+	a := &agent{log: log, out: out, cmds: map[uint32]*agentCmd{}, done: ctx.Done(), cancel: cancel, children: map[int]chan syscall.WaitStatus{}, trackers: map[uint32]int{}}
 	a.fs = newFSServer(a)
 	defer a.fs.close()
-	a.setupErr = confine()
+	// Run as anyone but root, the agent is its commands' user: it cannot
+	// give them another one or a marker group, and they can signal it.
+	if a.tracked = os.Geteuid() != 0; a.tracked {
+		ignoreAll()
+		a.self, a.setupErr = os.Executable()
+	}
+	if err := confine(); err != nil && a.setupErr == nil {
+		a.setupErr = err
+	}
 	a.heard.Mark()
 	a.nets = netrelay.NewTable(a.send, maxRelayed)
 	defer a.nets.Fail()
@@ -197,11 +205,17 @@ type agent struct {
 	// it refuses to serve then.
 	setupErr error
 	marks    atomic.Uint32 // marker groups handed out so far
+	// tracked says the agent runs as its commands' user (a Kubernetes
+	// pod): each shell has a tracker (track_linux.go), self is this
+	// binary, and trackers maps a shell's marker to its tracker's pid.
+	tracked bool
+	self    string
 
 	// reapMu is held while a shell starts and is registered, and while
 	// children are reaped, so that no exit is reaped before its waiter exists.
 	reapMu   sync.Mutex
 	children map[int]chan syscall.WaitStatus // guarded by reapMu
+	trackers map[uint32]int                  // guarded by reapMu
 
 	// Set by the hello frame, read-only afterwards.
 	workspace string
@@ -277,8 +291,10 @@ func (a *agent) hello(p []byte) error {
 		reply.Error = fmt.Sprintf("protocol version %d, the agent speaks %d: use the same corral binary on both sides", h.Version, proto.Version)
 	} else if a.setupErr != nil {
 		reply.Error = "the agent cannot separate itself from commands: " + a.setupErr.Error()
-	} else if os.Geteuid() != 0 {
-		reply.Error = fmt.Sprintf("the agent runs as uid %d: it must run as root in the sandbox (with CAP_SETUID and CAP_SETGID) to start commands as another user", os.Geteuid())
+	} else if a.tracked && (h.UID != uint32(os.Geteuid()) || h.GID != uint32(os.Getegid())) {
+		reply.Error = fmt.Sprintf("the agent runs as %d:%d, not as root: commands can only run as that user, not as %d:%d", os.Geteuid(), os.Getegid(), h.UID, h.GID)
+	} else if a.tracked && os.Getpid() != 1 {
+		reply.Error = fmt.Sprintf("the agent runs as its commands' user (%d), so it must be its container's PID 1, which they cannot signal; it is pid %d (a pod that shares its process namespace?)", os.Geteuid(), os.Getpid())
 	} else if h.UID == 0 {
 		reply.Error = "commands may not run as root"
 	}
@@ -288,6 +304,9 @@ func (a *agent) hello(p []byte) error {
 	}
 	a.workspace = filepath.Clean(h.Workspace)
 	a.env = h.Env
+	if h.InheritEnv {
+		a.env = inheritedEnv(os.Environ(), h.Env)
+	}
 	a.cmdEnv = envpath.WithDefaults(h.Env, cmdEnvDefaults)
 	a.shell, a.bash = findShell(h.Env)
 	a.uid, a.gid, a.ambient = h.UID, h.GID, h.AmbientCaps
@@ -295,7 +314,7 @@ func (a *agent) hello(p []byte) error {
 		a.ambient = nil
 		reply.Warning = "the sandbox's kernel has no ambient capabilities (gVisor before 2023): commands cannot override file permissions, so they cannot change what belongs to root in the workspace"
 	}
-	reply.Shell, reply.InputWait = a.shell, canDetectInputWait()
+	reply.Shell, reply.InputWait, reply.SameUser = a.shell, canDetectInputWait(), a.tracked
 	if home, _ := envpath.Value(h.Env, "HOME"); home != "" {
 		err := os.MkdirAll(home, 0o700)
 		if err == nil {
@@ -411,7 +430,7 @@ func (a *agent) killAll() {
 	a.spareMu.Lock()
 	a.stopped = true
 	a.spareMu.Unlock()
-	killMarked(0)
+	a.killMarked(0)
 }
 
 // agentCmd is one command (or interactive shell) on one stream.
@@ -498,9 +517,12 @@ func (a *agent) resolveDir(dir string) (string, bool) {
 type shellProc struct {
 	pid    int
 	mark   uint32                  // its marker group
-	exited chan syscall.WaitStatus // receives its status once, from the reaper
-	master *os.File                // non-blocking; the slave side is only open in the shell; nil with pipes
-	tty    string
+	exited chan syscall.WaitStatus // receives its status once, from the reaper (or the tracker)
+	// trackerKilled is set when the shell's tracker died before it
+	// reported the shell's end (tracked agents only).
+	trackerKilled atomic.Bool
+	master        *os.File // non-blocking; the slave side is only open in the shell; nil with pipes
+	tty           string
 	// stdin, stdout and stderr are the agent's ends of the shell's standard
 	// files when it runs with pipes, else nil.
 	stdin, stdout, stderr *os.File
@@ -562,6 +584,9 @@ func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
 	}
 	uid, gid, ambient := a.uid, a.gid, a.ambient
 	if o.uid != 0 && (o.uid != a.uid || o.gid != a.gid) {
+		if a.tracked {
+			return nil, fmt.Errorf("commands run as %d:%d here (the agent's own user); it cannot start one as %d:%d", a.uid, a.gid, o.uid, o.gid)
+		}
 		uid, gid, ambient = o.uid, o.gid, nil
 	}
 	var stdio [3]*os.File // the child's stdin, stdout and stderr
@@ -665,6 +690,9 @@ func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
 		}
 		cmd.Args = []string{name, "-c", shPrefix + `cd -- "$1" || exit 125; shift; ` + script, name, dir}
 	}
+	if a.tracked {
+		return a.spawnTracked(p, cmd, !o.pipes)
+	}
 	// The reaper, not exec.Cmd, collects the shell's status: it reaps every
 	// child, orphans included.
 	a.reapMu.Lock()
@@ -691,8 +719,8 @@ func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
 }
 
 // kill ends a shell that will not be used, and everything it started.
-func (p *shellProc) kill() {
-	killMarked(p.mark)
+func (p *shellProc) kill(a *agent) {
+	a.killTracked(p.mark)
 	p.close()
 	t := time.NewTimer(5 * time.Second) // the reaper has stopped if the agent is ending
 	defer t.Stop()
@@ -775,7 +803,7 @@ func (a *agent) refill() {
 	case err != nil:
 		a.log.Debug("no spare shell", "err", err)
 	case stopped:
-		p.kill()
+		p.kill(a)
 	}
 }
 
@@ -828,7 +856,7 @@ func (c *agentCmd) fork() error {
 		}
 		if err == nil {
 			if err = p.begin(dir, command); err != nil {
-				p.kill()
+				p.kill(a)
 			}
 		}
 		c.refillTimer = time.AfterFunc(refillAfter, a.refill)
@@ -883,13 +911,16 @@ func (c *agentCmd) wait() {
 		// A fork bomb (or something as greedy): end all of it, or the
 		// sandbox cannot even start the next command.
 		ex.ProcessLimit = true
-		killMarked(c.mark)
+		c.a.killMarked(c.mark)
+	}
+	if c.proc.trackerKilled.Load() {
+		ex.TrackerKilled = true
 	}
 	if n, ok := oomKills(); ok && n > c.oom0 {
 		ex.OOMKilled = true
 	}
 	if !ex.ProcessLimit {
-		for _, ps := range markedProcs(c.mark) {
+		for _, ps := range c.a.markedProcs(c.mark) {
 			if len(ex.Background) == 50 {
 				break
 			}
@@ -995,7 +1026,7 @@ func (c *agentCmd) drain() {
 	}
 	start := time.Now()
 	quiet, limit := 200*time.Millisecond, time.Duration(0)
-	if len(markedProcs(c.mark)) > 0 {
+	if len(c.a.markedProcs(c.mark)) > 0 {
 		quiet, limit = 50*time.Millisecond, exitDrain
 	}
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -1080,12 +1111,13 @@ func (c *agentCmd) stop(grace time.Duration) {
 	}
 	c.stopping = true
 	c.mu.Unlock()
+	a := c.a
 	if grace <= 0 {
-		killMarked(c.mark)
+		a.killTracked(c.mark)
 		return
 	}
-	signalMarked(c.mark, syscall.SIGTERM)
-	time.AfterFunc(grace, func() { killMarked(c.mark) })
+	a.signalMarked(c.mark, syscall.SIGTERM)
+	time.AfterFunc(grace, func() { a.killTracked(c.mark) })
 }
 
 // monitor ends commands that wait for terminal input they will never get.
@@ -1112,7 +1144,7 @@ func (a *agent) monitor(ctx context.Context) {
 		if len(watch) == 0 {
 			continue
 		}
-		procs := allProcs()
+		procs := a.allProcs()
 		now := time.Now()
 		for _, c := range watch {
 			c.checkInputWait(procs, now)
@@ -1131,8 +1163,8 @@ func (c *agentCmd) checkInputWait(all []procStat, now time.Time) {
 	var members []procStat
 	var cpu uint64
 	var pids strings.Builder
-	for _, ps := range all {
-		if ps.mark == c.mark {
+	for _, ps := range c.a.members(all, c.mark) {
+		{
 			members = append(members, ps)
 			cpu += ps.cpu
 			pids.WriteString(strconv.Itoa(ps.pid))

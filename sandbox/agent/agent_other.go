@@ -14,3 +14,8 @@ import (
 func Run(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) error {
 	return errors.New("the sandbox agent runs on Linux only")
 }
+
+// Track is the process tracker of a command; it runs on Linux only.
+func Track(args []string) error {
+	return errors.New("the sandbox agent runs on Linux only")
+}

@@ -87,8 +87,8 @@ func readMark(pid int) uint32 {
 }
 
 // allProcs lists every live process the agent can see, zombies excluded, with
-// their markers.
-func allProcs() []procStat {
+// their markers (none where the agent is tracked).
+func (a *agent) allProcs() []procStat {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -102,23 +102,71 @@ func allProcs() []procStat {
 			continue
 		}
 		if ps, ok := readStat(pid); ok && ps.state != 'Z' && ps.state != 'X' {
-			ps.mark = readMark(pid)
+			if !a.tracked {
+				ps.mark = readMark(pid)
+			}
 			out = append(out, ps)
 		}
 	}
 	return out
 }
 
-// markedProcs lists the live processes that carry marker mark; with mark 0,
-// those that carry any marker.
-func markedProcs(mark uint32) []procStat {
+// members picks out of all the processes of the shell with marker mark: those
+// that carry it, or, where the agent is tracked, the descendants of its
+// tracker. With mark 0, every command's process: every process but the
+// agent (and, tracked, the trackers).
+func (a *agent) members(all []procStat, mark uint32) []procStat {
+	self := os.Getpid()
 	var out []procStat
-	for _, ps := range allProcs() {
-		if ps.mark != 0 && (mark == 0 || ps.mark == mark) && ps.pid != os.Getpid() {
-			out = append(out, ps)
+	if !a.tracked {
+		for _, ps := range all {
+			if ps.mark != 0 && (mark == 0 || ps.mark == mark) && ps.pid != self {
+				out = append(out, ps)
+			}
+		}
+		return out
+	}
+	a.reapMu.Lock()
+	root, ok := a.trackers[mark]
+	trackers := make(map[int]bool, len(a.trackers))
+	for _, pid := range a.trackers {
+		trackers[pid] = true
+	}
+	a.reapMu.Unlock()
+	if mark == 0 {
+		for _, ps := range all {
+			if ps.pid != self && !trackers[ps.pid] {
+				out = append(out, ps)
+			}
+		}
+		return out
+	}
+	if !ok {
+		return nil
+	}
+	children := map[int][]procStat{}
+	for _, ps := range all {
+		children[ps.ppid] = append(children[ps.ppid], ps)
+	}
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, ch := range children[pid] {
+			if ch.pid == self || trackers[ch.pid] || len(out) > len(all) {
+				continue
+			}
+			out = append(out, ch)
+			queue = append(queue, ch.pid)
 		}
 	}
 	return out
+}
+
+// markedProcs lists the live processes of the shell with marker mark (see
+// members).
+func (a *agent) markedProcs(mark uint32) []procStat {
+	return a.members(a.allProcs(), mark)
 }
 
 // cmdline describes a process for a person: its command line, shortened.
@@ -134,18 +182,35 @@ func cmdline(ps procStat) string {
 	return s
 }
 
-// killMarked sends SIGKILL to every process that carries marker mark (any
-// marker when 0), repeating until none is left or a bound is reached: a fork
-// bomb keeps spawning while it is being killed.
-func killMarked(mark uint32) {
-	signalMarked(mark, syscall.SIGKILL)
+// killMarked sends SIGKILL to every process of the shell with marker mark
+// (every command's when 0), repeating until none is left or a bound is
+// reached: a fork bomb keeps spawning while it is being killed.
+func (a *agent) killMarked(mark uint32) {
+	a.signalMarked(mark, syscall.SIGKILL)
 }
 
-// signalMarked sends sig to every process that carries marker mark (any
-// marker when 0); for SIGKILL it repeats until none is left.
-func signalMarked(mark uint32, sig syscall.Signal) {
+// killTracked kills the processes of the shell with marker mark, and then,
+// where the agent is tracked, its tracker: the shell is being ended, and the
+// tracker's report of its exit will not come otherwise if a command stopped
+// it (SIGSTOP).
+func (a *agent) killTracked(mark uint32) {
+	a.killMarked(mark)
+	if !a.tracked {
+		return
+	}
+	a.reapMu.Lock()
+	pid, ok := a.trackers[mark]
+	a.reapMu.Unlock()
+	if ok {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// signalMarked sends sig to every process of the shell with marker mark
+// (every command's when 0); for SIGKILL it repeats until none is left.
+func (a *agent) signalMarked(mark uint32, sig syscall.Signal) {
 	for i := 0; i < 50; i++ {
-		procs := markedProcs(mark)
+		procs := a.markedProcs(mark)
 		if len(procs) == 0 {
 			return
 		}

@@ -81,6 +81,10 @@ type HelloMsg struct {
 	// CAP_DAC_OVERRIDE (1) to write a workspace that belongs to root; the
 	// agent must hold them.
 	AmbientCaps []uintptr `json:"ambientCaps,omitempty"`
+	// InheritEnv starts the commands' environment from the agent's own
+	// (its image's, where the host cannot read the image: a pod), Env set
+	// over it, KUBERNETES_* left out.
+	InheritEnv bool `json:"inheritEnv,omitempty"`
 }
 
 // AgentHelloMsg answers HelloMsg.
@@ -94,6 +98,11 @@ type AgentHelloMsg struct {
 	Error string `json:"error,omitempty"`
 	// Warning says what the agent cannot do here, though it serves.
 	Warning string `json:"warning,omitempty"`
+	// SameUser says the agent runs as its commands' user, not as root (a
+	// Kubernetes pod): it is their container's PID 1 and deaf to their
+	// signals, and each command's processes are found under a tracker
+	// rather than by a marker group.
+	SameUser bool `json:"sameUser,omitempty"`
 }
 
 // StartMsg starts a command on a new stream.
@@ -143,11 +152,15 @@ type ExitMsg struct {
 	DirReset bool   `json:"dirReset,omitempty"`
 	// Cwd is the shell's directory when it exited, empty when unknown (exec,
 	// a replaced EXIT trap, death by signal).
-	Cwd          string    `json:"cwd,omitempty"`
-	InputWait    bool      `json:"inputWait,omitempty"`
-	OOMKilled    bool      `json:"oomKilled,omitempty"`
-	ProcessLimit bool      `json:"processLimit,omitempty"`
-	Background   []Process `json:"background,omitempty"`
+	Cwd          string `json:"cwd,omitempty"`
+	InputWait    bool   `json:"inputWait,omitempty"`
+	OOMKilled    bool   `json:"oomKilled,omitempty"`
+	ProcessLimit bool   `json:"processLimit,omitempty"`
+	// TrackerKilled says the command killed the tracker of its processes
+	// (an agent that runs as its commands' user): every process it
+	// started was killed.
+	TrackerKilled bool      `json:"trackerKilled,omitempty"`
+	Background    []Process `json:"background,omitempty"`
 	// OutBytes and ErrBytes count what the command wrote to its terminal
 	// (stdout with Pipes) and to its stderr, sent or not.
 	OutBytes int64 `json:"outBytes,omitempty"`

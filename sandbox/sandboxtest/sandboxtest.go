@@ -32,8 +32,24 @@ const bound = 2 * time.Minute
 // must run commands as a user that can write its workspace, and its image
 // must have a POSIX shell and coreutils (or busybox).
 func Run(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox) {
+	RunWith(t, newSandbox, Limits{})
+}
+
+// Limits says what a backend cannot do: the suite checks that it refuses
+// it clearly instead.
+type Limits struct {
+	// OneUser says commands run only as the sandbox's own user (a pod whose
+	// agent runs as that user): a command as another is refused with a
+	// *sandbox.StartError that says so.
+	OneUser bool
+}
+
+type limitsKey struct{}
+
+// RunWith is Run for a backend with limits.
+func RunWith(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox, l Limits) {
 	sb := newSandbox(t)
-	ctx := context.Background()
+	ctx := context.WithValue(context.Background(), limitsKey{}, l)
 	for _, c := range execCases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, ctx, sb) })
 	}
@@ -392,7 +408,13 @@ func testUser(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
 	if uid == "0" || gid == "0" || uid == "" {
 		t.Errorf("the session's commands run as %s:%s", uid, gid)
 	}
-	if uid, gid := ids(sandbox.ExecRequest{User: "4321:8765"}); uid != "4321" || gid != "8765" {
+	if l, _ := ctx.Value(limitsKey{}).(Limits); l.OneUser {
+		_, _, _, err := try(sb, sandbox.ExecRequest{Command: "id", User: "4321:8765"})
+		var se *sandbox.StartError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), "4321:8765") {
+			t.Errorf("user 4321:8765 where commands have one user: %v, want a *sandbox.StartError that names it", err)
+		}
+	} else if uid, gid := ids(sandbox.ExecRequest{User: "4321:8765"}); uid != "4321" || gid != "8765" {
 		t.Errorf("user 4321:8765: ran as %s:%s", uid, gid)
 	}
 	if u, g := ids(sandbox.ExecRequest{}); u != uid || g != gid {

@@ -1,0 +1,76 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultAgent is the agent image of the Kubernetes backend: corral's static
+// binary at /corral, FROM scratch. It equals kube.DefaultAgentImage.
+const DefaultAgent = "corral/agent:latest"
+
+// AgentOptions tells BuildAgent what to build.
+type AgentOptions struct {
+	// Name is the image's tag; DefaultAgent when empty.
+	Name string
+	// Binary is a static (cgo off) corral binary for the sandbox's
+	// architecture; the running one when empty.
+	Binary string
+	// Stdout and Stderr receive docker build's output; discarded when nil.
+	Stdout, Stderr io.Writer
+}
+
+// BuildAgent builds the agent image with docker build: a scratch image
+// holding only the binary, which a sandbox pod's init container copies into
+// a volume the sandbox's own image runs it from.
+func BuildAgent(ctx context.Context, o AgentOptions) error {
+	if o.Name == "" {
+		o.Name = DefaultAgent
+	}
+	bin := o.Binary
+	if bin == "" {
+		var err error
+		if bin, err = os.Executable(); err != nil {
+			return fmt.Errorf("agent image: find this binary: %w", err)
+		}
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return fmt.Errorf("agent image: %w", err)
+	}
+	if bytes.Contains(b[:min(len(b), 64<<10)], []byte("/lib64/ld-linux")) || bytes.Contains(b[:min(len(b), 64<<10)], []byte("/lib/ld-linux")) {
+		return fmt.Errorf("agent image: %s is dynamically linked (built with cgo): give --binary of a static build (CGO_ENABLED=0 go build ./cmd/corral)", bin)
+	}
+	dir, err := os.MkdirTemp("", "corral-agent-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "corral"), b, 0o555); err != nil {
+		return err
+	}
+	df := "FROM scratch\nCOPY corral /corral\nUSER 65532:65532\nLABEL " + RoleLabel + "=agent\nENTRYPOINT [\"/corral\"]\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "docker", "build", "-q", "-t", o.Name, dir)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = o.Stdout, io.MultiWriter(&stderr, orDiscard(o.Stderr))
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("agent image: docker build: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
