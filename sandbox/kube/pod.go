@@ -331,7 +331,7 @@ func (p *Pod) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 			if !ok {
 				continue
 			}
-			pod, rv = np, np.ResourceVersion
+			pod = np
 			if done, err := p.podState(pod); done || err != nil {
 				w.Stop()
 				return err

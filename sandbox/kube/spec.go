@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"maps"
-	"strconv"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -166,6 +165,3 @@ func (b *Backend) can(ctx context.Context, group, resource, sub, verb string) (b
 	}
 	return r.Status.Allowed, nil
 }
-
-// itoa is strconv.Itoa for int64.
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
