@@ -40,4 +40,6 @@ func TestConformance(t *testing.T) {
 	sandboxtest.RunWith(t, func(t *testing.T) sandbox.Sandbox {
 		return newPod(t, b, sandbox.Config{})
 	}, sandboxtest.Limits{OneUser: true})
+	// The file half: the workspace in the pod, through the agent.
+	t.Run("Files", func(t *testing.T) { sandboxtest.RunFiles(t, newPod(t, b, sandbox.Config{})) })
 }
