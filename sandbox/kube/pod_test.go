@@ -34,12 +34,11 @@ func TestPodRuns(t *testing.T) {
 	}
 }
 
-// The conformance suite of every backend, on a pod.
+// The conformance suite of every backend, on a pod: the exec cases, and the
+// file cases on its workspace through the agent.
 func TestConformance(t *testing.T) {
 	b := backend(t, kube.Options{})
 	sandboxtest.RunWith(t, func(t *testing.T) sandbox.Sandbox {
 		return newPod(t, b, sandbox.Config{})
 	}, sandboxtest.Limits{OneUser: true})
-	// The file half: the workspace in the pod, through the agent.
-	t.Run("Files", func(t *testing.T) { sandboxtest.RunFiles(t, newPod(t, b, sandbox.Config{})) })
 }
