@@ -413,3 +413,42 @@ func TestAgentFSFollowsRestart(t *testing.T) {
 		t.Errorf("still the old container %s", id)
 	}
 }
+
+// A connection holds at most proto.FSMaxHandles open roots and files: past
+// them an open fails with EMFILE, and closing one makes room.
+func TestAgentFSHandleLimit(t *testing.T) {
+	c := newSandbox(t, testConfig(t))
+	a := agentFS(t, c)
+	if err := os.WriteFile(filepath.Join(c.Workspace(), "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var open []fsys.File
+	defer func() {
+		for _, f := range open {
+			f.Close()
+		}
+	}()
+	for {
+		f, err := a.OpenFile("f", os.O_RDONLY, 0)
+		if err != nil {
+			if !errors.Is(err, syscall.EMFILE) {
+				t.Fatalf("after %d files: %v, want EMFILE", len(open), err)
+			}
+			break
+		}
+		open = append(open, f)
+		if len(open) > proto.FSMaxHandles {
+			t.Fatalf("%d files open at once", len(open))
+		}
+	}
+	if len(open) != proto.FSMaxHandles-1 { // the workspace's root is one
+		t.Errorf("%d files open at most, want %d", len(open), proto.FSMaxHandles-1)
+	}
+	open[0].Close()
+	open = open[1:]
+	f, err := a.OpenFile("f", os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatalf("after a close: %v", err)
+	}
+	open = append(open, f)
+}
