@@ -485,6 +485,9 @@ func (w *walker) shellString(c *call, rest []field) {
 	}
 	w.add(Allow, ruleShellString, fmt.Sprintf("%s -c runs the string as a script; its commands are checked one by one", c.name), c.part)
 	w.sh.setPositional(rest[min(2, len(rest)):])
+	if len(rest) > 1 {
+		w.sh.setArg0(rest[1])
+	}
 	w.script(script.s, c.part)
 }
 

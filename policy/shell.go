@@ -34,6 +34,8 @@ type shell struct {
 	hashed    map[string]string // hash -p PATH NAME: the program NAME runs
 	pos       []string          // the positional parameters, when posKnown
 	posKnown  bool
+	arg0      string // $0, when arg0Known (sh -c STRING NAME)
+	arg0Known bool
 	cwd       string   // "" for the workspace; else a canonical path
 	exitTraps []string // the handlers of trap ... EXIT, run when the shell ends
 	allexport bool     // set -a: every assignment is exported
@@ -271,6 +273,11 @@ func (s *shell) setPositional(args []field) {
 		}
 		s.pos = append(s.pos, a.s)
 	}
+}
+
+// setArg0 sets $0, as sh -c STRING NAME does.
+func (s *shell) setArg0(f field) {
+	s.arg0, s.arg0Known = f.s, f.known()
 }
 
 // defineAlias defines an alias; it is checked where it is used.

@@ -46,6 +46,15 @@ func TestShellScopes(t *testing.T) {
 		{"x=.mcp.json; export x; echo {} > \"$x\"", Confirm},
 		// A local variable ends with its function.
 		{"f() { local d=build; }; d=/; f; rm -rf $d/*", Deny},
+		// corral's shells are not interactive: an alias is not expanded
+		// there, and the name runs what it names.
+		{"alias rm=:; rm -rf ~", Deny},
+		{"alias rm='echo'; rm -rf ~", Deny},
+		// A name bash cannot find runs command_not_found_handle, in this
+		// shell.
+		{"command_not_found_handle() { cd /; }; nosuchcmd; rm -rf *", Deny},
+		// sh -c STRING NAME: NAME is $0.
+		{"bash -c 'rm -rf \"$0\"' /", Deny},
 	} {
 		if v := Classify(tt.cmd); v.Decision < tt.want {
 			t.Errorf("%q: %s by %s (%s), want at least %s", tt.cmd, v.Decision, v.Rule, v.Reason, tt.want)

@@ -1336,6 +1336,11 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		w.expanding[name] = true
 		w.script(v+" "+quoteArgs(c.args()), c.part)
 		delete(w.expanding, name)
+		// bash expands aliases only where expand_aliases is on (an
+		// interactive shell), and corral's shells are not interactive: the
+		// name may well run what it names (alias rm=:; rm -rf ~ runs rm).
+		w.run(c, prog, true)
+		return
 	case known:
 		inv.rule, inv.reason, inv.readOnly = p.rule, p.reason, readOnlyCall(name, c)
 		if strings.Contains(inv.reason, "%s") {
@@ -1360,6 +1365,11 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 		}
 	default:
 		inv.rule, inv.reason = ruleUnknownProgram, name+" is not a program the policy knows"
+		// A name bash cannot find runs command_not_found_handle, if the
+		// command defined it.
+		if w.sh.isFunc("command_not_found_handle") && !strings.Contains(prog, "/") {
+			w.callFunc(&call{argv: append([]field{lit("command_not_found_handle")}, c.argv...), part: c.part, stdin: c.stdin, inShell: c.inShell}, "command_not_found_handle")
+		}
 		if w.e.unknown == Allow && w.allowsFull() {
 			w.allows++
 		} else {

@@ -584,6 +584,9 @@ func (w *walker) param(p *syntax.ParamExp) (string, bool) {
 		n = max(0, min(n, len(v)-off))
 		return v[off : off+n], true
 	}
+	if p.Param.Value == "0" && p.Exp == nil && w.sh.arg0Known {
+		return w.sh.arg0, true
+	}
 	if n, err := strconv.Atoi(p.Param.Value); err == nil && n > 0 && p.Exp == nil {
 		if !w.sh.posKnown {
 			return "", false
