@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"regexp"
 	"math"
 	"path"
 	"strconv"
@@ -493,6 +494,9 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		return data{kind: dDownload}
 	case downloaders[name]:
 		return data{kind: dDownload | stdin.kind&dShell}
+	case awkNames[name] && awkEndless(argsOf(name, args)):
+		// awk 'BEGIN { while (1) print }' prints for ever.
+		return data{kind: dUnknown | dEndless}
 	case transformers[name]:
 		k := stdin.kind | argData | w.operandData(name, args)
 		if k == 0 {
@@ -517,6 +521,27 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 		return data{kind: dFile}
 	}
 	return data{kind: dUnknown | argData}
+}
+
+// awkNames are the awks; awkLoop matches a loop that never ends by itself.
+var (
+	awkNames = set("awk", "gawk", "mawk", "nawk", "busybox-awk")
+	awkLoop  = regexp.MustCompile(`while\s*\(\s*(1|"[^"]+")\s*\)|for\s*\(\s*;\s*;\s*\)`)
+)
+
+// awkEndless reports whether an awk program prints in a loop with no end.
+func awkEndless(p parsed) bool {
+	progs := p.values("-e", "--source")
+	if len(progs) == 0 && len(p.ops) > 0 {
+		progs = p.ops[:1]
+	}
+	for _, prog := range progs {
+		code := stripStrings(prog.s)
+		if awkLoop.MatchString(code) && strings.Contains(code, "print") && !strings.Contains(code, "exit") && !strings.Contains(code, "break") {
+			return true
+		}
+	}
+	return false
 }
 
 // operandData is what the files named among a filter's or transformer's

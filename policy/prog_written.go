@@ -293,8 +293,14 @@ var buildTools = map[string]string{
 	"cmake": "cmake", "pre-commit": "pre-commit", "deno": "deno", "mage": "mage",
 	"composer": "composer", "lefthook": "lefthook", "foreman": "procfile", "honcho": "procfile", "overmind": "procfile",
 	"mise": "mise", "devbox": "devbox", "turbo": "turbo", "nx": "nx", "earthly": "earthly", "meson": "meson",
-	"scons": "scons", "ant": "ant", "bundle": "rake",
+	"scons": "scons", "ant": "ant", "bundle": "rake", "git": "git",
 }
+
+// gitHooks are the names of the hooks git runs.
+var gitHooks = set("applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",
+	"prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout", "post-merge", "pre-push",
+	"pre-receive", "update", "proc-receive", "post-receive", "post-update", "reference-transaction", "push-to-checkout",
+	"pre-auto-gc", "post-rewrite", "sendemail-validate", "fsmonitor-watchman", "p4-pre-submit", "post-index-change")
 
 // buildFileOf returns the family of tools that run the file at canonical
 // path c, or "" when it is not a build file.
@@ -310,6 +316,11 @@ func buildFileOf(c string) string {
 	}
 	if strings.HasSuffix(c, ".go") {
 		return "go-generate" // its //go:generate lines
+	}
+	// A git hook: in .git/hooks, or a hooks directory git may be pointed
+	// at (husky's .husky, .githooks, any hooks/).
+	if dir, base := path.Split(c); gitHooks[base] && (strings.HasSuffix(dir, "hooks/") || strings.HasSuffix(dir, ".husky/") || strings.HasSuffix(dir, ".husky/_/")) {
+		return "git"
 	}
 	if strings.HasSuffix(c, "/.cargo/config.toml") || c == ".cargo/config.toml" {
 		return "cargo"
