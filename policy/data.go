@@ -1,9 +1,9 @@
 package policy
 
 import (
-	"regexp"
 	"math"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 
