@@ -4,7 +4,7 @@ BIN     := bin/corral
 # The agent inside the sandbox is this binary, cgo on or off: a dynamically linked
 # one brings the host's loader and libraries into the sandbox (sandbox/dynamic.go).
 
-.PHONY: all build setup test unit lint bench demo image test-image kube-up kube-down clean
+.PHONY: all build setup test unit lint bench demo image test-image agent-image kube-up kube-down clean
 
 all: build
 
@@ -70,9 +70,16 @@ bench: build test-image
 # make test runs the Kubernetes tests too. kube-down stops it and undoes every
 # change it made to the host.
 KUBE := scripts/kube/cluster.sh
-kube-up: test-image
+kube-up: test-image agent-image
 	bash $(KUBE) up
-	bash $(KUBE) load $(IMAGE)
+	bash $(KUBE) load $(IMAGE) $(AGENT_IMAGE)
+
+# The agent image of the Kubernetes backend: a static corral at /corral, FROM
+# scratch (corral image build --agent).
+AGENT_IMAGE ?= corral/agent:latest
+agent-image:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/corral-static ./cmd/corral
+	bin/corral-static image build --agent --name $(AGENT_IMAGE)
 
 kube-down:
 	bash $(KUBE) down

@@ -29,6 +29,7 @@ type sandboxFlags struct {
 	allowPresets []string
 	addHosts     []string
 	user         string
+	backend      backendFlags
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -44,6 +45,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the sandbox in cores (default: all of the host's)")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "NAME=VALUE to set in the sandbox, or NAME to pass the host's value; repeatable (nothing of the host's environment is passed otherwise)")
 	fs.BoolVar(&f.readOnly, "read-only", false, "mount the image's root filesystem read-only (HOME and /tmp stay writable)")
+	f.backend.register(fs, true)
 	fs.StringVar(&f.user, "user", "", "UID:GID commands run as, never root (default: the workspace owner's, or "+sandbox.DefaultRootUser+" when root owns it)")
 }
 

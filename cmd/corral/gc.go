@@ -7,12 +7,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/checkpoint"
-	"github.com/corralhq/corral/sandbox"
 )
 
 func newGCCmd() *cobra.Command {
 	var older, copies, workspace string
 	var keep int
+	var bf backendFlags
 	cmd := &cobra.Command{
 		Use:   "gc [flags]",
 		Short: "Remove the sandboxes of corral processes that are gone, or old checkpoints",
@@ -32,7 +32,11 @@ were never applied, unless a session still uses one.`,
 			if older != "" || keep > 0 || copies != "" {
 				return gcCheckpoints(cmd, older, keep, copies, workspace)
 			}
-			removed, err := sandbox.GC(cmd.Context())
+			backend, err := bf.backend(logger(cmd))
+			if err != nil {
+				return err
+			}
+			removed, err := backend.GC(cmd.Context())
 			for _, name := range removed {
 				fmt.Fprintln(cmd.OutOrStdout(), "removed", name)
 			}
@@ -43,6 +47,7 @@ were never applied, unless a session still uses one.`,
 	cmd.Flags().IntVar(&keep, "keep-checkpoints", 0, "keep at most `N` checkpoints of each workspace, the newest")
 	cmd.Flags().StringVar(&copies, "copies", "", "remove the isolated sessions' copies older than `AGE` (7d, 36h) that were not applied")
 	cmd.Flags().StringVarP(&workspace, "workspace", "w", "", "only the checkpoints of this workspace")
+	bf.register(cmd.Flags(), false)
 	return cmd
 }
 

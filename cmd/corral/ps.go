@@ -14,6 +14,7 @@ import (
 
 func newPsCmd() *cobra.Command {
 	var asJSON bool
+	var bf backendFlags
 	cmd := &cobra.Command{
 		Use:   "ps [flags]",
 		Short: "List corral's sandbox containers",
@@ -23,7 +24,11 @@ marked "gone" died without cleaning up: corral gc removes its sandbox, and so do
 the next corral that starts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			infos, err := sandbox.List(cmd.Context())
+			backend, err := bf.backend(logger(cmd))
+			if err != nil {
+				return err
+			}
+			infos, err := backend.List(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -52,5 +57,6 @@ the next corral that starts.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	bf.register(cmd.Flags(), false)
 	return cmd
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
+	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/calls"
+	"github.com/corralhq/corral/sandbox/kube"
 )
 
 // maxLineBytes caps one input line of `corral run` and `corral check --batch`; a
@@ -19,6 +22,7 @@ const maxLineBytes = calls.MaxLineBytes
 
 func newRunCmd() *cobra.Command {
 	var f sessionFlags
+	var download string
 	cmd := &cobra.Command{
 		Use:   "run [flags] FILE|-",
 		Short: "Run tool calls from a JSON-lines file or stdin, one result line each",
@@ -60,6 +64,9 @@ and stop.`,
 			if err == nil {
 				err = calls.Run(cmd.Context(), s.Session, in, cmd.OutOrStdout(), nil)
 			}
+			if err == nil && download != "" {
+				err = downloadWorkspace(cmd.Context(), s, download, cmd.ErrOrStderr())
+			}
 			if cerr := closeHost(); cerr != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "corral: closing the session:", cerr)
 			}
@@ -73,9 +80,28 @@ and stop.`,
 		},
 	}
 	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&download, "download", "", "with --backend kubernetes, write the pod's final workspace into `DIR` when the calls are done (the protected paths and repositories' hooks and config are left out, and listed)")
 	cmd.Flags().StringVar(&f.authToken, "auth-token", "", "with --ui, require this `TOKEN` of every request to the web view, as a bearer token or once as ?token= (default: $CORRAL_AUTH_TOKEN)")
 	return cmd
 }
 
 // runResult is one output line of `corral run`.
 type runResult = calls.Result
+
+// downloadWorkspace writes the final workspace of a session whose sandbox
+// keeps it (a Kubernetes pod) into dir.
+func downloadWorkspace(ctx context.Context, s *corral.Session, dir string, stderr io.Writer) error {
+	pod, ok := s.Sandbox().(*kube.Pod)
+	if !ok {
+		return errors.New("--download needs --backend kubernetes: with Docker the workspace is the host's directory itself")
+	}
+	res, err := pod.Download(ctx, dir)
+	for _, skipped := range res.Skipped {
+		fmt.Fprintf(stderr, "corral: --download left out %s\n", skipped)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "corral: downloaded the workspace into %s (%d files, %s)\n", dir, res.Files, units.HumanSize(float64(res.Bytes)))
+	return nil
+}

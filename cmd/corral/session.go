@@ -14,7 +14,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/checkpoint"
 	"github.com/corralhq/corral/policy"
+	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/tools"
 	"github.com/corralhq/corral/ui"
 )
@@ -122,9 +124,17 @@ func (f *sessionFlags) config(progress io.Writer) (corral.Config, error) {
 	if err != nil {
 		return corral.Config{}, err
 	}
-	cp, err := f.checkpoints.options(box.Workspace, os.Stderr)
+	backend, err := f.sandbox.backend.backend(nil)
 	if err != nil {
 		return corral.Config{}, err
+	}
+	var cp *checkpoint.Options
+	if backend == sandbox.Docker {
+		// On Kubernetes the workspace lives in the pod: the host's directory,
+		// which checkpoints record, does not change.
+		if cp, err = f.checkpoints.options(box.Workspace, os.Stderr); err != nil {
+			return corral.Config{}, err
+		}
 	}
 	iso, err := f.isolate.isolation()
 	if err != nil {
@@ -139,6 +149,7 @@ func (f *sessionFlags) config(progress io.Writer) (corral.Config, error) {
 		PolicyFile:    f.policy.file,
 		ImageProgress: progress,
 		Checkpoints:   cp,
+		Backend:       backend,
 		Isolate:       iso,
 	}, nil
 }

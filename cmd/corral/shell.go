@@ -71,7 +71,14 @@ func runShell(ctx context.Context, f *sandboxFlags, iso *isolateFlags, log *slog
 		}()
 		fmt.Fprintf(stderr, "corral: this shell works on a private copy of %s (%s).\n", cfg.Workspace, copySummary(cp.Info()))
 	}
-	box, err := sandbox.Docker.New(cfg)
+	backend, err := f.backend.backend(log)
+	if err != nil {
+		return err
+	}
+	if isolation != nil && backend != sandbox.Docker {
+		return errors.New("--isolate needs the Docker backend: on Kubernetes the workspace is already the pod's own copy")
+	}
+	box, err := backend.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -161,20 +161,20 @@ func (p *Pod) upload(ctx context.Context, c *sandbox.Client, r io.Reader) error 
 // review (the protected paths: Config.Protect, or sandbox.DefaultProtect;
 // every repository's hooks and config) is left out, and listed in the
 // result.
-func (p *Pod) Download(ctx context.Context, dir string) (wsarchive.Result, error) {
+func (p *Pod) Download(ctx context.Context, dir string) (Downloaded, error) {
 	p.mu.Lock()
 	c := p.client
 	p.mu.Unlock()
 	if c == nil {
-		return wsarchive.Result{}, errors.New("kubernetes: nothing to download: the sandbox pod never started")
+		return Downloaded{}, errors.New("kubernetes: nothing to download: the sandbox pod never started")
 	}
 	select {
 	case <-c.Done():
-		return wsarchive.Result{}, fmt.Errorf("kubernetes: the sandbox pod is gone, and its workspace with it: %w", c.Death())
+		return Downloaded{}, fmt.Errorf("kubernetes: the sandbox pod is gone, and its workspace with it: %w", c.Death())
 	default:
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return wsarchive.Result{}, err
+		return Downloaded{}, err
 	}
 	pr, pw := io.Pipe()
 	type unpacked struct {
@@ -199,15 +199,24 @@ func (p *Pod) Download(ctx context.Context, dir string) (wsarchive.Result, error
 	})
 	pw.Close()
 	u := <-done
+	d := Downloaded{Files: u.res.Files, Bytes: u.res.Bytes, Skipped: u.res.Skipped}
 	switch {
 	case err != nil:
-		return u.res, fmt.Errorf("kubernetes: download the workspace: %w", err)
+		return d, fmt.Errorf("kubernetes: download the workspace: %w", err)
 	case res.ExitCode != 0:
-		return u.res, fmt.Errorf("kubernetes: download the workspace: status %d: %s", res.ExitCode, sanitize.Text(strings.TrimSpace(stderr.String())))
+		return d, fmt.Errorf("kubernetes: download the workspace: status %d: %s", res.ExitCode, sanitize.Text(strings.TrimSpace(stderr.String())))
 	case u.err != nil:
-		return u.res, fmt.Errorf("kubernetes: download the workspace: %w", u.err)
+		return d, fmt.Errorf("kubernetes: download the workspace: %w", u.err)
 	}
-	return u.res, nil
+	return d, nil
+}
+
+// Downloaded says what Download wrote.
+type Downloaded struct {
+	// Files and Bytes count the files (and links) written and their bytes.
+	Files, Bytes int64
+	// Skipped lists what was left out, each "PATH (WHY)".
+	Skipped []string
 }
 
 // protected says whether a downloaded path is one the host's tools run or

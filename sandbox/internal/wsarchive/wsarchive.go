@@ -124,6 +124,7 @@ func Unpack(r io.Reader, dir string, o Options) (Result, error) {
 		t    time.Time
 	}
 	var dirTimes []stamp
+	var skippedDirs []string // what is below them is left out, unlisted
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -140,8 +141,14 @@ func Unpack(r io.Reader, dir string, o Options) (Result, error) {
 			continue
 		}
 		isDir := h.Typeflag == tar.TypeDir
+		if under(name, skippedDirs) {
+			continue
+		}
 		if o.Skip != nil && o.Skip(name, isDir) {
 			res.Skipped = append(res.Skipped, name+" (protected)")
+			if isDir {
+				skippedDirs = append(skippedDirs, name)
+			}
 			continue
 		}
 		mode := fs.FileMode(h.Mode).Perm()
@@ -213,6 +220,16 @@ func writeFile(root *os.Root, name string, r io.Reader, n int64, mode fs.FileMod
 		_ = root.Remove(tmp)
 	}
 	return err
+}
+
+// under says whether name is below one of dirs.
+func under(name string, dirs []string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(name, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // cleanName makes an archive name relative and clean; ok is false for an
