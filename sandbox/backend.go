@@ -75,3 +75,9 @@ func (dockerBackend) List(ctx context.Context) ([]Info, error) { return List(ctx
 func (dockerBackend) GC(ctx context.Context) ([]string, error) { return GC(ctx) }
 
 var _ Sandbox = (*Container)(nil)
+
+// MountsWorkspace says that the Docker backend's sandboxes mount their
+// workspace from this machine: what is written into the directory on the
+// host, even after the sandbox started, is there inside it (the slots of
+// package pool rely on it).
+func (dockerBackend) MountsWorkspace() bool { return true }
