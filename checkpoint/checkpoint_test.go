@@ -437,3 +437,40 @@ func TestDiff(t *testing.T) {
 		t.Errorf("disk usage %d", usage)
 	}
 }
+
+// TestDiskUsage: what corral log reports is what the checkpoints add to the
+// repository — here the loose objects they wrote — not the objects they
+// share with the branch (checkpoints are commits of their own, with no
+// parent, so git's rev-list --not --branches does not see the sharing).
+func TestDiskUsage(t *testing.T) {
+	ctx := context.Background()
+	ws := newRepo(t)
+	for i := range 200 {
+		writeFile(t, filepath.Join(ws, fmt.Sprintf("pkg/f%03d.txt", i)), fmt.Sprintf("file %d with some text to take space\n", i), 0o644)
+	}
+	hostGit(t, ws, "add", "-A")
+	hostGit(t, ws, "commit", "-q", "-m", "many")
+	hostGit(t, ws, "gc", "-q")
+	s := open(t, ws)
+	r, err := s.Begin(ctx, "s")
+	must(t, err)
+	defer r.Close()
+	for i := range 3 {
+		writeFile(t, filepath.Join(ws, fmt.Sprintf("pkg/f%03d.txt", i)), fmt.Sprintf("changed %d\n", i), 0o644)
+		_, err := r.Checkpoint(ctx, Call{Tool: "bash"})
+		must(t, err)
+	}
+	var loose int64
+	filepath.WalkDir(filepath.Join(ws, ".git", "objects"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && len(filepath.Base(filepath.Dir(p))) == 2 {
+			fi, _ := d.Info()
+			loose += fi.Size()
+		}
+		return nil
+	})
+	usage, err := s.DiskUsage(ctx)
+	must(t, err)
+	if loose == 0 || usage != loose {
+		t.Errorf("disk usage %d, the checkpoints' objects take %d", usage, loose)
+	}
+}

@@ -1,7 +1,9 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -88,10 +90,23 @@ func label(id int) string {
 // repository's branches and tags hold, in bytes.
 func (s *Store) DiskUsage(ctx context.Context) (int64, error) {
 	args := []string{"rev-list", "--objects", "--disk-usage", "--glob=refs/corral/*"}
+	var stdin bytes.Buffer
 	if s.inGit {
-		args = append(args, "--not", "--branches", "--tags", "--remotes")
+		// A checkpoint is a commit without a parent: git leaves out what the
+		// branches' commits reach only at the edges of the walk, so the trees
+		// of their tips are named too, and what they hold is not counted.
+		args = append(args, "--not", "--branches", "--tags", "--remotes", "--stdin")
+		tips, err := s.git.run(ctx, s.git.repoEnv(), nil, "for-each-ref", "--format=%(objecttype) %(objectname)", "refs/heads", "refs/remotes")
+		if err != nil {
+			return 0, err
+		}
+		for _, line := range strings.Split(string(tips), "\n") {
+			if oid, ok := strings.CutPrefix(line, "commit "); ok {
+				fmt.Fprintf(&stdin, "^%s^{tree}\n", oid)
+			}
+		}
 	}
-	out, err := s.git.run(ctx, s.git.repoEnv(), nil, args...)
+	out, err := s.git.run(ctx, s.git.repoEnv(), &stdin, args...)
 	if err != nil {
 		return 0, err
 	}
