@@ -401,23 +401,6 @@ func checkEnv(w *walker, c *call) {
 	w.inDir(chdir, func() { w.command(sub) })
 }
 
-// inDir runs fn with the current directory changed to dir (env -C DIR, a
-// wrapper's --chdir), as far as the policy can tell; nil leaves it.
-func (w *walker) inDir(dir *field, fn func()) {
-	if dir == nil {
-		fn()
-		return
-	}
-	saved := w.sh.cwd
-	if dir.known() {
-		w.sh.chdir(w.canon(dir.s))
-	} else {
-		w.sh.chdir(unknown)
-	}
-	fn()
-	w.sh.chdir(saved)
-}
-
 // How shells read their arguments: -c is a flag that makes the first operand
 // the script, -s reads the script from standard input, -o and -O (or +o, +O)
 // take an option's name, and the first operand ends the options. PowerShell's
@@ -464,31 +447,6 @@ func checkShell(w *walker, c *call) {
 	if interactive {
 		w.add(Allow, ruleShell, name+" starts an interactive shell in the sandbox", c.part)
 	}
-}
-
-// shellString checks sh -c STRING [$0 $1 ...]: the string's commands, in the
-// shell sh starts, with the words after it as its positional parameters.
-func (w *walker) shellString(c *call, rest []field) {
-	if len(rest) == 0 {
-		return
-	}
-	script := rest[0]
-	if !script.known() || script.subst || script.data != 0 {
-		k := script.data
-		if k == 0 {
-			k = dUnknown
-		}
-		w.execData(c, data{kind: k}, c.name+" -c", true)
-		if !script.known() {
-			return
-		}
-	}
-	w.add(Allow, ruleShellString, fmt.Sprintf("%s -c runs the string as a script; its commands are checked one by one", c.name), c.part)
-	w.sh.setPositional(rest[min(2, len(rest)):])
-	if len(rest) > 1 {
-		w.sh.setArg0(rest[1])
-	}
-	w.script(script.s, c.part)
 }
 
 // checkPwsh: pwsh -Command STRING (or -c) runs the string; -EncodedCommand

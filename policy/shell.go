@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"maps"
 	"strings"
 
@@ -381,4 +382,46 @@ func (s *shell) isFunc(name string) bool {
 // loopVar returns the values the variable a word names takes in a loop.
 func (s *shell) loopVar(raw string) []string {
 	return s.cands[strings.Trim(raw, "${}\"")]
+}
+
+// inDir runs fn with the current directory changed to dir (env -C DIR, a
+// wrapper's --chdir), as far as the policy can tell; nil leaves it.
+func (w *walker) inDir(dir *field, fn func()) {
+	if dir == nil {
+		fn()
+		return
+	}
+	saved := w.sh.cwd
+	if dir.known() {
+		w.sh.chdir(w.canon(dir.s))
+	} else {
+		w.sh.chdir(unknown)
+	}
+	fn()
+	w.sh.chdir(saved)
+}
+
+// shellString checks sh -c STRING [$0 $1 ...]: the string's commands, in the
+// shell sh starts, with the words after it as its positional parameters.
+func (w *walker) shellString(c *call, rest []field) {
+	if len(rest) == 0 {
+		return
+	}
+	script := rest[0]
+	if !script.known() || script.subst || script.data != 0 {
+		k := script.data
+		if k == 0 {
+			k = dUnknown
+		}
+		w.execData(c, data{kind: k}, c.name+" -c", true)
+		if !script.known() {
+			return
+		}
+	}
+	w.add(Allow, ruleShellString, fmt.Sprintf("%s -c runs the string as a script; its commands are checked one by one", c.name), c.part)
+	w.sh.setPositional(rest[min(2, len(rest)):])
+	if len(rest) > 1 {
+		w.sh.setArg0(rest[1])
+	}
+	w.script(script.s, c.part)
 }
