@@ -32,6 +32,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/images"
 	"github.com/corralhq/corral/policy"
+	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/tools"
 )
@@ -106,6 +107,18 @@ type Config struct {
 	// the copy (and the session records its checkpoints in the copy's own
 	// store).
 	Isolate *Isolation
+
+	// Pool, when not nil, takes each session's sandbox from a pool of
+	// sandboxes started ahead of need (package pool), so that the first
+	// command does not wait for one to start. The session then works on the
+	// sandbox's slot — a directory of the pool's, at its own path in the
+	// sandbox — which Open fills with a copy of Workspace, or which
+	// SessionOptions.Fill fills, and which Session.Close removes: never on
+	// Workspace itself. Workspace may be empty then (an empty workspace).
+	// Backend, when set, must be the pool's; the slot holds the session's
+	// command logs (Tools.LogDir is not used). Checkpoints and Isolate,
+	// which work on the user's own directory, cannot be combined with it.
+	Pool *pool.Pool
 }
 
 // Isolation configures isolated sessions.
@@ -121,6 +134,7 @@ type Isolation struct {
 type Host struct {
 	cfg    Config // Workspace absolute and resolved
 	policy *policy.Engine
+	popts  policy.Options // the engine's options: a pooled session builds its own
 	log    *slog.Logger
 	image  *imageBuilder
 	// amender adds a "rule" decision's rules to PolicyFile; nil without one
@@ -140,12 +154,15 @@ var ErrClosed = errors.New("corral: host closed")
 // workspace that is not a directory, a bad rules file, an invalid sandbox
 // setting) is reported here, before any session opens.
 func New(cfg Config) (*Host, error) {
-	if cfg.Workspace == "" {
-		return nil, errors.New("corral: no workspace given")
-	}
-	ws, err := workspaceDir(cfg.Workspace)
-	if err != nil {
+	if err := checkPool(&cfg); err != nil {
 		return nil, err
+	}
+	var ws string
+	if cfg.Workspace != "" {
+		var err error
+		if ws, err = workspaceDir(cfg.Workspace); err != nil {
+			return nil, err
+		}
 	}
 	cfg.Workspace = ws
 	log := cfg.Logger
@@ -189,11 +206,16 @@ func New(cfg Config) (*Host, error) {
 		p.Close()
 		cfg.Egress = &e
 	}
-	h := &Host{cfg: cfg, policy: engine, log: log, sessions: map[*Session]struct{}{}}
+	h := &Host{cfg: cfg, policy: engine, popts: popts, log: log, sessions: map[*Session]struct{}{}}
 	if cfg.PolicyFile != "" {
 		// A "rule" decision appends to the policy file, unless it is in the
-		// workspace, where the agent could write its own rules.
-		rf, err := tools.NewRuleFile(cfg.PolicyFile, ws, func() (tools.Classifier, error) {
+		// workspace, where the agent could write its own rules (a pooled
+		// session's is in the pool's directory).
+		inside := ws
+		if cfg.Pool != nil {
+			inside = cfg.Pool.Dir()
+		}
+		rf, err := tools.NewRuleFile(cfg.PolicyFile, inside, func() (tools.Classifier, error) {
 			rs, err := policy.LoadRules(cfg.PolicyFile)
 			if err != nil {
 				return nil, err
@@ -227,7 +249,11 @@ func New(cfg Config) (*Host, error) {
 		// The copy is a directory of this machine, mounted in its place.
 		return nil, fmt.Errorf("corral: isolated sessions need the Docker backend, not %s", h.cfg.Backend.Name())
 	}
-	if _, err := h.cfg.Backend.New(h.sandboxConfig()); err != nil {
+	check := h.sandboxConfig()
+	if cfg.Pool != nil {
+		check.Workspace, check.Source = cfg.Pool.Dir(), ""
+	}
+	if _, err := h.cfg.Backend.New(check); err != nil {
 		return nil, err
 	}
 	if cfg.Checkpoints != nil || cfg.Isolate != nil {
@@ -281,6 +307,11 @@ type SessionOptions struct {
 	// Events, when not nil, receives this session's events, in addition to the
 	// configuration's Events.
 	Events tools.EventSink
+	// Fill, with Config.Pool, fills the session's empty workspace — dir, a
+	// directory of this machine — before the tools session opens, instead
+	// of a copy of the configuration's Workspace (workspace.Source's Fill,
+	// say). An error fails Open.
+	Fill func(ctx context.Context, dir string) error
 }
 
 // Session is one open tools session with its sandbox. Call, Read, Edit, Write
@@ -299,7 +330,7 @@ type Session struct {
 }
 
 // Sandbox returns the session's sandbox. With the Docker backend it is a
-// *sandbox.Container.
+// *sandbox.Container; with Config.Pool a *pool.Sandbox.
 func (s *Session) Sandbox() sandbox.Sandbox { return s.box }
 
 // Open opens a session: its log directory, its sandbox (the container starts
@@ -330,17 +361,21 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 		opts.Confirmer = so.Confirmer
 	}
 	opts.Events = tee(h.cfg.Events, so.Events)
+	pooled := h.cfg.Pool != nil
 	// The full logs of bash commands live outside the workspace, mounted
 	// read-only into the sandbox at the same path: the model reads or greps them
-	// with either tool, and they never show up in the user's repository.
-	if opts.LogDir == "" {
+	// with either tool, and they never show up in the user's repository. A
+	// pooled sandbox has its slot's.
+	switch {
+	case pooled:
+	case opts.LogDir == "":
 		dir, err := os.MkdirTemp("", "corral-logs-")
 		if err != nil {
 			return nil, fmt.Errorf("corral: making the log directory: %w", err)
 		}
 		s.undo.add(func() error { return os.RemoveAll(dir) })
 		opts.LogDir = dir
-	} else {
+	default:
 		if opts.LogDir, err = filepath.Abs(opts.LogDir); err != nil {
 			return nil, fmt.Errorf("corral: log directory: %w", err)
 		}
@@ -348,11 +383,15 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 			return nil, fmt.Errorf("corral: log directory: %w", err)
 		}
 	}
-	if opts.LogDir, err = filepath.EvalSymlinks(opts.LogDir); err != nil {
-		return nil, fmt.Errorf("corral: log directory: %w", err)
+	if !pooled {
+		if opts.LogDir, err = filepath.EvalSymlinks(opts.LogDir); err != nil {
+			return nil, fmt.Errorf("corral: log directory: %w", err)
+		}
 	}
 	scfg := h.sandboxConfig()
-	scfg.ReadOnlyMounts = append(scfg.ReadOnlyMounts, opts.LogDir)
+	if !pooled {
+		scfg.ReadOnlyMounts = append(scfg.ReadOnlyMounts, opts.LogDir)
+	}
 	if h.cfg.Isolate != nil {
 		if err := s.isolate(ctx, &scfg, &opts); err != nil {
 			return nil, err
@@ -395,7 +434,12 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 		scfg.Egress = proxy
 		opts.Network = calls
 	}
-	if s.box, err = h.cfg.Backend.New(scfg); err != nil {
+	if pooled {
+		err = s.claim(ctx, scfg, &opts, so.Fill)
+	} else {
+		s.box, err = h.cfg.Backend.New(scfg)
+	}
+	if err != nil {
 		return nil, err
 	}
 	box := s.box
@@ -446,8 +490,11 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 	session.Store(s.Session)
 	s.undo.add(s.Session.Close)
 	if opts.Events != nil {
-		events, id := opts.Events, s.Session.ID()
-		events.Emit(tools.Event{Type: tools.EventSessionStart, Time: time.Now(), Session: id, Path: h.cfg.Workspace})
+		events, id, path := opts.Events, s.Session.ID(), h.cfg.Workspace
+		if pooled {
+			path = opts.Workspace
+		}
+		events.Emit(tools.Event{Type: tools.EventSessionStart, Time: time.Now(), Session: id, Path: path})
 		s.undo.add(func() error {
 			events.Emit(tools.Event{Type: tools.EventSessionEnd, Time: time.Now(), Session: id})
 			return nil
