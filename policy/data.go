@@ -722,47 +722,15 @@ func printfData(args []field, argData dataKind) data {
 // writesToFile reports whether curl or wget saves what it fetches to a file
 // rather than writing it to its standard output.
 func writesToFile(name string, args []field) bool {
-	for i, a := range args {
-		s := a.s
-		next := ""
-		if i+1 < len(args) {
-			next = args[i+1].s
-		}
-		switch name {
-		case "curl":
-			switch {
-			case s == "-o" || s == "--output":
-				return next != "-"
-			case strings.HasPrefix(s, "--output="):
-				return s != "--output=-"
-			case s == "-O" || s == "--remote-name" || s == "--remote-name-all" || s == "-J" || s == "--output-dir":
+	for _, o := range argsOf(name, args).opts {
+		switch {
+		case name == "curl" && (o.name == "-o" || o.name == "--output"), name == "wget" && (o.name == "-O" || o.name == "--output-document"):
+			if o.val.s != "-" {
 				return true
-			case len(s) > 1 && s[0] == '-' && s[1] != '-':
-				if j := strings.IndexByte(s, 'o'); j > 0 {
-					if j == len(s)-1 {
-						return next != "-"
-					}
-					return s[j+1:] != "-"
-				}
-				if strings.Contains(s, "O") {
-					return true
-				}
 			}
-		case "wget":
-			switch {
-			case s == "-O" || s == "--output-document":
-				return next != "-"
-			case strings.HasPrefix(s, "--output-document="):
-				return s != "--output-document=-"
-			case len(s) > 1 && s[0] == '-' && s[1] != '-':
-				if j := strings.IndexByte(s, 'O'); j > 0 {
-					if j == len(s)-1 {
-						return next != "-"
-					}
-					return s[j+1:] != "-"
-				}
-			}
+		case name == "curl" && (o.name == "-O" || o.name == "--remote-name" || o.name == "--remote-name-all" || o.name == "-J" || o.name == "--output-dir"):
+			return true
 		}
 	}
-	return name == "wget"
+	return false
 }

@@ -19,7 +19,9 @@ func registerNet() {
 		}})
 	}
 	net("curl", ruleDownload, "curl fetches data from the network; approval is needed", checkCurl)
+	readsArgs("curl", curlSpec)
 	net("wget", ruleDownload, "wget fetches data from the network; approval is needed", checkWget)
+	readsArgs("wget", wgetSpec)
 	net("aria2c axel lwp-request lynx w3m links elinks http https xh httpie curlie fetch", ruleDownload, "%s fetches data from the network; approval is needed", nil)
 	net("nc ncat netcat nc.openbsd nc.traditional", ruleNetwork, "%s opens a raw network connection; approval is needed", checkNetcat)
 	readsArgs("nc ncat netcat nc.openbsd nc.traditional", netcatArgs)
