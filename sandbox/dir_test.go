@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // The working directory persists between calls, like a shell's, clamped to the
@@ -63,5 +64,29 @@ func TestWorkingDirectory(t *testing.T) {
 	}
 	if res, _ := run(t, c, ExecRequest{Command: "true"}); res.Dir != ws || !res.DirReset {
 		t.Errorf("after removal: dir %q reset %v", res.Dir, res.DirReset)
+	}
+}
+
+// The next command's shell goes ahead to the directory the last one ended in;
+// a directory replaced meanwhile (same path, another directory) is entered
+// anew, never run in while it is gone.
+func TestWorkingDirectoryReplaced(t *testing.T) {
+	c := newSandbox(t, testConfig(t))
+	ws := c.Workspace()
+	sh(t, c, "mkdir -p d && cd d && touch old-marker")
+	time.Sleep(300 * time.Millisecond) // the next shell is in d by now
+	d := filepath.Join(ws, "d")
+	if err := os.Rename(d, d+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "new-marker"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, out := run(t, c, ExecRequest{Command: "pwd; ls"})
+	if res.Dir != d || clean(out) != d+"\nnew-marker" {
+		t.Errorf("started in %q with output %q, want %q and the new directory's listing", res.Dir, clean(out), d)
 	}
 }

@@ -32,16 +32,28 @@ import (
 // (a spare), it asks the kernel to kill it first when memory runs out, moves
 // the directory-report pipe off fd 3, arranges to report its final directory
 // on exit, ignores SIGHUP (a terminal's session leader hangs up its foreground
-// process group when it exits, which would kill `server &`), then waits for
-// its directory (fd 4) and command (fd 5) and evaluates the command. On one
-// line, so that the command's line numbers are its own; read, a builtin,
-// takes the pipes from the fds themselves (they are the agent's, so a path
-// like /dev/fd/4 may not open) without a fork; SECONDS restarts at zero.
-const bashBoot = `echo 1000 2>/dev/null >/proc/self/oom_score_adj; exec {__corral_cwd}>&3 3>&-; trap 'builtin pwd -P >&"$__corral_cwd" 2>/dev/null' EXIT; trap '' HUP; IFS= builtin read -r -d '' __corral_c <&4; exec 4<&-; builtin cd -- "$__corral_c" || exit 125; unset OLDPWD; IFS= builtin read -r -d '' __corral_c <&5; exec 5<&-; SECONDS=0; eval -- "unset __corral_c; $__corral_c"`
+// process group when it exits, which would kill `server &`), changes to the
+// directory the next command most likely starts in ($1), then waits for its
+// directory (fd 4: empty when it is already there) and command (fd 5) and
+// evaluates the command. On one line, so that the command's line numbers are
+// its own; read, a builtin, takes the pipes from the fds themselves (they are
+// the agent's, so a path like /dev/fd/4 may not open) without a fork;
+// SECONDS restarts at zero.
+//
+// Whatever it can, it does before the command comes, and it looks nothing up
+// by path once it has: a command's user is not the owner of the image's
+// directories, and where the engine's storage is a FUSE file system (Docker's
+// fuse-overlayfs driver) each permission check of a non-owner is a round trip
+// to its daemon. So the directory is entered ahead (a cd to an absolute path
+// walks from the root), the exit trap reports the logical directory, which
+// costs no system call, rather than `pwd -P`, which reads every link on the
+// way (the agent resolves it), and errors are silenced by closing stderr
+// rather than by opening /dev/null.
+const bashBoot = `echo 1000 2>&- >/proc/self/oom_score_adj; exec {__corral_cwd}>&3 3>&-; trap 'builtin pwd -L 2>&- >&"$__corral_cwd"' EXIT; trap '' HUP; builtin cd -- "$1" 2>&-; shift; IFS= builtin read -r -d '' __corral_c <&4; exec 4<&-; [[ -z $__corral_c ]] || builtin cd -- "$__corral_c" || exit 125; unset OLDPWD; IFS= builtin read -r -d '' __corral_c <&5; exec 5<&-; SECONDS=0; eval -- "unset __corral_c; $__corral_c"`
 
 // shPrefix does the same for a plain sh, which runs the command at once: it
 // precedes the command on its first line.
-const shPrefix = `echo 1000 2>/dev/null >/proc/self/oom_score_adj; trap 'pwd -P >&3 2>/dev/null' EXIT; trap '' HUP; `
+const shPrefix = `echo 1000 2>&- >/proc/self/oom_score_adj; trap 'pwd -P 2>&- >&3' EXIT; trap '' HUP; `
 
 // shArgMax bounds a command a plain sh takes as its argument: the kernel
 // refuses an argument over 128 KiB. A longer one the sh reads from fd 4, a
@@ -233,11 +245,18 @@ type agent struct {
 	fs     *fsServer       // file operations on the workspace (fs_linux.go)
 	netSeq atomic.Uint32
 
-	spareMu  sync.Mutex    // guards spare, refilled and stopped
-	spare    *shellProc    // a bash started ahead of the next command
+	spareMu  sync.Mutex    // guards spares, refilled and stopped
+	spares   []*shellProc  // bashes started ahead of the next commands, oldest first
 	refilled chan struct{} // non-nil while a spare is being started; closed when done
 	stopped  bool
 }
+
+// maxSpares is how many bashes wait ahead of need. Two: a command that
+// follows another at once takes one that has had a whole command's time to
+// start up, rather than the one started as the last command ended (a bash's
+// start-up — its libraries, its locale — takes milliseconds where the image's
+// files are on a FUSE file system and the command's user does not own them).
+const maxSpares = 2
 
 // send writes one encoded frame. A failed write means the host is gone: the
 // agent shuts down.
@@ -307,8 +326,10 @@ func (a *agent) hello(p []byte) error {
 	if h.InheritEnv {
 		a.env = inheritedEnv(os.Environ(), h.Env)
 	}
-	a.cmdEnv = envpath.WithDefaults(h.Env, cmdEnvDefaults)
 	a.shell, a.bash = findShell(h.Env)
+	// SHELL, as a login sets it: without it a shell looks its user up in
+	// the passwd database at every start.
+	a.cmdEnv = envpath.WithDefaults(h.Env, append(cmdEnvDefaults[:len(cmdEnvDefaults):len(cmdEnvDefaults)], "SHELL="+a.shell))
 	a.uid, a.gid, a.ambient = h.UID, h.GID, h.AmbientCaps
 	if len(a.ambient) > 0 && !ambientCaps() {
 		a.ambient = nil
@@ -328,7 +349,7 @@ func (a *agent) hello(p []byte) error {
 		}
 	}
 	if a.bash {
-		go a.refill()
+		go a.refill(a.workspace, 1) // the first command comes soon: one is enough
 	}
 	return a.send(proto.JSONFrame(proto.Hello, 0, reply))
 }
@@ -530,6 +551,8 @@ type shellProc struct {
 	// dir and command, for a bash waiting in bashBoot: written once, then
 	// closed, they start the command.
 	dir, command *os.File
+	// in is the directory a bash waiting in bashBoot went to ahead.
+	in string
 }
 
 // close releases what the agent holds of a shell that will not be used.
@@ -661,6 +684,7 @@ func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
 	case interactive:
 		cmd.Args = []string{name, "-c", `cd -- "$1" || exit 125; exec "$0" -i`, a.shell, dir}
 	case a.bash:
+		p.in = dir
 		var cwdW, dirR, cmdR *os.File
 		p.cwd, cwdW = pipe()
 		dirR, p.dir = pipe()
@@ -670,7 +694,7 @@ func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
 			return nil, err
 		}
 		cmd.ExtraFiles = []*os.File{cwdW, dirR, cmdR}
-		cmd.Args = []string{name, "-c", bashBoot}
+		cmd.Args = []string{name, "-c", bashBoot, name, dir}
 	default:
 		var cwdW *os.File
 		p.cwd, cwdW = pipe()
@@ -730,8 +754,12 @@ func (p *shellProc) kill(a *agent) {
 	}
 }
 
-// begin hands a waiting bash its directory and command.
+// begin hands a waiting bash its directory and command. The directory is
+// left empty when the shell is in it already.
 func (p *shellProc) begin(dir, command string) error {
+	if p.isIn(dir) {
+		dir = ""
+	}
 	_, err := p.dir.WriteString(dir)
 	p.dir.Close()
 	p.dir = nil
@@ -752,58 +780,85 @@ func (p *shellProc) begin(dir, command string) error {
 	return nil
 }
 
-// takeSpare returns the spare bash if there is a live one, waiting for one
-// being started: that is sooner than starting another.
-func (a *agent) takeSpare() *shellProc {
+// isIn reports whether the waiting shell's working directory is dir: the one
+// it went to ahead, and still the same directory (not one removed and made
+// again since).
+func (p *shellProc) isIn(dir string) bool {
+	if p.in != dir {
+		return false
+	}
+	cwd, err := os.Stat("/proc/" + strconv.Itoa(p.pid) + "/cwd")
+	if err != nil {
+		return false
+	}
+	fi, err := os.Stat(dir)
+	return err == nil && os.SameFile(cwd, fi)
+}
+
+// takeSpare returns a live spare bash, one that went ahead to dir if there
+// is one, waiting for one being started when there is none: that is sooner
+// than starting another.
+func (a *agent) takeSpare(dir string) *shellProc {
 	a.spareMu.Lock()
-	if a.spare == nil && a.refilled != nil {
+	defer a.spareMu.Unlock()
+	if len(a.spares) == 0 && a.refilled != nil {
 		ch := a.refilled
 		a.spareMu.Unlock()
 		<-ch
 		a.spareMu.Lock()
 	}
-	p := a.spare
-	a.spare = nil
-	a.spareMu.Unlock()
-	if p == nil {
-		return nil
+	for len(a.spares) > 0 {
+		i := 0
+		for j, p := range a.spares {
+			if p.in == dir {
+				i = j
+				break
+			}
+		}
+		p := a.spares[i]
+		a.spares = append(a.spares[:i], a.spares[i+1:]...)
+		select {
+		case <-p.exited:
+			// It died idle (killed for memory, say).
+			p.close()
+		default:
+			return p
+		}
 	}
-	select {
-	case <-p.exited:
-		// It died idle (killed for memory, say).
-		p.close()
-		return nil
-	default:
-	}
-	return p
+	return nil
 }
 
-// refill starts a new spare bash unless there is one or one is being started.
-// It runs when the CPU is likely free: after a command ended, or once one has
-// run for a while.
-func (a *agent) refill() {
-	a.spareMu.Lock()
-	if a.spare != nil || a.refilled != nil || a.stopped {
+// refill starts spare bashes in dir until there are want of them, unless one
+// is being started. It runs when the CPU is likely free: after a command
+// ended (dir is where it ended), or once one has run for a while (where it
+// started).
+func (a *agent) refill(dir string, want int) {
+	for {
+		a.spareMu.Lock()
+		if len(a.spares) >= want || a.refilled != nil || a.stopped {
+			a.spareMu.Unlock()
+			return
+		}
+		done := make(chan struct{})
+		a.refilled = done
 		a.spareMu.Unlock()
-		return
-	}
-	done := make(chan struct{})
-	a.refilled = done
-	a.spareMu.Unlock()
-	p, err := a.spawn(spawnOpts{dir: a.workspace})
-	a.spareMu.Lock()
-	a.refilled = nil
-	close(done)
-	stopped := a.stopped
-	if err == nil && !stopped {
-		a.spare = p
-	}
-	a.spareMu.Unlock()
-	switch {
-	case err != nil:
-		a.log.Debug("no spare shell", "err", err)
-	case stopped:
-		p.kill(a)
+		p, err := a.spawn(spawnOpts{dir: dir})
+		a.spareMu.Lock()
+		a.refilled = nil
+		close(done)
+		stopped := a.stopped
+		if err == nil && !stopped {
+			a.spares = append(a.spares, p)
+		}
+		a.spareMu.Unlock()
+		switch {
+		case err != nil:
+			a.log.Debug("no spare shell", "err", err)
+			return
+		case stopped:
+			p.kill(a)
+			return
+		}
 	}
 }
 
@@ -846,12 +901,12 @@ func (c *agentCmd) fork() error {
 		p, err = a.spawn(o)
 	case a.bash:
 		if !m.Pipes && len(m.Env) == 0 && m.UID == 0 {
-			if p = a.takeSpare(); p != nil && m.Cols != 0 && m.Rows != 0 {
+			if p = a.takeSpare(dir); p != nil && m.Cols != 0 && m.Rows != 0 {
 				setWinsize(p.master, m.Cols, m.Rows)
 			}
 		}
 		if p == nil {
-			o.dir = a.workspace
+			o.dir = dir
 			p, err = a.spawn(o)
 		}
 		if err == nil {
@@ -859,7 +914,7 @@ func (c *agentCmd) fork() error {
 				p.kill(a)
 			}
 		}
-		c.refillTimer = time.AfterFunc(refillAfter, a.refill)
+		c.refillTimer = time.AfterFunc(refillAfter, func() { a.refill(dir, maxSpares) })
 	default:
 		o.dir, o.shCommand = dir, command
 		p, err = a.spawn(o)
@@ -939,7 +994,11 @@ func (c *agentCmd) wait() {
 	delete(c.a.cmds, c.id)
 	c.a.mu.Unlock()
 	if c.refillTimer != nil && c.refillTimer.Stop() {
-		c.a.refill()
+		next := ex.Dir
+		if ex.Cwd != "" {
+			next, _ = c.a.resolveDir(ex.Cwd)
+		}
+		c.a.refill(next, maxSpares)
 	}
 	if c.input != nil {
 		c.input.Close()
@@ -1009,7 +1068,13 @@ func readCwd(r *os.File) string {
 	if !filepath.IsAbs(last) {
 		return ""
 	}
-	return last
+	// The shell reports its logical directory: the physical one is the
+	// agent's to find, as root, cheaply.
+	real, err := filepath.EvalSymlinks(last)
+	if err != nil {
+		return ""
+	}
+	return real
 }
 
 // drain waits, after the shell exited, for the output still in the terminal

@@ -164,9 +164,73 @@ func (a *agent) members(all []procStat, mark uint32) []procStat {
 }
 
 // markedProcs lists the live processes of the shell with marker mark (see
-// members).
+// members). It reads one file a process, its status: what members needs is
+// there (the pid, the parent, the state, the marker) and the name.
 func (a *agent) markedProcs(mark uint32) []procStat {
-	return a.members(a.allProcs(), mark)
+	return a.members(statusProcs(), mark)
+}
+
+// statusProcs lists every live process the agent can see but itself and the
+// container's init, zombies excluded, from their status files.
+func statusProcs() []procStat {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	self := os.Getpid()
+	out := make([]procStat, 0, len(names))
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid == self || pid == 1 {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + n + "/status")
+		if err != nil {
+			continue
+		}
+		if ps, ok := parseStatus(b); ok && ps.state != 'Z' && ps.state != 'X' {
+			ps.pid = pid
+			out = append(out, ps)
+		}
+	}
+	return out
+}
+
+// parseStatus decodes the name, state, parent and marker of /proc/<pid>/status.
+func parseStatus(b []byte) (procStat, bool) {
+	var ps procStat
+	seen := 0
+	for len(b) > 0 && seen < 4 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		key, val, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		val = bytes.TrimSpace(val)
+		switch string(key) {
+		case "Name":
+			ps.comm = string(val)
+		case "State":
+			if len(val) > 0 {
+				ps.state = val[0]
+			}
+		case "PPid":
+			ps.ppid, _ = strconv.Atoi(string(val))
+		case "Groups":
+			for _, f := range strings.Fields(string(val)) {
+				if g, err := strconv.ParseUint(f, 10, 32); err == nil && g >= markBase && g <= markMax {
+					ps.mark = uint32(g)
+				}
+			}
+		default:
+			continue
+		}
+		seen++
+	}
+	return ps, ps.state != 0
 }
 
 // cmdline describes a process for a person: its command line, shortened.

@@ -13,3 +13,20 @@ func TestParseStat(t *testing.T) {
 		}
 	}
 }
+
+func TestParseStatus(t *testing.T) {
+	status := "Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t42\nNgid:\t0\nPid:\t42\nPPid:\t7\nTracerPid:\t0\nUid:\t65532\t65532\t65532\t65532\nGid:\t65532\t65532\t65532\t65532\nFDSize:\t64\nGroups:\t2113929224 \nNStgid:\t42\n"
+	ps, ok := parseStatus([]byte(status))
+	if !ok || ps.comm != "python3" || ps.state != 'S' || ps.ppid != 7 || ps.mark != 2113929224 {
+		t.Errorf("%+v %v", ps, ok)
+	}
+	// A name cannot add a line (the kernel escapes it), and a group that is
+	// not a marker is none.
+	ps, ok = parseStatus([]byte("Name:\tGroups: 2113929224\\n\nState:\tZ (zombie)\nPPid:\t1\nGroups:\t100 \n"))
+	if !ok || ps.mark != 0 || ps.state != 'Z' {
+		t.Errorf("%+v %v", ps, ok)
+	}
+	if _, ok := parseStatus(nil); ok {
+		t.Error("parsed nothing")
+	}
+}
