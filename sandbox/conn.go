@@ -798,14 +798,18 @@ func (c *Client) feed(s *hostStream, in io.Reader, mode feedMode) {
 }
 
 // AgentLog passes what an agent prints on its stderr to a logger line by
-// line and keeps the last few lines for error messages. Its memory is
-// bounded. It is safe for concurrent use.
+// line and keeps the first and the last few lines for error messages: a Go
+// program that crashes says why first ("panic: ...", "fatal error: ...") and
+// then dumps its stacks. Its memory is bounded. It is safe for concurrent
+// use.
 type AgentLog struct {
 	log *slog.Logger
 
-	mu   sync.Mutex // guards part and last
-	part []byte
-	last []string
+	mu      sync.Mutex // guards part, first, skipped and last
+	part    []byte
+	first   []string
+	skipped int // lines between first and last, not kept
+	last    []string
 }
 
 // agentLogMax bounds the bytes kept of one line, agentLogLines the lines kept.
@@ -840,9 +844,14 @@ func (l *AgentLog) line(s string) {
 		return
 	}
 	l.log.Info("sandbox agent", "line", s)
+	if len(l.first) < agentLogLines {
+		l.first = append(l.first, s)
+		return
+	}
 	l.last = append(l.last, s)
 	if len(l.last) > agentLogLines {
 		l.last = l.last[1:]
+		l.skipped++
 	}
 }
 
@@ -854,13 +863,23 @@ func NewAgentLog(log *slog.Logger) *AgentLog {
 	return &AgentLog{log: log}
 }
 
-// Tail returns the last lines seen, joined by "; ".
+// Tail returns the first and the last lines seen, each cut at 512 bytes,
+// joined by "; ", with how many lines between them were left out.
 func (l *AgentLog) Tail() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	last := l.last
-	if len(l.part) > 0 {
-		last = append(append([]string(nil), last...), strings.TrimSpace(string(l.part)))
+	lines := append([]string(nil), l.first...)
+	if l.skipped > 0 {
+		lines = append(lines, fmt.Sprintf("[%d lines]", l.skipped))
 	}
-	return strings.Join(last, "; ")
+	lines = append(lines, l.last...)
+	if part := strings.TrimSpace(string(l.part)); part != "" {
+		lines = append(lines, part)
+	}
+	for i, s := range lines {
+		if len(s) > 512 {
+			lines[i] = s[:512] + "…"
+		}
+	}
+	return strings.Join(lines, "; ")
 }

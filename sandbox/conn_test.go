@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -100,8 +101,25 @@ func TestLineLogBounded(t *testing.T) {
 	for i := range 20 {
 		l.Write([]byte(strings.Repeat("y", i) + "\n"))
 	}
-	if len(l.part) != 0 || len(l.last) != agentLogLines || len(l.Tail()) > agentLogLines*agentLogMax+20 {
-		t.Errorf("unbounded: part %d, %d lines", len(l.part), len(l.last))
+	if len(l.part) != 0 || len(l.first) != agentLogLines || len(l.last) != agentLogLines || len(l.Tail()) > 2*agentLogLines*520+20 {
+		t.Errorf("unbounded: part %d, %d+%d lines, tail of %d bytes", len(l.part), len(l.first), len(l.last), len(l.Tail()))
+	}
+}
+
+// An agent that crashes says why in its first lines and then dumps its
+// stacks: the error keeps both ends.
+func TestAgentLogKeepsACrashsCause(t *testing.T) {
+	l := NewAgentLog(nil)
+	fmt.Fprint(l, "runtime: failed to create new OS thread (have 17 already; errno=11)\nruntime: may need to increase max user processes (ulimit -u)\nfatal error: newosproc\n\n")
+	for i := range 200 {
+		fmt.Fprintf(l, "goroutine %d [running]:\n\truntime.throw(...)\n", i)
+	}
+	fmt.Fprint(l, "exit status 2")
+	tail := l.Tail()
+	for _, want := range []string{"runtime: failed to create new OS thread", "fatal error: newosproc", "[393 lines]", "exit status 2"} {
+		if !strings.Contains(tail, want) {
+			t.Errorf("%q is not in %q", want, tail)
+		}
 	}
 }
 

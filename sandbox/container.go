@@ -506,11 +506,22 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 		Broken:     func() { c.removeLater(id) },
 	})
 	if err != nil {
-		return nil, err
+		return nil, c.startFailed(api, id, err)
 	}
 	conn.dirReset = reset
 	c.log.Debug("sandbox started", "container", id, "name", name, "shell", conn.hello.Shell, "inputWait", conn.hello.InputWait)
 	return conn, nil
+}
+
+// startFailed adds to err, the reason the agent of container id did not
+// answer its hello, the container's state when it has stopped.
+func (c *Container) startFailed(api dockerAPI, id string, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if in, ierr := api.ContainerInspect(ctx, id); ierr == nil && in.State != nil && !in.State.Running {
+		return fmt.Errorf("%w; it exited with status %d %s", err, in.State.ExitCode, stateText(in.State))
+	}
+	return err
 }
 
 // died asks the engine why container id died: its agent's connection ended
@@ -542,11 +553,31 @@ func (c *Container) died(api dockerAPI, id string, cause error, stderr *AgentLog
 		d.Reason = "it was killed"
 	default:
 		d.Reason = fmt.Sprintf("it exited with status %d", in.State.ExitCode)
+	}
+	if err == nil && in.State != nil && !in.State.Running {
+		d.Reason += " " + stateText(in.State)
 		if tail := stderr.Tail(); tail != "" {
 			d.Reason += "; the agent said: " + sanitize.Text(tail)
 		}
 	}
 	return d
+}
+
+// stateText describes a stopped container's state as the engine has it: its
+// status, how long it ran, and the engine's or the runtime's error.
+func stateText(st *container.State) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "(container %s", st.Status)
+	start, err1 := time.Parse(time.RFC3339Nano, st.StartedAt)
+	end, err2 := time.Parse(time.RFC3339Nano, st.FinishedAt)
+	if err1 == nil && err2 == nil && !start.IsZero() && end.After(start) {
+		fmt.Fprintf(&b, " after %v", end.Sub(start).Round(time.Millisecond))
+	}
+	if st.Error != "" {
+		fmt.Fprintf(&b, ", engine error %q", sanitize.Text(st.Error))
+	}
+	b.WriteString(")")
+	return b.String()
 }
 
 // capDACOverride is CAP_DAC_OVERRIDE's number.
