@@ -489,6 +489,9 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	if c.rootWorkspace {
 		hello.AmbientCaps = []uintptr{capDACOverride}
 	}
+	if countsOwnThreads(info, c.cfg.Runtime) {
+		hello.ProcessLimit = c.cfg.PidsLimit
+	}
 	var stream io.ReadWriteCloser = newAttachConn(hj.Conn, hj.Reader, stderr)
 	if c.transport != nil {
 		stream = c.transport(stream)
@@ -580,6 +583,25 @@ func stateText(st *container.State) string {
 	return b.String()
 }
 
+// countsOwnThreads says whether the runtime's own threads count against the
+// engine's pids limit: gVisor's do (its sentry runs on the host, in the
+// container's cgroup, with a hundred threads or so at rest and about eight
+// more for each process of the sandbox under its ptrace platform), and
+// reaching the limit ends the whole sandbox rather than failing a fork. There
+// the limit is the commands' RLIMIT_NPROC (gVisor's kernel counts only the
+// sandbox's processes), and the engine's is raised to hold gVisor's threads
+// for that many processes.
+func countsOwnThreads(info *system.Info, runtime string) bool {
+	program, _ := runtimeProgram(info, runtime)
+	return program == "runsc"
+}
+
+// gVisor's host threads: per process of the sandbox, and of its own.
+const (
+	gVisorThreadsPerProcess = 10
+	gVisorThreads           = 256
+)
+
 // capDACOverride is CAP_DAC_OVERRIDE's number.
 const capDACOverride = 1
 
@@ -620,6 +642,11 @@ func (c *Container) spec(info *system.Info, g *gitShadow, side *egressSide) (*co
 		nano = int64(info.NCPU) * 1e9
 	}
 	pids := cfg.PidsLimit
+	if countsOwnThreads(info, cfg.Runtime) {
+		// The commands' processes are held to the limit inside (see
+		// countsOwnThreads); the engine's holds gVisor's threads for them.
+		pids = pids*gVisorThreadsPerProcess + gVisorThreads
+	}
 	tmp := max(cfg.Memory/4, 64<<20)
 	useInit := true
 	hc := &container.HostConfig{

@@ -313,6 +313,19 @@ func socketEgress(info *system.Info, name string) (ok, passFD bool) {
 	if runtime.GOOS != "linux" || info.OperatingSystem == "Docker Desktop" {
 		return false, false
 	}
+	program, args := runtimeProgram(info, name)
+	switch program {
+	case "runc", "crun", "youki", "io.containerd.runc.v2":
+		return true, true
+	case "runsc":
+		return hostUDS(args), false
+	}
+	return false, false
+}
+
+// runtimeProgram names the program of the engine's OCI runtime name (its
+// default when empty), and its arguments.
+func runtimeProgram(info *system.Info, name string) (string, []string) {
 	if name == "" {
 		name = info.DefaultRuntime
 	}
@@ -324,13 +337,7 @@ func socketEgress(info *system.Info, name string) (ok, passFD bool) {
 	if !found || path == "" {
 		path = name
 	}
-	switch filepath.Base(path) {
-	case "runc", "crun", "youki", "io.containerd.runc.v2":
-		return true, true
-	case "runsc":
-		return hostUDS(rt.Args), false
-	}
-	return false, false
+	return filepath.Base(path), rt.Args
 }
 
 // hostUDS says whether runsc's arguments let a sandbox open host sockets.

@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,8 +83,11 @@ func TestRunsc(t *testing.T) {
 }
 
 // Under gVisor the cgroup counters are not visible inside: a memory bomb or a
-// fork bomb takes the whole sandbox down (the sentry runs out of memory or of
-// host threads). The call still returns, and the next starts a new sandbox.
+// fork bomb takes the whole sandbox down (the sentry runs out of memory, or
+// of host threads: a fork bomb, held to the process limit inside, churns
+// through more of them than the engine's limit allows for). The call still
+// returns; the sandbox may die in it or, for a bomb that went to the
+// background, in the next one, and then the next call starts a new sandbox.
 func TestRunscBombs(t *testing.T) {
 	if !hasRuntime(t, "runsc") {
 		t.Skip("runsc is not registered with the Docker engine")
@@ -102,8 +107,61 @@ func TestRunscBombs(t *testing.T) {
 			t.Fatalf("%q hung", cmd)
 		}
 		t.Logf("%q: exit %d, oom %v, process limit %v, err %v", cmd, res.ExitCode, res.OOMKilled, res.ProcessLimit, err)
-		if got := sh(t, c, "echo alive"); got != "alive" {
+		var got string
+		for try := range 2 {
+			var w strings.Builder
+			res, err := c.Exec(context.Background(), ExecRequest{Command: "echo alive", Output: &w, Timeout: time.Minute})
+			if err == nil {
+				got = clean(w.String())
+				break
+			}
+			var died *DiedError
+			if !errors.As(err, &died) || try > 0 {
+				t.Fatalf("after %q: %+v %v", cmd, res, err)
+			}
+			t.Logf("after %q the sandbox died: %v", cmd, err)
+		}
+		if got != "alive" {
 			t.Errorf("after %q: %q", cmd, got)
 		}
+	}
+}
+
+// Under gVisor the engine's pids limit counts gVisor's own threads (about
+// eight for each process of the sandbox): there the limit is the commands'
+// RLIMIT_NPROC, so a command that starts more processes than allowed has its
+// forks fail, as under runc, and the sandbox lives on. Before, 64 processes
+// would take a sandbox of the default limit down (exit status 2).
+func TestRunscProcessLimit(t *testing.T) {
+	if !hasRuntime(t, "runsc") {
+		t.Skip("runsc is not registered with the Docker engine")
+	}
+	cfg := testConfig(t)
+	cfg.Runtime = "runsc"
+	cfg.PidsLimit = 64
+	gVisorWorkspace(t, cfg)
+	c := newSandbox(t, cfg)
+	script := `import subprocess
+ps = []
+try:
+    for i in range(100):
+        ps.append(subprocess.Popen(["sleep", "60"]))
+    print("started all", len(ps))
+except OSError as e:
+    print("refused after", len(ps), e.errno)
+for p in ps:
+    p.kill()
+    p.wait()
+`
+	if err := os.WriteFile(filepath.Join(c.Workspace(), "spawn.py"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, out := run(t, c, ExecRequest{Command: "python3 spawn.py", Timeout: time.Minute})
+	if !strings.HasPrefix(clean(out), "refused after ") || res.ExitCode != 0 {
+		t.Errorf("100 processes against a limit of 64: exit %d, %q", res.ExitCode, clean(out))
+	}
+	res, out = run(t, c, ExecRequest{Command: "echo alive"})
+	if res.Restarted || clean(out) != "alive" {
+		t.Errorf("after it: restarted %v (%s), %q", res.Restarted, res.RestartReason, clean(out))
 	}
 }

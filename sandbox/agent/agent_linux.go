@@ -237,6 +237,7 @@ type agent struct {
 	bash      bool
 	uid, gid  uint32
 	ambient   []uintptr
+	limits    string // shell commands that set the commands' limits, run first
 
 	mu   sync.Mutex // guards cmds
 	cmds map[uint32]*agentCmd
@@ -331,6 +332,13 @@ func (a *agent) hello(p []byte) error {
 	// the passwd database at every start.
 	a.cmdEnv = envpath.WithDefaults(h.Env, append(cmdEnvDefaults[:len(cmdEnvDefaults):len(cmdEnvDefaults)], "SHELL="+a.shell))
 	a.uid, a.gid, a.ambient = h.UID, h.GID, h.AmbientCaps
+	if h.ProcessLimit > 0 {
+		// Each shell lowers its own limit, soft and hard, before anything
+		// else: the agent keeps none (a root without CAP_SYS_RESOURCE is
+		// held to it under gVisor), and commands cannot raise it. dash
+		// calls it -p.
+		a.limits = fmt.Sprintf("ulimit -u %[1]d 2>&- || ulimit -p %[1]d 2>&-; ", h.ProcessLimit)
+	}
 	if len(a.ambient) > 0 && !ambientCaps() {
 		a.ambient = nil
 		reply.Warning = "the sandbox's kernel has no ambient capabilities (gVisor before 2023): commands cannot override file permissions, so they cannot change what belongs to root in the workspace"
@@ -682,7 +690,7 @@ func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
 	name := filepath.Base(a.shell)
 	switch {
 	case interactive:
-		cmd.Args = []string{name, "-c", `cd -- "$1" || exit 125; exec "$0" -i`, a.shell, dir}
+		cmd.Args = []string{name, "-c", a.limits + `cd -- "$1" || exit 125; exec "$0" -i`, a.shell, dir}
 	case a.bash:
 		p.in = dir
 		var cwdW, dirR, cmdR *os.File
@@ -694,7 +702,7 @@ func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
 			return nil, err
 		}
 		cmd.ExtraFiles = []*os.File{cwdW, dirR, cmdR}
-		cmd.Args = []string{name, "-c", bashBoot, name, dir}
+		cmd.Args = []string{name, "-c", a.limits + bashBoot, name, dir}
 	default:
 		var cwdW *os.File
 		p.cwd, cwdW = pipe()
@@ -712,7 +720,7 @@ func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd.Args = []string{name, "-c", shPrefix + `cd -- "$1" || exit 125; shift; ` + script, name, dir}
+		cmd.Args = []string{name, "-c", a.limits + shPrefix + `cd -- "$1" || exit 125; shift; ` + script, name, dir}
 	}
 	if a.tracked {
 		return a.spawnTracked(p, cmd, !o.pipes)

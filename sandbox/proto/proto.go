@@ -85,6 +85,11 @@ type HelloMsg struct {
 	// (its image's, where the host cannot read the image: a pod), Env set
 	// over it, KUBERNETES_* left out.
 	InheritEnv bool `json:"inheritEnv,omitempty"`
+	// ProcessLimit, when not zero, is the most processes (threads, as the
+	// kernel counts them) the commands' user may have: the agent makes it
+	// their RLIMIT_NPROC. The host sets it where the engine's pids limit
+	// cannot hold commands to it (gVisor, whose own threads it counts).
+	ProcessLimit int64 `json:"processLimit,omitempty"`
 }
 
 // AgentHelloMsg answers HelloMsg.
