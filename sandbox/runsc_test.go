@@ -130,21 +130,24 @@ func TestRunscBombs(t *testing.T) {
 // Under gVisor the engine's pids limit counts gVisor's own threads (about
 // eight for each process of the sandbox): there the limit is the commands'
 // RLIMIT_NPROC, so a command that starts more processes than allowed has its
-// forks fail, as under runc, and the sandbox lives on. Before, 64 processes
-// would take a sandbox of the default limit down (exit status 2).
+// forks fail, as under runc, and the sandbox lives on. Before, some fifty
+// processes took a sandbox of the default limit down (exit status 2), and a
+// limit as small as this one left gVisor no room to start.
 func TestRunscProcessLimit(t *testing.T) {
 	if !hasRuntime(t, "runsc") {
 		t.Skip("runsc is not registered with the Docker engine")
 	}
 	cfg := testConfig(t)
 	cfg.Runtime = "runsc"
-	cfg.PidsLimit = 64
+	// Small: the more host threads gVisor holds, the longer the engine
+	// takes to remove the container (half a minute at some 500).
+	cfg.PidsLimit = 24
 	gVisorWorkspace(t, cfg)
 	c := newSandbox(t, cfg)
 	script := `import subprocess
 ps = []
 try:
-    for i in range(100):
+    for i in range(50):
         ps.append(subprocess.Popen(["sleep", "60"]))
     print("started all", len(ps))
 except OSError as e:
@@ -158,7 +161,7 @@ for p in ps:
 	}
 	res, out := run(t, c, ExecRequest{Command: "python3 spawn.py", Timeout: time.Minute})
 	if !strings.HasPrefix(clean(out), "refused after ") || res.ExitCode != 0 {
-		t.Errorf("100 processes against a limit of 64: exit %d, %q", res.ExitCode, clean(out))
+		t.Errorf("50 processes against a limit of 24: exit %d, %q", res.ExitCode, clean(out))
 	}
 	res, out = run(t, c, ExecRequest{Command: "echo alive"})
 	if res.Restarted || clean(out) != "alive" {
