@@ -140,7 +140,14 @@ func report(w io.Writer, res map[string]result) {
 		line("  first of a workspace", ms(f)+" (every file checked against the index once)")
 	}
 	if r, ok := res["BenchmarkCheckpoint200Calls"]; ok {
-		line("200 checkpoints, 100k files", fmt.Sprintf("repository +%.0f KiB, state directory +%.0f KiB, corral log reports %.0f KiB", r["repo-growth-KiB"], r["state-growth-KiB"], r["disk-usage-KiB"]))
+		s := fmt.Sprintf("repository +%.0f KiB, state directory +%.0f KiB, corral log reports %.0f KiB", r["repo-growth-KiB"], r["state-growth-KiB"], r["disk-usage-KiB"])
+		if base := r["repo-KiB"]; base > 0 {
+			s += fmt.Sprintf(" (%.1f%% of the repository's .git, %.0f KiB)", 100*(r["repo-growth-KiB"]+r["state-growth-KiB"])/base, base)
+			if gc, ok := r["repo-growth-after-gc-KiB"]; ok {
+				s += fmt.Sprintf("; after git gc +%.0f KiB (%.1f%%)", gc, 100*gc/base)
+			}
+		}
+		line("200 checkpoints, 100k files", s)
 	}
 	if r, ok := res["BenchmarkEgress"]; ok {
 		line("--network allow, download", fmt.Sprintf("tunnel %.0f MB/s vs bridge %.0f MB/s (%.2fx; goal ≥ 0.8x), %.2fx a bare host relay | plain HTTP %.0f vs %.0f MB/s (%.2fx) | stream relay %.0f MB/s (%.2fx)",
