@@ -74,12 +74,12 @@ kube-up: test-image agent-image
 	bash $(KUBE) up
 	bash $(KUBE) load $(IMAGE) $(AGENT_IMAGE)
 
-# The agent image of the Kubernetes backend: a static corral at /corral, FROM
-# scratch (corral image build --agent).
+# The agent image of the Kubernetes backend: corral-agent (the agent alone,
+# static) at /corral, FROM scratch (corral image build --agent).
 AGENT_IMAGE ?= corral/agent:latest
-agent-image:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/corral-static ./cmd/corral
-	bin/corral-static image build --agent --name $(AGENT_IMAGE)
+agent-image: build
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/corral-agent ./cmd/corral-agent
+	$(BIN) image build --agent --binary bin/corral-agent --name $(AGENT_IMAGE)
 
 kube-down:
 	bash $(KUBE) down

@@ -19,8 +19,9 @@ const DefaultAgent = "corral/agent:latest"
 type AgentOptions struct {
 	// Name is the image's tag; DefaultAgent when empty.
 	Name string
-	// Binary is a static (cgo off) corral binary for the sandbox's
-	// architecture; the running one when empty.
+	// Binary is a static (cgo off) corral-agent (or corral) binary for the
+	// sandbox's architecture; when empty, corral-agent beside the running
+	// binary, else the running one.
 	Binary string
 	// Stdout and Stderr receive docker build's output; discarded when nil.
 	Stdout, Stderr io.Writer
@@ -35,9 +36,15 @@ func BuildAgent(ctx context.Context, o AgentOptions) error {
 	}
 	bin := o.Binary
 	if bin == "" {
-		var err error
-		if bin, err = os.Executable(); err != nil {
+		self, err := os.Executable()
+		if err != nil {
 			return fmt.Errorf("agent image: find this binary: %w", err)
+		}
+		// corral-agent, the agent alone, when it is installed beside this
+		// binary; else this one, larger and slower to start.
+		bin = self
+		if alone := filepath.Join(filepath.Dir(self), "corral-agent"); fileExists(alone) {
+			bin = alone
 		}
 	}
 	b, err := os.ReadFile(bin)
@@ -66,6 +73,11 @@ func BuildAgent(ctx context.Context, o AgentOptions) error {
 		return fmt.Errorf("agent image: docker build: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 func orDiscard(w io.Writer) io.Writer {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/docker/go-units"
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
@@ -69,8 +70,7 @@ func (f *backendFlags) backend(log *slog.Logger) (sandbox.Backend, error) {
 	}
 	// client-go reports what it cannot hand back on the klog logger:
 	// corral's own errors say it.
-	klog.SetOutput(discard{})
-	klog.LogToStderr(false)
+	klog.SetLogger(logr.Discard())
 	opts := kube.Options{
 		Kubeconfig:     f.kubeconfig,
 		Context:        f.context,
@@ -101,7 +101,3 @@ func (f *backendFlags) backend(log *slog.Logger) (sandbox.Backend, error) {
 	}
 	return b, nil
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -91,7 +91,7 @@ and the docker CLI.`,
 	fl.BoolVar(&force, "force", false, "rebuild even if the image is up to date, without docker's layer cache, trying to pull a newer base first")
 	fl.BoolVar(&check, "check", false, "build nothing: exit 0 if the image is up to date, 1 if it is missing or out of date")
 	fl.BoolVar(&agentImage, "agent", false, "build the agent image of the Kubernetes backend instead ("+images.DefaultAgent+" unless --name): this corral's static binary at /corral, FROM scratch")
-	fl.StringVar(&binary, "binary", "", "with --agent, the static corral binary to put in the image (default: this one, which must be static)")
+	fl.StringVar(&binary, "binary", "", "with --agent, the static corral-agent (or corral) binary to put in the image (default: corral-agent beside this binary, else this one, which must be static)")
 	cmd.MarkFlagsMutuallyExclusive("check", "force")
 	cmd.MarkFlagsMutuallyExclusive("check", "agent")
 	return cmd

@@ -101,8 +101,17 @@ func KubeAgentImage(t testing.TB) string {
 		return img
 	}
 	agentImgOnce.Do(func() {
-		var bin string
-		if bin, agentImgErr = BuildAgent(); agentImgErr != nil {
+		var corral, bin string
+		if corral, agentImgErr = BuildAgent(); agentImgErr != nil {
+			return
+		}
+		// The image holds the agent alone (cmd/corral-agent): a copy of it
+		// starts with each command.
+		bin = filepath.Join(filepath.Dir(corral), "corral-agent")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/corralhq/corral/cmd/corral-agent")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			agentImgErr = fmt.Errorf("build corral-agent: %v\n%s", err, out)
 			return
 		}
 		f, err := os.Open(bin)
@@ -115,7 +124,7 @@ func KubeAgentImage(t testing.TB) string {
 		f.Close()
 		agentImg = "corral/agent:test-" + hex.EncodeToString(h.Sum(nil))[:12]
 		if exec.Command("docker", "image", "inspect", agentImg).Run() != nil {
-			if out, err := exec.Command(bin, "image", "build", "--agent", "--name", agentImg).CombinedOutput(); err != nil {
+			if out, err := exec.Command(corral, "image", "build", "--agent", "--binary", bin, "--name", agentImg).CombinedOutput(); err != nil {
 				agentImgErr = fmt.Errorf("build the agent image: %v: %s", err, out)
 				return
 			}

@@ -164,7 +164,7 @@ print("survived")
 	if !res.TrackerKilled {
 		t.Errorf("the result does not say the tracker was killed: %+v", res)
 	}
-	_, left := bash(t, p, `for d in /proc/[0-9]*; do tr '\0' ' ' < $d/cmdline 2>/dev/null; echo; done | grep '^sleep 471' || true`, 30*time.Second)
+	_, left := bash(t, p, `for d in /proc/[0-9]*; do { tr '\0' ' ' < $d/cmdline; echo; } 2>/dev/null; done | grep '^sleep 471' || true`, 30*time.Second)
 	if strings.TrimSpace(left) != "" {
 		t.Errorf("processes of the command survived its tracker:\n%s", left)
 	}
@@ -181,7 +181,7 @@ func TestTrackerStopped(t *testing.T) {
 	if !res.TimedOut || res.ExitCode == -1 {
 		t.Errorf("the command did not end at its timeout, or its end was not reported: %+v", res)
 	}
-	_, left := bash(t, p, `for d in /proc/[0-9]*; do tr '\0' ' ' < $d/cmdline 2>/dev/null; echo; done | grep '^sleep 472' || true`, 30*time.Second)
+	_, left := bash(t, p, `for d in /proc/[0-9]*; do { tr '\0' ' ' < $d/cmdline; echo; } 2>/dev/null; done | grep '^sleep 472' || true`, 30*time.Second)
 	if strings.TrimSpace(left) != "" {
 		t.Errorf("processes outlived the timeout:\n%s", left)
 	}

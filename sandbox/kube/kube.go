@@ -115,8 +115,8 @@ type Backend struct {
 	dyn       dynamic.Interface
 	log       *slog.Logger
 
-	policyOnce sync.Once
-	policyErr  error
+	policyMu   sync.Mutex // guards policyMade
+	policyMade bool       // the NetworkPolicy exists
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -300,26 +300,30 @@ const networkPolicyName = "corral-sandbox-deny-all"
 // ensureNetworkPolicy makes, once, the NetworkPolicy that gives pods
 // labelled corral.network=none neither egress nor ingress.
 func (b *Backend) ensureNetworkPolicy(ctx context.Context) error {
-	b.policyOnce.Do(func() {
-		np := b.cs.NetworkingV1().NetworkPolicies(b.namespace)
-		_, err := np.Get(ctx, networkPolicyName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = np.Create(ctx, &networkingv1.NetworkPolicy{
-				ObjectMeta: metav1.ObjectMeta{Name: networkPolicyName, Labels: map[string]string{labelManagedBy: managedBy}},
-				Spec: networkingv1.NetworkPolicySpec{
-					PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{labelNetwork: "none"}},
-					PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-				},
-			}, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				err = nil
-			}
+	b.policyMu.Lock()
+	defer b.policyMu.Unlock()
+	if b.policyMade {
+		return nil
+	}
+	np := b.cs.NetworkingV1().NetworkPolicies(b.namespace)
+	_, err := np.Get(ctx, networkPolicyName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = np.Create(ctx, &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: networkPolicyName, Labels: map[string]string{labelManagedBy: managedBy}},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{labelNetwork: "none"}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			},
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = nil
 		}
-		if err != nil {
-			b.policyErr = b.apiError(err, "get or create the NetworkPolicy "+networkPolicyName+" that denies sandbox pods all traffic")
-		}
-	})
-	return b.policyErr
+	}
+	if err != nil {
+		return b.apiError(err, "get or create the NetworkPolicy "+networkPolicyName+" that denies sandbox pods all traffic")
+	}
+	b.policyMade = true
+	return nil
 }
 
 // parseUser parses "UID:GID", both numeric, neither 0.

@@ -6,12 +6,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/sandbox/kube"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func TestMain(m *testing.M) {
+	// client-go reports on klog what it cannot return (a stream closed
+	// under it); the tests check the errors corral returns.
+	klog.SetLogger(logr.Discard())
+	os.Exit(testenv.Main(m))
+}
 
 // backend returns a backend on the test cluster with the test agent image.
 func backend(t testing.TB, opts kube.Options) *kube.Backend {
