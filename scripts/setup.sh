@@ -44,6 +44,7 @@ packages() {
 	pkg debootstrap no_base "bootstraps the sandbox image's Debian base where none can be pulled"
 	pkg debian-archive-keyring no_base "Debian's keys, for debootstrap"
 	pkg busybox-static always "a busybox image for the tests: the agent runs in any image"
+	pkg python3 always "runs the control API's Python client in its conformance test"
 	pkg etcd-server kube "the test cluster's store"
 	pkg containerd kube "the test cluster's container runtime (a private instance)"
 	pkg runc kube "the test cluster's OCI runtime"

@@ -41,6 +41,7 @@ read; writes are atomic; a policy engine allows, confirms or denies each command
 		newApplyCmd(),
 		newImageCmd(),
 		newMCPCmd(),
+		newServeCmd(),
 		newAgentCmd(),
 		newUICmd(),
 		newReportCmd(),

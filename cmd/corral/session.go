@@ -172,14 +172,28 @@ func (f *sessionFlags) openEvents() (sink tools.EventSink, close func() error, e
 // host builds the corral host of the flags, with its events file; close closes
 // the host's sessions, then the file.
 func (f *sessionFlags) host(progress io.Writer, log *slog.Logger) (h *corral.Host, close func() error, err error) {
-	cfg, err := f.config(progress)
+	cfg, closeEvents, err := f.fullConfig(progress, log)
 	if err != nil {
 		return nil, nil, err
+	}
+	if h, err = corral.New(cfg); err != nil {
+		closeEvents()
+		return nil, nil, err
+	}
+	return h, func() error { return errors.Join(h.Close(), closeEvents()) }, nil
+}
+
+// fullConfig is the configuration of the flags with its logger, its events
+// file and the web view of --ui; closeEvents closes the file, after the
+// sessions that wrote to it.
+func (f *sessionFlags) fullConfig(progress io.Writer, log *slog.Logger) (cfg corral.Config, closeEvents func() error, err error) {
+	if cfg, err = f.config(progress); err != nil {
+		return corral.Config{}, nil, err
 	}
 	cfg.Logger = log
 	events, closeEvents, err := f.openEvents()
 	if err != nil {
-		return nil, nil, err
+		return corral.Config{}, nil, err
 	}
 	cfg.Events = events
 	if f.hub != nil {
@@ -190,11 +204,7 @@ func (f *sessionFlags) host(progress io.Writer, log *slog.Logger) (h *corral.Hos
 			cfg.Tools.Confirmer = tools.Race(cfg.Tools.Confirmer, f.hub.Confirmer())
 		}
 	}
-	if h, err = corral.New(cfg); err != nil {
-		closeEvents()
-		return nil, nil, err
-	}
-	return h, func() error { return errors.Join(h.Close(), closeEvents()) }, nil
+	return cfg, closeEvents, nil
 }
 
 // ttyConfirmer asks on the controlling terminal, which stays free when stdin

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/control"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// startServe starts `corral serve --http 127.0.0.1:0` with args and returns
+// its process and base URL.
+func startServe(t *testing.T, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command("corral", append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`at (http://\S+)/v1`)
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			t.Logf("corral serve: %s", sc.Text())
+			if m := re.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				addr <- m[1]
+				sent = true
+			}
+		}
+		if !sent {
+			close(addr)
+		}
+	}()
+	select {
+	case u, ok := <-addr:
+		if !ok {
+			t.Fatal("corral serve exited before it served")
+		}
+		return cmd, u
+	case <-time.After(time.Minute):
+		t.Fatal("corral serve said no address")
+	}
+	return nil, ""
+}
+
+// containersOf lists the sandbox containers of the process pid.
+func containersOf(t *testing.T, pid int, all bool) []string {
+	t.Helper()
+	args := []string{"ps", "-q", "--filter", "label=" + sandbox.LabelPID + "=" + strconv.Itoa(pid)}
+	if all {
+		args = append(args, "-a")
+	}
+	out, err := exec.Command("docker", args...).Output()
+	if err != nil {
+		t.Fatalf("docker ps: %v", err)
+	}
+	return strings.Fields(string(out))
+}
+
+// needsPython skips without python3; in CI it fails.
+func needsPython(t *testing.T) string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and python3 is missing (scripts/setup.sh installs it)")
+		}
+		t.Skip("no python3")
+	}
+	return py
+}
+
+// The README's Python client (examples/python/corral_client.py, standard
+// library only) passes the conformance suite against a real `corral serve`,
+// over HTTP and over stdio, under runc and, where registered, gVisor; the
+// server's sandboxes are gone when it exits.
+func TestServePython(t *testing.T) {
+	needsDocker(t)
+	py := needsPython(t)
+	script, err := filepath.Abs("../../examples/python/conformance.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtimes := []string{""}
+	if out, _ := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output(); strings.Contains(string(out), `"runsc"`) {
+		runtimes = append(runtimes, "runsc")
+	}
+	runPy := func(t *testing.T, args ...string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, py, append([]string{script}, args...)...)
+		out, err := cmd.CombinedOutput()
+		t.Logf("python3 conformance.py:\n%s", out)
+		if err != nil || !strings.Contains(string(out), "cases passed") {
+			t.Fatalf("the Python conformance suite failed: %v", err)
+		}
+	}
+	for _, runtime := range runtimes {
+		name := runtime
+		if name == "" {
+			name = "default"
+		}
+		t.Run("http/"+name, func(t *testing.T) {
+			srv, url := startServe(t, "--workspace", t.TempDir(), "--runtime", runtime)
+			runPy(t, "--url", url)
+			if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Wait(); err != nil {
+				t.Errorf("corral serve after SIGTERM: %v", err)
+			}
+			if left := containersOf(t, srv.Process.Pid, true); len(left) > 0 {
+				t.Errorf("containers left after the server exited: %v", left)
+			}
+		})
+		t.Run("stdio/"+name, func(t *testing.T) {
+			runPy(t, "--stdio", "--", "corral", "serve", "--stdio", "--workspace", t.TempDir(), "--runtime", runtime)
+		})
+	}
+}
+
+// A server killed with -9 leaves its sandboxes: their agents, hearing
+// nothing more, end their containers, and corral gc removes them.
+func TestServeKilled(t *testing.T) {
+	needsDocker(t)
+	srv, url := startServe(t, "--workspace", t.TempDir())
+	c := control.NewClient(url, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for range 2 {
+		info, err := c.Create(ctx, control.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = c.Exec(ctx, info.ID, control.ExecRequest{Command: "sleep 1000"}, nil, nil) }()
+	}
+	pid := srv.Process.Pid
+	if n := len(containersOf(t, pid, false)); n != 2 {
+		t.Fatalf("%d running containers, want 2", n)
+	}
+	if err := srv.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.Wait()
+	for range 120 {
+		if len(containersOf(t, pid, false)) == 0 {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if running := containersOf(t, pid, false); len(running) > 0 {
+		t.Errorf("still running after the server was killed: %v", running)
+	}
+	if out, err := exec.Command("corral", "gc").CombinedOutput(); err != nil {
+		t.Fatalf("corral gc: %v %s", err, out)
+	}
+	if left := containersOf(t, pid, true); len(left) > 0 {
+		t.Errorf("left after corral gc: %v", left)
+	}
+}
+

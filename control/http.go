@@ -1,0 +1,572 @@
+package control
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// HTTPOptions configure Handler and Serve.
+type HTTPOptions struct {
+	// Token, when set, is required as "Authorization: Bearer TOKEN" on every
+	// request. Without it, only requests to a loopback host name are
+	// answered (a page's DNS rebinding cannot reach the server).
+	Token string
+	// WriteTimeout bounds each write of a streamed response or a file: a
+	// client that stops reading for this long is cut off, and its command
+	// ended; one minute when zero.
+	WriteTimeout time.Duration
+}
+
+// Listen listens on addr for Serve. An address beyond loopback is refused
+// without a token: whoever reaches it could run commands.
+func Listen(addr, token string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http %q: want HOST:PORT, e.g. 127.0.0.1:8767", addr)
+	}
+	if !isLoopback(host) && token == "" {
+		return nil, fmt.Errorf("--http %s listens beyond this machine: give --auth-token (or $CORRAL_AUTH_TOKEN) so that only your clients can run commands, or listen on 127.0.0.1", addr)
+	}
+	return net.Listen("tcp", addr)
+}
+
+// Serve serves the API over HTTP on ln until ctx is done; then it closes
+// every session (their requests end) and shuts the HTTP server down.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, opts HTTPOptions) error {
+	srv := &http.Server{Handler: s.Handler(opts), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.Close()
+		return err
+	case <-ctx.Done():
+		s.Close()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+		return nil
+	}
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Handler serves the API over HTTP:
+//
+//	GET    /v1                          version
+//	POST   /v1/sessions                 session.create (201)
+//	GET    /v1/sessions                 session.list
+//	GET    /v1/sessions/{id}            session.get
+//	DELETE /v1/sessions/{id}            session.close
+//	POST   /v1/sessions/{id}/call       tool.call
+//	POST   /v1/sessions/{id}/exec       exec
+//	GET    /v1/sessions/{id}/files?path=P[&offset=N][&length=N]   file.read, the bytes as the body
+//	PUT    /v1/sessions/{id}/files?path=P[&mode=OCTAL][&append=1] file.write, the body as the bytes
+//
+// Bodies are JSON (POST needs Content-Type: application/json); an error is
+// {"error": Error} with a status that fits its code. A call or an exec with
+// "stream": true answers 200 with NDJSON: a Chunk a line, then
+// {"result": ...} or {"error": ...}.
+func (s *Server) Handler(opts HTTPOptions) http.Handler {
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = defaultStreamWrite
+	}
+	h := &httpHandler{s: s, opts: opts}
+	return h
+}
+
+type httpHandler struct {
+	s    *Server
+	opts HTTPOptions
+}
+
+func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.allowed(w, r) {
+		return
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1")
+	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+		writeError(w, errorf(CodeNotFound, "no endpoint %s: the API's paths start with /v1 (GET /v1 says its version)", r.URL.Path))
+		return
+	}
+	parts := strings.Split(strings.Trim(rest, "/"), "/")
+	if rest == "" || rest == "/" {
+		parts = nil
+	}
+	switch {
+	case len(parts) == 0:
+		if h.method(w, r, http.MethodGet) {
+			writeJSON(w, http.StatusOK, h.s.Version())
+		}
+	case parts[0] != "sessions" || len(parts) > 3:
+		writeError(w, errorf(CodeNotFound, "no endpoint %s (see the README's Control API section)", r.URL.Path))
+	case len(parts) == 1:
+		switch r.Method {
+		case http.MethodGet:
+			writeJSON(w, http.StatusOK, map[string]any{"sessions": h.s.List()})
+		case http.MethodPost:
+			h.create(w, r)
+		default:
+			h.method(w, r, http.MethodGet, http.MethodPost)
+		}
+	case len(parts) == 2:
+		id := parts[1]
+		switch r.Method {
+		case http.MethodGet:
+			info, err := h.s.Get(id)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, info)
+		case http.MethodDelete:
+			if err := h.s.CloseSession(id); err != nil {
+				writeError(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{})
+		default:
+			h.method(w, r, http.MethodGet, http.MethodDelete)
+		}
+	default:
+		id := parts[1]
+		switch parts[2] {
+		case "call":
+			if h.method(w, r, http.MethodPost) {
+				h.call(w, r, id)
+			}
+		case "exec":
+			if h.method(w, r, http.MethodPost) {
+				h.exec(w, r, id)
+			}
+		case "files":
+			switch r.Method {
+			case http.MethodGet:
+				h.readFile(w, r, id)
+			case http.MethodPut:
+				h.writeFile(w, r, id)
+			default:
+				h.method(w, r, http.MethodGet, http.MethodPut)
+			}
+		default:
+			writeError(w, errorf(CodeNotFound, "no endpoint %s: a session has call, exec and files", r.URL.Path))
+		}
+	}
+}
+
+// allowed checks the token, or the host name without one.
+func (h *httpHandler) allowed(w http.ResponseWriter, r *http.Request) bool {
+	if h.opts.Token != "" {
+		want := []byte("Bearer " + h.opts.Token)
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
+			writeStatus(w, http.StatusUnauthorized, errorf(CodeUnauthorized, "missing or wrong token: send the header Authorization: Bearer TOKEN (the server's --auth-token)"))
+			return false
+		}
+		return true
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if !isLoopback(strings.Trim(host, "[]")) {
+		writeStatus(w, http.StatusForbidden, errorf(CodeUnauthorized, "host %q is not a loopback name: without --auth-token the server answers only to localhost, 127.0.0.1 or [::1]", r.Host))
+		return false
+	}
+	return true
+}
+
+// method checks r's method; false after answering 405.
+func (h *httpHandler) method(w http.ResponseWriter, r *http.Request, allowed ...string) bool {
+	for _, m := range allowed {
+		if r.Method == m {
+			return true
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeStatus(w, http.StatusMethodNotAllowed, errorf(CodeNotFound, "%s %s: this path takes %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
+	return false
+}
+
+// body decodes a JSON request body into v.
+func (h *httpHandler) body(w http.ResponseWriter, r *http.Request, v any, what string) bool {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct != contentTypeJSON {
+		// Also what keeps a web page from posting here: a JSON body
+		// needs a preflight no answer here allows.
+		writeStatus(w, http.StatusUnsupportedMediaType, errorf(CodeBadRequest, "send the body as Content-Type: application/json"))
+		return false
+	}
+	body := http.MaxBytesReader(w, r.Body, h.s.opts.MaxRequest)
+	if err := decodeReader(body, v, what); err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			err = errorf(CodeTooLarge, "the request body is larger than %s (the server's --max-request): write large files with PUT .../files, and feed large input from a file", sizeText(h.s.opts.MaxRequest))
+		}
+		writeError(w, err)
+		return false
+	}
+	return true
+}
+
+// decodeReader reads exactly one JSON value of v's type from r; unknown
+// fields and trailing data are mistakes.
+func decodeReader(r io.Reader, v any, what string) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return err
+		}
+		return jsonError(err, what)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return err
+		}
+		return errorf(CodeBadRequest, "%s: more than one JSON value", what)
+	}
+	return nil
+}
+
+func (h *httpHandler) create(w http.ResponseWriter, r *http.Request) {
+	var o SessionOptions
+	if !h.body(w, r, &o, "the session's options") {
+		return
+	}
+	info, err := h.s.Create(r.Context(), o)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, info)
+}
+
+func (h *httpHandler) call(w http.ResponseWriter, r *http.Request, id string) {
+	var req CallRequest
+	if !h.body(w, r, &req, "the call") {
+		return
+	}
+	if req.Session != "" && req.Session != id {
+		writeError(w, errorf(CodeBadRequest, "the body names session %q, the path %q: give it in the path only", req.Session, id))
+		return
+	}
+	req.Session = id
+	if !req.Stream {
+		res, err := h.s.Call(r.Context(), req, nil)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	st := h.stream(w)
+	res, err := h.s.Call(r.Context(), req, st.emit)
+	st.end(res, err)
+}
+
+func (h *httpHandler) exec(w http.ResponseWriter, r *http.Request, id string) {
+	var req ExecRequest
+	if !h.body(w, r, &req, "the exec request") {
+		return
+	}
+	if req.Session != "" && req.Session != id {
+		writeError(w, errorf(CodeBadRequest, "the body names session %q, the path %q: give it in the path only", req.Session, id))
+		return
+	}
+	req.Session = id
+	if !req.Stream {
+		res, err := h.s.Exec(r.Context(), req, nil)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	st := h.stream(w)
+	res, err := h.s.Exec(r.Context(), req, st.emit)
+	st.end(res, err)
+}
+
+// ndjson is a streamed response: chunks, then the result or the error.
+// Nothing is sent before the first chunk, so that an error before any
+// output has its own status.
+type ndjson struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	mu      sync.Mutex // guards started, and each write
+	started bool
+}
+
+func (h *httpHandler) stream(w http.ResponseWriter) *ndjson {
+	return &ndjson{w: w, rc: http.NewResponseController(w), timeout: h.opts.WriteTimeout}
+}
+
+func (n *ndjson) emit(c Chunk) error {
+	return n.line(c)
+}
+
+func (n *ndjson) line(v any) error {
+	b, err := marshal(v)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.started {
+		n.started = true
+		n.w.Header().Set("Content-Type", contentTypeNDJSON)
+		n.w.Header().Set("Cache-Control", "no-store")
+		n.w.Header().Set("X-Content-Type-Options", "nosniff")
+		n.w.WriteHeader(http.StatusOK)
+	}
+	_ = n.rc.SetWriteDeadline(time.Now().Add(n.timeout))
+	if _, err := n.w.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return n.rc.Flush()
+}
+
+func (n *ndjson) end(res any, err error) {
+	n.mu.Lock()
+	started := n.started
+	n.mu.Unlock()
+	if err != nil && !started {
+		writeError(n.w, err)
+		return
+	}
+	if err != nil {
+		_ = n.line(map[string]any{"error": protocolError(err)})
+		return
+	}
+	_ = n.line(map[string]any{"result": res})
+}
+
+func (h *httpHandler) readFile(w http.ResponseWriter, r *http.Request, id string) {
+	q := r.URL.Query()
+	p := q.Get("path")
+	offset, err := queryInt(q.Get("offset"), "offset")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	length, err := queryInt(q.Get("length"), "length")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for k := range q {
+		if k != "path" && k != "offset" && k != "length" {
+			writeError(w, errorf(CodeBadRequest, "GET .../files takes path, offset and length, not %q", k))
+			return
+		}
+	}
+	ss, ctx, release, err := h.s.acquire(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
+	fr, err := h.s.openRead(ctx, ss, p, offset, length)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer fr.close()
+	hd := w.Header()
+	hd.Set("Content-Type", contentTypeOctets)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Cache-Control", "no-store")
+	if fr.size >= 0 {
+		hd.Set(headerSize, strconv.FormatInt(fr.size, 10))
+		hd.Set(headerMode, "0"+strconv.FormatUint(uint64(fr.mode), 8))
+	}
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 256<<10)
+	wrote := false
+	for {
+		n, err := fr.Read(buf)
+		if n > 0 {
+			if !wrote {
+				w.WriteHeader(http.StatusOK)
+				wrote = true
+			}
+			_ = rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if !wrote {
+				writeError(w, fileError(p, err))
+				return
+			}
+			// The status is sent: cut the body short, so that the client
+			// sees a broken transfer rather than a short file.
+			panic(http.ErrAbortHandler)
+		}
+	}
+	if cerr := fr.close(); cerr != nil {
+		if !wrote {
+			writeError(w, cerr)
+			return
+		}
+		panic(http.ErrAbortHandler)
+	}
+	if !wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+func (h *httpHandler) writeFile(w http.ResponseWriter, r *http.Request, id string) {
+	q := r.URL.Query()
+	req := FileRequest{Session: id, Path: q.Get("path")}
+	for k := range q {
+		if k != "path" && k != "mode" && k != "append" {
+			writeError(w, errorf(CodeBadRequest, "PUT .../files takes path, mode and append, not %q", k))
+			return
+		}
+	}
+	if m := q.Get("mode"); m != "" {
+		mode, err := strconv.ParseUint(m, 8, 32)
+		if err != nil {
+			writeError(w, errorf(CodeBadRequest, "mode %q: want octal permission bits such as 0644", m))
+			return
+		}
+		req.Mode = uint32(mode)
+	}
+	switch q.Get("append") {
+	case "", "0", "false":
+	case "1", "true":
+		req.Append = true
+	default:
+		writeError(w, errorf(CodeBadRequest, "append %q: want 1 or 0", q.Get("append")))
+		return
+	}
+	res, err := h.s.writeFrom(r.Context(), req, r.Body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, res)
+}
+
+func queryInt(v, name string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errorf(CodeBadRequest, "%s %q: want a number of bytes", name, v)
+	}
+	return n, nil
+}
+
+// protocolError is err as the protocol carries it.
+func protocolError(err error) *Error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &Error{Code: CodeInternal, Message: err.Error()}
+}
+
+// status is the HTTP status of an error.
+func status(e *Error) int {
+	switch e.Code {
+	case CodeBadRequest:
+		return http.StatusBadRequest
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeNotFound, CodeUnknownSession:
+		return http.StatusNotFound
+	case CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CodeStartError:
+		return http.StatusUnprocessableEntity
+	case CodeTooManySessions:
+		return http.StatusTooManyRequests
+	case CodeImageNotFound:
+		return http.StatusFailedDependency
+	case CodeSandboxDied, CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case CodeCanceled:
+		return 499 // the client's own doing, as nginx counts it
+	case CodeFileError:
+		switch e.Errno {
+		case "ENOENT":
+			return http.StatusNotFound
+		case "EACCES", "EPERM", "EROFS":
+			return http.StatusForbidden
+		case "EISDIR", "ENOTDIR", "EEXIST", "EINVAL", "ELOOP", "ENAMETOOLONG":
+			return http.StatusConflict
+		case "EFBIG":
+			return http.StatusRequestEntityTooLarge
+		case "ENOSPC", "EDQUOT":
+			return http.StatusInsufficientStorage
+		}
+	}
+	return http.StatusInternalServerError
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	e := protocolError(err)
+	writeStatus(w, status(e), e)
+}
+
+func writeStatus(w http.ResponseWriter, code int, e *Error) {
+	writeJSON(w, code, map[string]any{"error": e})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)
+	}
+	w.Header().Set("Content-Type", contentTypeJSON)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+// marshal is json.Marshal without HTML escaping: output is shown as
+// written.
+func marshal(v any) ([]byte, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return []byte(strings.TrimSuffix(b.String(), "\n")), nil
+}

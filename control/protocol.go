@@ -1,0 +1,357 @@
+package control
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// ProtocolVersion is the version of the control protocol: the HTTP paths
+// start with /v1, and the version method (GET /v1) says it. A change that
+// an existing client would misread bumps it.
+const ProtocolVersion = 1
+
+// The methods of the protocol. Over stdio each is a JSON-RPC 2.0 method;
+// over HTTP each has its path (see Handler).
+const (
+	MethodVersion       = "version"
+	MethodCreate        = "session.create"
+	MethodList          = "session.list"
+	MethodGet           = "session.get"
+	MethodCloseSession  = "session.close"
+	MethodCall          = "tool.call"
+	MethodExec          = "exec"
+	MethodReadFile      = "file.read"
+	MethodWriteFile     = "file.write"
+	MethodCancel        = "cancel"
+	notificationStream  = "stream"
+	jsonrpcVersion      = "2.0"
+	contentTypeJSON     = "application/json"
+	contentTypeNDJSON   = "application/x-ndjson"
+	contentTypeOctets   = "application/octet-stream"
+	headerSize          = "X-Corral-Size"
+	headerMode          = "X-Corral-Mode"
+	defaultOutputLimit  = 10 << 20
+	defaultMaxOutput    = 64 << 20
+	defaultMaxRequest   = 64 << 20
+	defaultIdleTimeout  = 30 * time.Minute
+	defaultStreamWrite  = time.Minute
+	maxFileReadDefault  = defaultMaxOutput
+	tempWorkspacePrefix = "corral-ws-"
+)
+
+// VersionInfo is the answer of the version method.
+type VersionInfo struct {
+	// Protocol is ProtocolVersion.
+	Protocol int `json:"protocol"`
+	// Corral is the server's version.
+	Corral string `json:"corral"`
+	// Backend names the backend sessions run on ("docker", "kubernetes").
+	Backend string `json:"backend"`
+}
+
+// SessionOptions are what session.create takes: the settings of `corral
+// run`'s flags, in JSON. A field left out takes the server's (its command
+// line's) setting.
+type SessionOptions struct {
+	// Workspace is the directory the session works on: relative to the
+	// server's workspace root (its --workspace), or absolute inside it.
+	// Empty: a fresh empty directory, removed with the session (for tasks
+	// whose files are in the image).
+	Workspace string `json:"workspace,omitempty"`
+	// Image is any image of the backend; Runtime the OCI runtime (runsc).
+	Image   string `json:"image,omitempty"`
+	Runtime string `json:"runtime,omitempty"`
+	// Network is none, bridge or allow; with allow, commands reach the
+	// hosts of AllowHosts, AllowPresets and the policy's [network] table
+	// through corral's proxy (AddHosts resolves names as given). Setting
+	// it replaces the server's network settings.
+	Network      string   `json:"network,omitempty"`
+	AllowHosts   []string `json:"allow_hosts,omitempty"`
+	AllowPresets []string `json:"allow_presets,omitempty"`
+	AddHosts     []string `json:"add_hosts,omitempty"`
+	// Memory is a size such as "512m" or "2g"; CPUs a number of cores;
+	// PidsLimit the most processes at once.
+	Memory    string  `json:"memory,omitempty"`
+	CPUs      float64 `json:"cpus,omitempty"`
+	PidsLimit int64   `json:"pids_limit,omitempty"`
+	// Env sets variables in the sandbox, over the server's.
+	Env Env `json:"env,omitempty"`
+	// ReadOnly mounts the image's root filesystem read-only.
+	ReadOnly bool `json:"read_only,omitempty"`
+	// User is "UID:GID", who commands run as; never root.
+	User string `json:"user,omitempty"`
+	// Confirm is deny or allow: what tool.call does with a command the
+	// policy wants confirmed (there is no one to ask through the API; the
+	// server's --ui can).
+	Confirm string `json:"confirm,omitempty"`
+	// Policy is the text of a policy file (TOML, as --policy reads); it
+	// replaces the server's.
+	Policy *string `json:"policy,omitempty"`
+	// Strict confirms the programs the policy does not know.
+	Strict bool `json:"strict,omitempty"`
+	// WritePolicy is require-read or allow (the write tool's overwrites).
+	WritePolicy string `json:"write_policy,omitempty"`
+	// Protect adds paths edit and write refuse and commands cannot change;
+	// NoDefaultProtect drops the defaults (and the server's).
+	Protect          []string `json:"protect,omitempty"`
+	NoDefaultProtect bool     `json:"no_default_protect,omitempty"`
+	// BashTimeout and MaxBashTimeout are the bash tool's default and
+	// greatest timeouts, in seconds.
+	BashTimeout    float64 `json:"bash_timeout,omitempty"`
+	MaxBashTimeout float64 `json:"max_bash_timeout,omitempty"`
+	// MaxLog caps one command's full log ("100m").
+	MaxLog string `json:"max_log,omitempty"`
+	// Checkpoints turns checkpoints on or off (see corral log).
+	Checkpoints *bool `json:"checkpoints,omitempty"`
+	// Isolate works on a private copy of the workspace; WithUncommitted
+	// puts the user's uncommitted changes into it.
+	Isolate         bool `json:"isolate,omitempty"`
+	WithUncommitted bool `json:"with_uncommitted,omitempty"`
+}
+
+// Env is a set of environment variables: in JSON an object of names and
+// values, or an array of "NAME=VALUE" strings.
+type Env []string
+
+// UnmarshalJSON reads an object (its names in order) or an array.
+func (e *Env) UnmarshalJSON(b []byte) error {
+	var list []string
+	if err := json.Unmarshal(b, &list); err == nil {
+		*e = list
+		return nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return errorf(CodeBadRequest, `env must be an object of names and values ({"NAME": "value"}) or an array of "NAME=VALUE" strings`)
+	}
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	*e = make(Env, len(names))
+	for i, name := range names {
+		(*e)[i] = name + "=" + m[name]
+	}
+	return nil
+}
+
+// SessionInfo describes a session.
+type SessionInfo struct {
+	// ID names the session in every request (and its sandbox's labels).
+	ID string `json:"id"`
+	// Workspace is the workspace's path, on the host and in the sandbox.
+	Workspace string `json:"workspace"`
+	// TemporaryWorkspace is set when the server made the workspace for the
+	// session; it is removed with it.
+	TemporaryWorkspace bool   `json:"temporary_workspace,omitempty"`
+	Image              string `json:"image"`
+	Backend            string `json:"backend"`
+	// Copy is an isolated session's copy of the workspace, on the host.
+	Copy    string    `json:"copy,omitempty"`
+	Created time.Time `json:"created"`
+	// StartNS is how long the sandbox took to start, in nanoseconds.
+	StartNS int64 `json:"start_ns"`
+	// Running counts the requests of the session in progress.
+	Running int `json:"running"`
+}
+
+// CallRequest is one tool call, a line of `corral run`'s input.
+type CallRequest struct {
+	Session string          `json:"session,omitempty"` // stdio only: over HTTP it is in the path
+	ID      json.RawMessage `json:"id,omitempty"`
+	Tool    string          `json:"tool"`
+	Args    json.RawMessage `json:"args,omitempty"`
+	// Stream sends the call's events (its bash output as it comes, its
+	// approvals, its network decisions) before the result.
+	Stream bool `json:"stream,omitempty"`
+}
+
+// CallResult is the result of a tool call, a line of `corral run`'s output.
+type CallResult struct {
+	ID      json.RawMessage `json:"id"`
+	Tool    string          `json:"tool"`
+	IsError bool            `json:"is_error"`
+	Content string          `json:"content"`
+	Details json.RawMessage `json:"details,omitempty"`
+}
+
+// ExecRequest is a command run for a program rather than a model: no
+// policy, no shaping of its output.
+type ExecRequest struct {
+	Session string `json:"session,omitempty"` // stdio only
+	// Argv runs a program with these words, no shell between; Command runs
+	// in bash -c (sh -c where the image has no bash). Give one.
+	Argv    []string `json:"argv,omitempty"`
+	Command string   `json:"command,omitempty"`
+	// Stdin (text) or StdinB64 (base64 bytes) is fed to the command, then
+	// end of file; none: an empty stdin.
+	Stdin    *string `json:"stdin,omitempty"`
+	StdinB64 []byte  `json:"stdin_b64,omitempty"`
+	// Env sets variables for this command only.
+	Env Env `json:"env,omitempty"`
+	// Cwd is where the command starts: relative to the workspace, or
+	// absolute; it must exist. The workspace when empty (never the model's
+	// bash directory, which exec leaves alone).
+	Cwd string `json:"cwd,omitempty"`
+	// User is "UID:GID", never root; the session's user when empty.
+	User string `json:"user,omitempty"`
+	// Timeout in seconds ends the command and every process it started
+	// (SIGTERM, SIGKILL 2 s later); none when zero.
+	Timeout float64 `json:"timeout,omitempty"`
+	// OutputLimit is how many bytes of stdout, and of stderr, are kept
+	// (the rest is counted); default 10 MiB, at most the server's
+	// --max-output unless Stream, where zero means no limit.
+	OutputLimit int64 `json:"output_limit,omitempty"`
+	// TTY runs the command on a terminal: stderr is in stdout.
+	TTY bool `json:"tty,omitempty"`
+	// Stream sends the output as it comes, instead of in the result.
+	Stream bool `json:"stream,omitempty"`
+	// Cols and Rows are the terminal's size with TTY.
+	Cols uint16 `json:"cols,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+}
+
+// ExecResult says how an exec ended. A command that failed is a result, not
+// an error.
+type ExecResult struct {
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	TimedOut bool   `json:"timed_out"`
+	// Stdout and Stderr hold the output when it was not streamed: as
+	// text when the bytes are UTF-8, else in the _b64 field (never both).
+	Stdout    *string `json:"stdout,omitempty"`
+	StdoutB64 []byte  `json:"stdout_b64,omitempty"`
+	Stderr    *string `json:"stderr,omitempty"`
+	StderrB64 []byte  `json:"stderr_b64,omitempty"`
+	// StdoutBytes and StderrBytes count all the command wrote, what the
+	// output limit held back included; Truncated says it held some back.
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
+	Truncated   bool  `json:"truncated,omitempty"`
+	// Dir is the directory the command started in.
+	Dir          string `json:"dir"`
+	OOMKilled    bool   `json:"oom_killed,omitempty"`
+	ProcessLimit bool   `json:"process_limit,omitempty"`
+	// Restarted says the sandbox had died and a new one ran the command:
+	// what earlier commands left outside the workspace is gone.
+	Restarted     bool   `json:"restarted,omitempty"`
+	RestartReason string `json:"restart_reason,omitempty"`
+	// Background lists processes still running after the command ended.
+	Background []sandbox.Process `json:"background,omitempty"`
+	DurationNS int64             `json:"duration_ns"`
+}
+
+// Chunk is one piece of a streamed exec's output, or one event of a streamed
+// tool call.
+type Chunk struct {
+	// Stream is stdout or stderr; Data (UTF-8) or DataB64 holds the bytes.
+	Stream  string  `json:"stream,omitempty"`
+	Data    *string `json:"data,omitempty"`
+	DataB64 []byte  `json:"data_b64,omitempty"`
+	// Event is a tool call's event, as `corral run --events` writes it.
+	Event json.RawMessage `json:"event,omitempty"`
+}
+
+// FileRequest names a file of a session, for file.read and file.write.
+type FileRequest struct {
+	Session string `json:"session,omitempty"` // stdio only
+	// Path is relative to the workspace, or absolute in the sandbox.
+	Path string `json:"path"`
+	// Offset and Length read a part of the file (file.read); Length zero
+	// reads to the end.
+	Offset int64 `json:"offset,omitempty"`
+	Length int64 `json:"length,omitempty"`
+	// Content (text) or ContentB64 is the new content (file.write).
+	Content    *string `json:"content,omitempty"`
+	ContentB64 []byte  `json:"content_b64,omitempty"`
+	// Mode is the new file's permission bits (file.write); an existing
+	// file keeps its own, and a new one gets 0644 less the umask, when
+	// zero.
+	Mode uint32 `json:"mode,omitempty"`
+	// Append adds to the end of the file instead of replacing it
+	// atomically (file.write).
+	Append bool `json:"append,omitempty"`
+}
+
+// FileResult answers file.read (with the content) and file.write.
+type FileResult struct {
+	Path       string  `json:"path"`
+	Content    *string `json:"content,omitempty"`
+	ContentB64 []byte  `json:"content_b64,omitempty"`
+	// Size is the file's size (after a write).
+	Size int64 `json:"size"`
+	// Mode is its permission bits.
+	Mode uint32 `json:"mode"`
+	// Created is set when file.write made the file.
+	Created bool `json:"created,omitempty"`
+}
+
+// Error codes: Error.Code says what kind of mistake or failure a request met.
+const (
+	CodeBadRequest      = "bad_request"       // malformed JSON, unknown or mistyped fields, a bad option, a bad argv
+	CodeUnauthorized    = "unauthorized"      // no or a wrong bearer token
+	CodeNotFound        = "not_found"         // no such endpoint or method
+	CodeUnknownSession  = "unknown_session"   // no such session (closed, idle-reaped, or never made)
+	CodeTooLarge        = "too_large"         // a request or response past the server's limits
+	CodeStartError      = "start_error"       // the exec cannot run as asked (missing cwd, root user, too long); the sandbox is fine
+	CodeSandboxDied     = "sandbox_died"      // the sandbox died under the request; the next request starts a new one
+	CodeFileError       = "file_error"        // a file operation failed: see Errno
+	CodeTooManySessions = "too_many_sessions" // the server's --max-sessions are open
+	CodeImageNotFound   = "image_not_found"   // the session's image is not on the backend
+	CodeCanceled        = "canceled"          // the request was cancelled (cancel method, session closed)
+	CodeUnavailable     = "unavailable"       // the server is shutting down
+	CodeInternal        = "internal"          // anything else: the message says what
+)
+
+// Error is a request's failure, as the protocol carries it: over HTTP the
+// body {"error": Error} with a status; over stdio the data of a JSON-RPC
+// error. Code is one of the Code constants; file errors add Errno, the
+// system's name for the error (ENOENT, EACCES, EISDIR, ENOTDIR, EEXIST,
+// EROFS, ENOSPC, EFBIG, ELOOP, EINVAL, EIO), and Path.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Errno   string `json:"errno,omitempty"`
+	Path    string `json:"path,omitempty"`
+}
+
+func (e *Error) Error() string {
+	if e.Errno != "" {
+		return fmt.Sprintf("corral: %s (%s %s)", e.Message, e.Code, e.Errno)
+	}
+	return fmt.Sprintf("corral: %s (%s)", e.Message, e.Code)
+}
+
+func errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// textOrB64 sets text when b is UTF-8, else b64.
+func textOrB64(b []byte, text **string, b64 *[]byte) {
+	if utf8.Valid(b) {
+		s := string(b)
+		*text = &s
+		return
+	}
+	*b64 = b
+}
+
+// bytesOf returns the bytes of a text-or-base64 pair; it is an error to
+// give both.
+func bytesOf(field string, text *string, b64 []byte) ([]byte, bool, error) {
+	switch {
+	case text != nil && b64 != nil:
+		return nil, false, errorf(CodeBadRequest, "give %s or %s_b64, not both", field, field)
+	case text != nil:
+		return []byte(*text), true, nil
+	case b64 != nil:
+		return b64, true, nil
+	}
+	return nil, false, nil
+}

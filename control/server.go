@@ -1,0 +1,598 @@
+// Package control is corral's control API: sessions for programs in any
+// language — evaluation harnesses, CI systems, other agents' runtimes — over
+// HTTP (JSON; streams as NDJSON) or over a pair of pipes (JSON-RPC 2.0, one
+// message a line). A session is what `corral run` opens: a sandbox and a
+// tools session on a workspace, with the same options; a client calls the
+// tools with the same JSON as `corral run`, runs commands without the
+// model's shaping (exec: argv or shell, stdin bytes, stdout and stderr
+// apart, exit code, a timeout that ends every process, an output cap,
+// streaming), reads and writes files as bytes, and lists and closes its
+// sessions. Every session is removed when the server closes.
+//
+// `corral serve` only starts it: NewServer takes the configuration its
+// command line makes, Handler serves HTTP and ServeStdio a pipe. Client is
+// the Go client of both.
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/tools"
+)
+
+// Options configure a Server. The zero value of each field but Config is its
+// documented default.
+type Options struct {
+	// Config is what every session starts from: the server's command line.
+	// A session's SessionOptions change a copy of it. Its Workspace is the
+	// workspace root: a session's workspace is this directory or one below
+	// it (symbolic links resolved), or a temporary directory the server
+	// makes. Its ImageProgress, when set, builds a missing default image.
+	Config corral.Config
+	// Version is the server's version, told by the version method.
+	Version string
+	// MaxSessions caps the sessions open at once; no cap when zero.
+	MaxSessions int
+	// IdleTimeout closes a session that has had no request for this long
+	// (while none runs); 30 minutes when zero, never when negative.
+	IdleTimeout time.Duration
+	// MaxOutput caps what one response may carry in memory: an exec's kept
+	// output per stream when it is not streamed, a file read as JSON;
+	// 64 MiB when zero.
+	MaxOutput int64
+	// MaxRequest caps one request's body (HTTP) or line (stdio); 64 MiB
+	// when zero.
+	MaxRequest int64
+}
+
+// Server serves the control API. Its methods are safe for concurrent use.
+type Server struct {
+	opts    Options
+	root    string // the workspace root, absolute and resolved
+	log     *slog.Logger
+	backend string
+
+	mu       sync.Mutex // guards sessions, creating, closed
+	sessions map[string]*session
+	creating int
+	closed   bool
+
+	stop    chan struct{} // closed by Close: ends the idle reaper
+	reaper  sync.WaitGroup
+	callSeq atomic.Int64
+}
+
+// NewServer checks opts and returns a server with no session.
+func NewServer(opts Options) (*Server, error) {
+	if opts.Config.Workspace == "" {
+		return nil, errors.New("control: no workspace root given")
+	}
+	root, err := filepath.Abs(opts.Config.Workspace)
+	if err == nil {
+		root, err = filepath.EvalSymlinks(root)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("control: workspace root %s: %w", opts.Config.Workspace, err)
+	}
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("control: workspace root %s is not a directory", root)
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = defaultIdleTimeout
+	}
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = defaultMaxOutput
+	}
+	if opts.MaxRequest <= 0 {
+		opts.MaxRequest = defaultMaxRequest
+	}
+	log := opts.Config.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	backend := sandbox.Docker
+	if opts.Config.Backend != nil {
+		backend = opts.Config.Backend
+	}
+	s := &Server{opts: opts, root: root, log: log, backend: backend.Name(), sessions: map[string]*session{}, stop: make(chan struct{})}
+	if opts.IdleTimeout > 0 {
+		s.reaper.Add(1)
+		go s.reap()
+	}
+	return s, nil
+}
+
+// session is one open session of the server.
+type session struct {
+	id     string
+	info   SessionInfo // its fixed part
+	host   *corral.Host
+	s      *corral.Session
+	undo   []func() // removes what create made besides the host: a temporary workspace, a policy file
+	router *router
+	// ctx is cancelled when the session closes: every request of the
+	// session ends.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex // guards running, last, calls, files, filesErr
+	running int
+	last    time.Time
+	calls   map[string]bool // the ids of the tool calls running
+	files   *filesystem     // opened on the first file request
+
+	closeOnce sync.Once
+}
+
+// Close closes every session, concurrently, and makes later requests fail
+// with CodeUnavailable. Their sandboxes are removed.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	all := make([]*session, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		all = append(all, ss)
+	}
+	s.sessions = map[string]*session{}
+	s.mu.Unlock()
+	close(s.stop)
+	s.reaper.Wait()
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, ss := range all {
+		wg.Go(func() { errs[i] = ss.close() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// close ends the session's requests and removes everything it made.
+func (ss *session) close() error {
+	var err error
+	ss.closeOnce.Do(func() {
+		ss.cancel()
+		err = errors.Join(ss.s.Close(), ss.host.Close())
+		ss.mu.Lock()
+		files := ss.files
+		ss.mu.Unlock()
+		if files != nil {
+			files.close()
+		}
+		for i := len(ss.undo) - 1; i >= 0; i-- {
+			ss.undo[i]()
+		}
+	})
+	return err
+}
+
+// reap closes the sessions idle for longer than IdleTimeout.
+func (s *Server) reap() {
+	defer s.reaper.Done()
+	every := min(s.opts.IdleTimeout/4, time.Minute)
+	tick := time.NewTicker(max(every, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-tick.C:
+			var idle []*session
+			s.mu.Lock()
+			for id, ss := range s.sessions {
+				ss.mu.Lock()
+				if ss.running == 0 && now.Sub(ss.last) > s.opts.IdleTimeout {
+					idle = append(idle, ss)
+					delete(s.sessions, id)
+				}
+				ss.mu.Unlock()
+			}
+			s.mu.Unlock()
+			for _, ss := range idle {
+				s.log.Info("control: closing an idle session", "session", ss.id, "idle", s.opts.IdleTimeout)
+				if err := ss.close(); err != nil {
+					s.log.Warn("control: closing an idle session", "session", ss.id, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// acquire finds session id for a request and counts the request as
+// running until release; ctx is cancelled when the session closes.
+func (s *Server) acquire(ctx context.Context, id string) (*session, context.Context, func(), error) {
+	s.mu.Lock()
+	closed := s.closed
+	ss := s.sessions[id]
+	if ss != nil {
+		ss.mu.Lock()
+		ss.running++
+		ss.last = time.Now()
+		ss.mu.Unlock()
+	}
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return nil, nil, nil, errorf(CodeUnavailable, "the server is shutting down")
+	case id == "":
+		return nil, nil, nil, errorf(CodeBadRequest, "no session given: create one with %s and pass its id", MethodCreate)
+	case ss == nil:
+		return nil, nil, nil, &Error{Code: CodeUnknownSession, Message: fmt.Sprintf("no session %q: it was closed, closed for being idle, or never made; create one with %s", id, MethodCreate)}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(ss.ctx, cancel)
+	return ss, ctx, func() {
+		stop()
+		cancel()
+		ss.mu.Lock()
+		ss.running--
+		ss.last = time.Now()
+		ss.mu.Unlock()
+	}, nil
+}
+
+// Version answers the version method.
+func (s *Server) Version() VersionInfo {
+	return VersionInfo{Protocol: ProtocolVersion, Corral: s.opts.Version, Backend: s.backend}
+}
+
+// Create opens a session with opts and starts its sandbox.
+func (s *Server) Create(ctx context.Context, opts SessionOptions) (_ SessionInfo, err error) {
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return SessionInfo{}, errorf(CodeUnavailable, "the server is shutting down")
+	case s.opts.MaxSessions > 0 && len(s.sessions)+s.creating >= s.opts.MaxSessions:
+		s.mu.Unlock()
+		return SessionInfo{}, errorf(CodeTooManySessions, "%d sessions are open, the server's --max-sessions: close one first", s.opts.MaxSessions)
+	}
+	s.creating++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.creating--
+		s.mu.Unlock()
+	}()
+
+	ss := &session{calls: map[string]bool{}, router: newRouter()}
+	undo := func() {
+		for i := len(ss.undo) - 1; i >= 0; i-- {
+			ss.undo[i]()
+		}
+	}
+	cfg, err := s.config(opts, &ss.undo)
+	if err != nil {
+		undo()
+		return SessionInfo{}, err
+	}
+	host, err := corral.New(cfg)
+	if err != nil {
+		undo()
+		return SessionInfo{}, errorf(CodeBadRequest, "%v", err)
+	}
+	cs, err := host.Open(ctx, corral.SessionOptions{Events: ss.router})
+	if err != nil {
+		host.Close()
+		undo()
+		return SessionInfo{}, createError(err)
+	}
+	ss.host, ss.s = host, cs
+	ss.ctx, ss.cancel = context.WithCancel(context.Background())
+	box := cs.Sandbox()
+	ss.id = box.Session()
+	begin := time.Now()
+	if err := corral.StartSandbox(ctx, box, cfg.ImageProgress); err != nil {
+		ss.close()
+		return SessionInfo{}, createError(err)
+	}
+	image := cfg.Sandbox.Image
+	if image == "" {
+		image = sandbox.DefaultImage
+	}
+	ss.info = SessionInfo{
+		ID:                 ss.id,
+		Workspace:          host.Workspace(),
+		TemporaryWorkspace: opts.Workspace == "",
+		Image:              image,
+		Backend:            s.backend,
+		Created:            begin,
+		StartNS:            int64(time.Since(begin)),
+	}
+	if c := cs.Copy(); c != nil {
+		ss.info.Copy = c.Info().Dir
+	}
+	ss.last = time.Now()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ss.close()
+		return SessionInfo{}, errorf(CodeUnavailable, "the server is shutting down")
+	}
+	s.sessions[ss.id] = ss
+	s.mu.Unlock()
+	s.log.Info("control: session created", "session", ss.id, "workspace", ss.info.Workspace, "image", image)
+	return ss.snapshot(), nil
+}
+
+// createError is the protocol's error for a session that could not open or
+// start.
+func createError(err error) error {
+	var missing *sandbox.ImageNotFoundError
+	switch {
+	case errors.As(err, &missing):
+		return &Error{Code: CodeImageNotFound, Message: err.Error()}
+	case errors.Is(err, context.Canceled):
+		return &Error{Code: CodeCanceled, Message: "the request was cancelled while the session started"}
+	}
+	return &Error{Code: CodeInternal, Message: "starting the session's sandbox: " + err.Error()}
+}
+
+// snapshot is the session's info now.
+func (ss *session) snapshot() SessionInfo {
+	info := ss.info
+	ss.mu.Lock()
+	info.Running = ss.running
+	ss.mu.Unlock()
+	return info
+}
+
+// List describes the open sessions, oldest first.
+func (s *Server) List() []SessionInfo {
+	s.mu.Lock()
+	infos := make([]SessionInfo, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		infos = append(infos, ss.snapshot())
+	}
+	s.mu.Unlock()
+	slices.SortFunc(infos, func(a, b SessionInfo) int { return a.Created.Compare(b.Created) })
+	return infos
+}
+
+// Get describes session id.
+func (s *Server) Get(id string) (SessionInfo, error) {
+	ss, _, release, err := s.acquire(context.Background(), id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	defer release()
+	info := ss.snapshot()
+	info.Running-- // not this request
+	return info, nil
+}
+
+// CloseSession closes session id: its requests end, its sandbox is removed.
+func (s *Server) CloseSession(id string) error {
+	s.mu.Lock()
+	ss := s.sessions[id]
+	delete(s.sessions, id)
+	s.mu.Unlock()
+	if ss == nil {
+		return &Error{Code: CodeUnknownSession, Message: fmt.Sprintf("no session %q: it was closed already, closed for being idle, or never made", id)}
+	}
+	if err := ss.close(); err != nil {
+		return errorf(CodeInternal, "closing session %s: %v", id, err)
+	}
+	return nil
+}
+
+// Call runs one tool call in session req.Session, as `corral run` runs a
+// line: a malformed call is a result with is_error. emit, when not nil and
+// req.Stream is set, receives the call's events as they come.
+func (s *Server) Call(ctx context.Context, req CallRequest, emit func(Chunk) error) (CallResult, error) {
+	ss, ctx, release, err := s.acquire(ctx, req.Session)
+	if err != nil {
+		return CallResult{}, err
+	}
+	defer release()
+	res := CallResult{ID: req.ID, Tool: req.Tool}
+	if len(res.ID) == 0 {
+		res.ID = json.RawMessage("null")
+	}
+	if req.Tool == "" {
+		res.IsError = true
+		res.Content = `The call names no tool. A call is {"id": "...", "tool": "read|edit|write|bash", "args": {...}}.`
+		return res, nil
+	}
+	id := idString(req.ID)
+	if id == "" {
+		id = "api-" + strconv.FormatInt(s.callSeq.Add(1), 10)
+	}
+	ss.mu.Lock()
+	busy := ss.calls[id]
+	if !busy {
+		ss.calls[id] = true
+	}
+	ss.mu.Unlock()
+	if busy {
+		return CallResult{}, errorf(CodeBadRequest, "a call with id %s is already running in session %s: give each call its own id", id, ss.id)
+	}
+	defer func() {
+		ss.mu.Lock()
+		delete(ss.calls, id)
+		ss.mu.Unlock()
+	}()
+	if req.Stream && emit != nil {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := ss.router.route(id, func(e tools.Event) {
+			raw, err := json.Marshal(e)
+			if err == nil {
+				err = emit(Chunk{Event: raw})
+			}
+			if err != nil {
+				cancel() // the client is gone or stuck
+			}
+		})
+		defer stop()
+		return s.call(tools.WithCallID(ctx, id), ss, req, res)
+	}
+	return s.call(tools.WithCallID(ctx, id), ss, req, res)
+}
+
+func (s *Server) call(ctx context.Context, ss *session, req CallRequest, res CallResult) (CallResult, error) {
+	args := req.Args
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	r, err := ss.s.Call(ctx, req.Tool, args)
+	if err != nil {
+		if e := sandboxError(ctx, err); e.Code != CodeInternal {
+			return CallResult{}, e
+		}
+		res.IsError = true
+		res.Content = fmt.Sprintf("%s failed: %v", req.Tool, err)
+		return res, nil
+	}
+	res.IsError, res.Content = r.IsError, r.Content
+	if r.Details != nil {
+		if res.Details, err = json.Marshal(r.Details); err != nil {
+			return CallResult{}, errorf(CodeInternal, "encoding the result's details: %v", err)
+		}
+	}
+	return res, nil
+}
+
+// sandboxError is the protocol's error for what the sandbox or the request's
+// context returned.
+func sandboxError(ctx context.Context, err error) *Error {
+	var died *sandbox.DiedError
+	var start *sandbox.StartError
+	var pe *Error
+	switch {
+	case errors.As(err, &pe):
+		return pe
+	case errors.As(err, &start):
+		return &Error{Code: CodeStartError, Message: start.Reason}
+	case errors.As(err, &died):
+		return &Error{Code: CodeSandboxDied, Message: died.Error() + "; the next request starts a new sandbox (what commands left outside the workspace is lost)"}
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
+		return &Error{Code: CodeCanceled, Message: "the request was cancelled (the client went away, cancelled it, or the session closed)"}
+	case errors.Is(err, sandbox.ErrClosed), errors.Is(err, tools.ErrClosed):
+		return &Error{Code: CodeUnknownSession, Message: "the session was closed"}
+	}
+	return &Error{Code: CodeInternal, Message: err.Error()}
+}
+
+// idString renders a JSON id (string or number) as text.
+func idString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+// router sends each tool call's events to the stream that asked for them.
+type router struct {
+	mu    sync.Mutex // guards calls
+	calls map[string]func(tools.Event)
+}
+
+func newRouter() *router { return &router{calls: map[string]func(tools.Event){}} }
+
+func (r *router) Emit(e tools.Event) {
+	if e.CallID == "" {
+		return
+	}
+	r.mu.Lock()
+	f := r.calls[e.CallID]
+	r.mu.Unlock()
+	if f != nil {
+		f(e)
+	}
+}
+
+// route sends call id's events to f until stop.
+func (r *router) route(id string, f func(tools.Event)) (stop func()) {
+	r.mu.Lock()
+	r.calls[id] = f
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		delete(r.calls, id)
+		r.mu.Unlock()
+	}
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// decode reads data as exactly one JSON value of v's type; unknown fields
+// and trailing data are mistakes, said plainly.
+func decode(data []byte, v any, what string) error {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err, what)
+	}
+	if dec.More() {
+		return errorf(CodeBadRequest, "%s: more than one JSON value", what)
+	}
+	return nil
+}
+
+func jsonError(err error, what string) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	var pe *Error
+	switch {
+	case errors.As(err, &pe):
+		return pe
+	case errors.Is(err, io.EOF):
+		return errorf(CodeBadRequest, "%s: empty; want a JSON object", what)
+	case errors.As(err, &se):
+		return errorf(CodeBadRequest, "%s is not valid JSON: %v", what, se)
+	case errors.As(err, &te) && te.Field != "":
+		return errorf(CodeBadRequest, "%s: %q must be a JSON %s, not %s", what, te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &te):
+		return errorf(CodeBadRequest, "%s must be a JSON object, not %s", what, te.Value)
+	}
+	// An unknown field, among others: the decoder's words name it.
+	return errorf(CodeBadRequest, "%s: %v (the README's Control API section lists the fields)", what, err)
+}
+
+// jsonKind names a Go kind as a JSON type.
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	case "slice", "array":
+		return "array"
+	case "map", "struct":
+		return "object"
+	case "ptr":
+		return "value"
+	}
+	return "number"
+}
