@@ -10,34 +10,68 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/fsys"
+	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/kube"
 	"github.com/corralhq/corral/sandbox/sandboxtest"
 )
 
-// The exec half of the conformance suite (sandbox/sandboxtest), run through
+// The exec half of the conformance suite (sandbox/sandboxtest; TestFiles is
+// the file half at the API's level), run through
 // the control API: each case's requests go through the Go client, the
-// protocol (HTTP, or JSON-RPC over pipes) and the server to a real sandbox,
-// under runc and, where it is registered, gVisor.
+// protocol (HTTP, or JSON-RPC over pipes) and the server to a real sandbox —
+// Docker under runc and, where it is registered, gVisor; a pod of the
+// cluster KUBECONFIG names (in CI there must be one). Over HTTP on each
+// backend, and over stdio on runc: the transport does not depend on the
+// backend.
 func TestConformance(t *testing.T) {
 	for _, tr := range transports {
-		for _, runtime := range []string{"", "runsc"} {
-			name := tr.name + "/" + runtime
-			if runtime == "" {
-				name = tr.name + "/default"
+		for _, b := range backends {
+			if tr.name != "http" && b.name != "runc" {
+				continue // the transport does not depend on the backend
 			}
-			t.Run(name, func(t *testing.T) {
-				s := newServer(t, nil)
-				if runtime != "" && !hasRuntime(t, runtime) {
-					t.Skipf("%s is not registered with the Docker engine", runtime)
-				}
+			t.Run(tr.name+"/"+b.name, func(t *testing.T) {
+				change, opts, limits := b.setup(t)
+				s := newServer(t, change)
 				c := tr.connect(t, s)
-				sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox {
-					info := create(t, c, SessionOptions{Runtime: runtime})
+				sandboxtest.RunExec(t, func(t *testing.T) sandbox.Sandbox {
+					info := create(t, c, opts)
 					return &apiSandbox{c: c, info: info}
-				})
+				}, limits)
 			})
 		}
 	}
+}
+
+// backend is where a test's sessions run.
+type backend struct {
+	name string
+	// setup skips the test when the backend is missing (fails it in CI,
+	// where it must be there) and says how to use it: the server's
+	// options, the sessions' options, what the backend cannot do.
+	setup func(t *testing.T) (func(*Options), SessionOptions, sandboxtest.Limits)
+}
+
+var backends = []backend{
+	{"runc", func(t *testing.T) (func(*Options), SessionOptions, sandboxtest.Limits) {
+		return nil, SessionOptions{}, sandboxtest.Limits{}
+	}},
+	{"runsc", func(t *testing.T) (func(*Options), SessionOptions, sandboxtest.Limits) {
+		testenv.NeedsDocker(t)
+		if !hasRuntime(t, "runsc") {
+			t.Skip("runsc is not registered with the Docker engine")
+		}
+		return nil, SessionOptions{Runtime: "runsc"}, sandboxtest.Limits{}
+	}},
+	{"kubernetes", func(t *testing.T) (func(*Options), SessionOptions, sandboxtest.Limits) {
+		testenv.NeedsKube(t)
+		b, err := kube.New(kube.Options{AgentImage: testenv.KubeAgentImage(t), PullPolicy: "IfNotPresent"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The pod's agent runs as its commands' one user.
+		return func(o *Options) { o.Config.Backend = b }, SessionOptions{}, sandboxtest.Limits{OneUser: true}
+	}},
 }
 
 // apiSandbox is a session of the control API as a sandbox.Sandbox, for the

@@ -19,23 +19,20 @@ import (
 // the errors a harness meets, with their errno.
 func TestFiles(t *testing.T) {
 	for _, tr := range transports {
-		for _, runtime := range []string{"", "runsc"} {
-			name := tr.name + "/default"
-			if runtime != "" {
-				name = tr.name + "/" + runtime
+		for _, b := range backends {
+			if tr.name != "http" && b.name != "runc" {
+				continue // the transport does not depend on the backend
 			}
-			t.Run(name, func(t *testing.T) { testFiles(t, tr, runtime) })
+			t.Run(tr.name+"/"+b.name, func(t *testing.T) { testFiles(t, tr, b) })
 		}
 	}
 }
 
-func testFiles(t *testing.T, tr transport, runtime string) {
-	s := newServer(t, nil)
-	if runtime != "" && !hasRuntime(t, runtime) {
-		t.Skipf("%s is not registered with the Docker engine", runtime)
-	}
+func testFiles(t *testing.T, tr transport, b backend) {
+	change, opts, _ := b.setup(t)
+	s := newServer(t, change)
 	c := tr.connect(t, s)
-	id := create(t, c, SessionOptions{Runtime: runtime}).ID
+	id := create(t, c, opts).ID
 	ctx := ctxT(t)
 	allBytes := make([]byte, 0, 256*64)
 	for range 64 {
@@ -100,7 +97,7 @@ func testFiles(t *testing.T, tr transport, runtime string) {
 	}
 
 	// Errors, in the workspace and outside it.
-	out(t, c, id, "mkdir -p d /tmp/d; printf s > secret; printf s > /tmp/secret; chmod 000 secret /tmp/secret; mkdir ro /tmp/ro; chmod 555 ro /tmp/ro")
+	out(t, c, id, "mkdir -p d /tmp/d; printf s > secret; printf s > /tmp/secret; chmod 000 secret /tmp/secret; mkdir ro /tmp/ro; chmod 00555 ro /tmp/ro")
 	for _, tt := range []struct {
 		path, errno string
 		write       bool
@@ -135,6 +132,9 @@ func testFiles(t *testing.T, tr transport, runtime string) {
 				t.Errorf("the error names %q, not %q", e.Path, tt.path)
 			}
 		})
+	}
+	if b.name == "kubernetes" {
+		return // the workspace is the pod's own: nothing of it runs on the host
 	}
 	// A protected path is read-only in the sandbox: a write is
 	// refused there, as a command's would be.

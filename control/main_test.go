@@ -44,9 +44,19 @@ func newServer(t *testing.T, change func(*Options)) *Server {
 		if err := s.Close(); err != nil {
 			t.Errorf("closing the server: %v", err)
 		}
+		backend := opts.Config.Backend
+		if backend == nil {
+			backend = sandbox.Docker
+		}
+		list, err := backend.List(context.Background())
+		if err != nil {
+			t.Errorf("listing the sandboxes: %v", err)
+		}
 		for _, info := range ids {
-			if containerExists(t, info.ID) {
-				t.Errorf("session %s: its container is still there after the server closed", info.ID)
+			for _, l := range list {
+				if l.Session == info.ID {
+					t.Errorf("session %s: its sandbox %s is still there after the server closed", info.ID, l.Name)
+				}
 			}
 		}
 	})

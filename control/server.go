@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/calls"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/tools"
 )
@@ -414,7 +415,7 @@ func (s *Server) Call(ctx context.Context, req CallRequest, emit func(Chunk) err
 		res.Content = `The call names no tool. A call is {"id": "...", "tool": "read|edit|write|bash", "args": {...}}.`
 		return res, nil
 	}
-	id := idString(req.ID)
+	id := calls.IDString(req.ID)
 	if id == "" {
 		id = "api-" + strconv.FormatInt(s.callSeq.Add(1), 10)
 	}
@@ -451,18 +452,12 @@ func (s *Server) Call(ctx context.Context, req CallRequest, emit func(Chunk) err
 }
 
 func (s *Server) call(ctx context.Context, ss *session, req CallRequest, res CallResult) (CallResult, error) {
-	args := req.Args
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	r, err := ss.s.Call(ctx, req.Tool, args)
+	// The call as `corral run` makes it, from a line of its input.
+	r, err := calls.Call(ctx, ss.s, 0, calls.Line{ID: req.ID, Tool: req.Tool, Args: req.Args})
 	if err != nil {
 		if e := sandboxError(ctx, err); e.Code != CodeInternal {
 			return CallResult{}, e
 		}
-		res.IsError = true
-		res.Content = fmt.Sprintf("%s failed: %v", req.Tool, err)
-		return res, nil
 	}
 	res.IsError, res.Content = r.IsError, r.Content
 	if r.Details != nil {
@@ -492,19 +487,6 @@ func sandboxError(ctx context.Context, err error) *Error {
 		return &Error{Code: CodeUnknownSession, Message: "the session was closed"}
 	}
 	return &Error{Code: CodeInternal, Message: err.Error()}
-}
-
-// idString renders a JSON id (string or number) as text.
-func idString(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		return n.String()
-	}
-	return ""
 }
 
 // router sends each tool call's events to the stream that asked for them.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/control"
+	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -90,8 +91,9 @@ func needsPython(t *testing.T) string {
 
 // The README's Python client (examples/python/corral_client.py, standard
 // library only) passes the conformance suite against a real `corral serve`,
-// over HTTP and over stdio, under runc and, where registered, gVisor; the
-// server's sandboxes are gone when it exits.
+// over HTTP and over stdio, under runc, gVisor where registered, and on the
+// Kubernetes cluster of KUBECONFIG (which CI must have); the server's
+// sandboxes are gone when it exits.
 func TestServePython(t *testing.T) {
 	needsDocker(t)
 	py := needsPython(t)
@@ -99,9 +101,18 @@ func TestServePython(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runtimes := []string{""}
+	type backend struct {
+		name  string
+		flags []string
+		py    []string // the script's options
+	}
+	backends := []backend{{name: "runc"}}
 	if out, _ := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output(); strings.Contains(string(out), `"runsc"`) {
-		runtimes = append(runtimes, "runsc")
+		backends = append(backends, backend{name: "runsc", flags: []string{"--runtime", "runsc"}})
+	}
+	if testenv.KubeErr() == nil || os.Getenv("CI") == "true" {
+		testenv.NeedsKube(t)
+		backends = append(backends, backend{name: "kubernetes", flags: []string{"--backend", "kubernetes", "--agent-image", testenv.KubeAgentImage(t)}, py: []string{"--one-user"}})
 	}
 	runPy := func(t *testing.T, args ...string) {
 		t.Helper()
@@ -114,14 +125,10 @@ func TestServePython(t *testing.T) {
 			t.Fatalf("the Python conformance suite failed: %v", err)
 		}
 	}
-	for _, runtime := range runtimes {
-		name := runtime
-		if name == "" {
-			name = "default"
-		}
-		t.Run("http/"+name, func(t *testing.T) {
-			srv, url := startServe(t, "--workspace", t.TempDir(), "--runtime", runtime)
-			runPy(t, "--url", url)
+	for _, b := range backends {
+		t.Run("http/"+b.name, func(t *testing.T) {
+			srv, url := startServe(t, append([]string{"--workspace", t.TempDir()}, b.flags...)...)
+			runPy(t, append(b.py, "--url", url)...)
 			if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
@@ -132,8 +139,9 @@ func TestServePython(t *testing.T) {
 				t.Errorf("containers left after the server exited: %v", left)
 			}
 		})
-		t.Run("stdio/"+name, func(t *testing.T) {
-			runPy(t, "--stdio", "--", "corral", "serve", "--stdio", "--workspace", t.TempDir(), "--runtime", runtime)
+		t.Run("stdio/"+b.name, func(t *testing.T) {
+			args := append(b.py, "--stdio", "--", "corral", "serve", "--stdio", "--workspace", t.TempDir())
+			runPy(t, append(args, b.flags...)...)
 		})
 	}
 }
@@ -177,4 +185,3 @@ func TestServeKilled(t *testing.T) {
 		t.Errorf("left after corral gc: %v", left)
 	}
 }
-

@@ -1,8 +1,11 @@
 """The conformance suite through the Python client: what harnesses rely on of
 a sandbox, checked against a real `corral serve`.
 
-    python3 conformance.py --url http://127.0.0.1:8767 [--token T] [-- SESSION_OPTIONS_JSON]
-    python3 conformance.py --stdio -- corral serve --stdio --workspace DIR
+    python3 conformance.py [--one-user] --url http://127.0.0.1:8767 [--token T] [-- SESSION_OPTIONS_JSON]
+    python3 conformance.py [--one-user] --stdio -- corral serve --stdio --workspace DIR
+
+--one-user is for a backend whose commands run as one user only (Kubernetes):
+a command as another must be refused.
 
 It prints one line a case ("ok NAME" or "FAIL NAME: why") and exits 1 when a
 case fails. Standard library only.
@@ -163,7 +166,11 @@ def cwd_relative_and_absolute(s):
 def the_user(s):
     uid = s.exec("id -u").stdout.strip()
     check(uid not in (b"", b"0"), "commands run as %r" % uid)
-    check(s.exec("id -u; id -g", user="4321:8765").stdout == b"4321\n8765\n", "another user")
+    if ONE_USER:
+        # A backend whose commands have one user (a pod's) refuses another.
+        expect_error("start_error", None, s.exec, "id", user="4321:8765")
+    else:
+        check(s.exec("id -u; id -g", user="4321:8765").stdout == b"4321\n8765\n", "another user")
     expect_error("start_error", None, s.exec, "id", user="0:0")
 
 
@@ -202,10 +209,14 @@ def errors_are_structured(s):
 
 
 CLIENT = None
+ONE_USER = False
 
 
 def main(argv):
-    global CLIENT
+    global CLIENT, ONE_USER
+    if "--one-user" in argv:
+        ONE_USER = True
+        argv = [a for a in argv if a != "--one-user"]
     if "--stdio" in argv:
         cmd = argv[argv.index("--") + 1:]
         client = Client.stdio(cmd)

@@ -48,12 +48,24 @@ type limitsKey struct{}
 
 // RunWith is Run for a backend with limits.
 func RunWith(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox, l Limits) {
+	sb := runExec(t, newSandbox, l)
+	t.Run("Files", func(t *testing.T) { RunFiles(t, sb) })
+}
+
+// RunExec runs the exec cases alone, for a sandbox whose files are reached
+// otherwise than through its FS (the control API reads and writes them as
+// bytes, and has cases of its own).
+func RunExec(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox, l Limits) {
+	runExec(t, newSandbox, l)
+}
+
+func runExec(t *testing.T, newSandbox func(t *testing.T) sandbox.Sandbox, l Limits) sandbox.Sandbox {
 	sb := newSandbox(t)
 	ctx := context.WithValue(context.Background(), limitsKey{}, l)
 	for _, c := range execCases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, ctx, sb) })
 	}
-	t.Run("Files", func(t *testing.T) { RunFiles(t, sb) })
+	return sb
 }
 
 // Exec runs req and fails the test when it errs or hangs; it returns the
