@@ -95,7 +95,9 @@ type Options struct {
 	// directory: a tar file or a git repository at a revision.
 	Source *Source
 	// WarmPool, when set, names an agent-sandbox SandboxWarmPool to claim
-	// sandboxes from (see warm.go); without agent-sandbox's CRDs, New fails.
+	// sandboxes from. Not done yet: a start fails with ErrNoWarmPools where
+	// the cluster has no agent-sandbox CRDs, and says that claiming is not
+	// supported where it has them (warm.go).
 	WarmPool string
 	// StartTimeout bounds a pod's start; DefaultStartTimeout when zero.
 	StartTimeout time.Duration

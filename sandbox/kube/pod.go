@@ -209,6 +209,9 @@ func (p *Pod) ensure(ctx context.Context) (c *sandbox.Client, reason string, err
 func (p *Pod) start(ctx context.Context, dir string) (_ *sandbox.Client, err error) {
 	b := p.b
 	begin := time.Now()
+	if b.opts.WarmPool != "" {
+		return nil, b.checkWarmPool(ctx)
+	}
 	if p.cfg.Network == "none" {
 		if err := b.ensureNetworkPolicy(ctx); err != nil {
 			return nil, err
