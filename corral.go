@@ -169,6 +169,15 @@ func New(cfg Config) (*Host, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if ws != "" && cfg.Pool == nil {
+		if hooks := hooksDir(ws); hooks != "" {
+			// The repository's hooks are in the worktree: protected as
+			// .git is (see hooksDir).
+			cfg.Sandbox.Protect = protecting(cfg.Sandbox.Protect, sandbox.DefaultProtect, hooks)
+			cfg.Tools.Protected = protecting(cfg.Tools.Protected, tools.DefaultProtected, hooks)
+			log.Info("protecting the repository's hooks in the workspace", "dir", hooks)
+		}
+	}
 	popts := cfg.Policy
 	popts.Workspace = ws
 	if cfg.PolicyFile != "" {

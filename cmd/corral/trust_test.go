@@ -145,3 +145,112 @@ func hostGit(dir string, args ...string) string {
 	out, _ := cmd.CombinedOutput()
 	return string(out)
 }
+
+// A repository whose hooks live in the worktree (core.hooksPath = .githooks,
+// as husky and its likes set up) runs them on the host at the user's next
+// commit: they are git's hooks as much as .git/hooks are. A hostile script
+// run through bash, and the write tool, can neither change nor create one,
+// under runc and under gVisor.
+func TestTrustHooksInWorktree(t *testing.T) {
+	needsDocker(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on the host")
+	}
+	runtimes := []string{""}
+	if out, _ := exec.Command("docker", "info", "--format", "{{json .Runtimes.runsc}}").Output(); strings.Contains(string(out), "runsc") {
+		runtimes = append(runtimes, "runsc")
+	}
+	for _, rt := range runtimes {
+		t.Run("runtime="+rt, func(t *testing.T) { trustHooksInWorktree(t, rt) })
+	}
+}
+
+func trustHooksInWorktree(t *testing.T, runtime string) {
+	ws := t.TempDir()
+	markDir := t.TempDir()
+	marker := filepath.Join(markDir, "ran")
+	git := func(args ...string) ([]byte, error) {
+		// The workspace may belong to the sandbox's user (gVisor, below).
+		return exec.Command("git", append([]string{"-c", "safe.directory=*", "-C", ws}, args...)...).CombinedOutput()
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"config", "core.hooksPath", ".githooks"}, {"config", "user.name", "u"}, {"config", "user.email", "u@x"}} {
+		if out, err := git(args...); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(ws, ".githooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The user's own hook, which the script will try to replace.
+	if err := os.WriteFile(filepath.Join(ws, ".githooks", "pre-commit"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hostile := fmt.Sprintf(`import os, shutil
+try:
+    shutil.copytree(".githooks", "hooks.new")
+    os.rename(".githooks", "hooks.old")
+    os.rename("hooks.new", ".githooks")
+    print("replaced the directory")
+except OSError as e:
+    print("refused the directory", e.errno)
+for name in ("pre-commit", "post-commit", "commit-msg"):
+    p = os.path.join(".githooks", name)
+    try:
+        if os.path.exists(p):
+            os.rename(p, p + ".old")
+        with open(p, "w") as f:
+            f.write("#!/bin/sh\ntouch %s\n")
+        os.chmod(p, 0o755)
+        print("planted", p)
+    except OSError as e:
+        print("refused", p, e.errno)
+`, marker)
+	calls := strings.Join([]string{
+		`{"id":"w","tool":"write","args":{"path":"x.py","content":` + strconvQuote(hostile) + `}}`,
+		`{"id":"b","tool":"bash","args":{"command":"python3 x.py"}}`,
+		`{"id":"t","tool":"write","args":{"path":".githooks/post-merge","content":"#!/bin/sh\ntouch ` + marker + `\n"}}`,
+	}, "\n") + "\n"
+	args := []string{"run", "--workspace", ws, "--confirm", "allow"}
+	if runtime != "" {
+		args = append(args, "--runtime", runtime)
+		// gVisor before 2023 has no ambient capabilities: commands could
+		// not write a workspace of root's, protected or not.
+		if os.Getuid() == 0 {
+			if out, err := exec.Command("chown", "-R", "65532:65532", ws).CombinedOutput(); err != nil {
+				t.Fatalf("chown: %v %s", err, out)
+			}
+		}
+	}
+	cmd := exec.Command("corral", append(args, "-")...)
+	cmd.Stdin = strings.NewReader(calls)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("corral run: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r runResult
+		_ = json.Unmarshal([]byte(line), &r)
+		t.Logf("%s: is_error %v: %.300s", r.ID, r.IsError, r.Content)
+	}
+	git("add", "x.py")
+	if out, err := git("commit", "-q", "-m", "by the user"); err != nil {
+		t.Logf("git commit: %v %s", err, out)
+	}
+	git("merge", "--no-edit", "HEAD")
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("git on the host ran a hook the command planted in the worktree's hooks directory")
+	}
+	ents, _ := os.ReadDir(filepath.Join(ws, ".githooks"))
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, ".githooks", "pre-commit")); len(names) != 1 || string(b) != "#!/bin/sh\nexit 0\n" {
+		t.Errorf("the hooks directory holds %q (pre-commit %q), want the user's pre-commit alone", names, b)
+	}
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
