@@ -4,7 +4,7 @@ BIN     := bin/corral
 # The agent inside the sandbox is this binary, cgo on or off: a dynamically linked
 # one brings the host's loader and libraries into the sandbox (sandbox/dynamic.go).
 
-.PHONY: all build setup test unit lint bench demo image test-image agent-image kube-up kube-down clean
+.PHONY: all build setup test unit lint bench demo image test-image agent-image test-toolchains kube-up kube-down clean
 
 all: build
 
@@ -51,6 +51,12 @@ test-image:
 	else \
 		$(MAKE) --no-print-directory image; \
 	fi
+
+# Go and npm through --network allow (tools: TestToolchains*), in a test image with
+# Debian's golang-go and npm, built once per content (about 800 MB, several minutes):
+# not part of make test. Once built, make test runs these tests too.
+test-toolchains: build test-image
+	CORRAL_TEST_TOOLCHAINS=1 $(GO) test -count=1 -timeout 30m -run 'Toolchains' ./tools
 
 # A scripted agent session on a copy of cmd/demo/workspace, through the Go library:
 # what the model sees, what a UI gets, the tests run in the sandbox.

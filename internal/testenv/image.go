@@ -18,17 +18,11 @@ import (
 // the test when the build fails.
 func DerivedImage(t testing.TB, name, dockerfile string) string {
 	t.Helper()
-	NeedsDocker(t)
-	base, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", Image).Output()
-	if err != nil {
-		t.Fatalf("the sandbox image %s: %v", Image, err)
-	}
-	sum := sha256.Sum256([]byte(dockerfile + "\x00" + strings.TrimSpace(string(base))))
-	repo := "corral-test/" + name
-	tag := repo + ":" + hex.EncodeToString(sum[:6])
-	if exec.Command("docker", "image", "inspect", tag).Run() == nil {
+	tag, ok := CachedImage(t, name, dockerfile)
+	if ok {
 		return tag
 	}
+	repo, _, _ := strings.Cut(tag, ":")
 	t.Logf("building the test image %s (once: later runs reuse it while its Dockerfile and %s stay the same)", tag, Image)
 	build := exec.Command("docker", "build", "--quiet", "--build-arg", "BASE="+Image, "--label", "corral.test=image", "-t", tag, "-")
 	build.Stdin = strings.NewReader(dockerfile)
@@ -43,6 +37,20 @@ func DerivedImage(t testing.TB, name, dockerfile string) string {
 		}
 	}
 	return tag
+}
+
+// CachedImage returns the tag DerivedImage gives the image, and whether it
+// is built.
+func CachedImage(t testing.TB, name, dockerfile string) (string, bool) {
+	t.Helper()
+	NeedsDocker(t)
+	base, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", Image).Output()
+	if err != nil {
+		t.Fatalf("the sandbox image %s: %v", Image, err)
+	}
+	sum := sha256.Sum256([]byte(dockerfile + "\x00" + strings.TrimSpace(string(base))))
+	tag := "corral-test/" + name + ":" + hex.EncodeToString(sum[:6])
+	return tag, exec.Command("docker", "image", "inspect", tag).Run() == nil
 }
 
 func tail(b []byte, n int) []byte {
