@@ -18,6 +18,32 @@ const dirPrefix = "corral-pool-"
 // ownerFile holds the labels of the process that owns a pool's directory.
 const ownerFile = "owner.json"
 
+// NewDir makes a directory in parent (the system's temporary directory when
+// empty) that GC removes once this process is gone: a pool's, or one for
+// workspaces made outside a pool's slots.
+func NewDir(parent string) (string, error) {
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, dirPrefix)
+	if err != nil {
+		return "", fmt.Errorf("pool: making a directory: %w", err)
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("pool: %w", err)
+	}
+	if err := writeOwner(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// RemoveDir removes a directory of NewDir's, and everything below it, even
+// directories a command made read-only.
+func RemoveDir(dir string) error { return removeAll(dir) }
+
 // writeOwner records this process as the owner of dir.
 func writeOwner(dir string) error {
 	b, err := json.Marshal(sandbox.OwnerLabels("", dir))

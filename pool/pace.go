@@ -6,26 +6,29 @@ import (
 	"time"
 )
 
-// pacer spaces events evenly: at most rate a second, never two closer than
-// 1/rate, so that many waiting at once leave one by one (no burst).
-type pacer struct {
+// Pacer spaces events evenly: at most rate a second, never two closer than
+// 1/rate, so that many waiting at once leave one by one (no burst). Its
+// methods are safe for concurrent use.
+type Pacer struct {
 	every time.Duration // zero: no limit
 
 	mu   sync.Mutex // guards next
 	next time.Time  // the earliest time of the next event
 }
 
-func newPacer(rate float64) *pacer {
-	p := &pacer{}
+// NewPacer returns a Pacer of rate events a second; one without a limit
+// when rate is zero.
+func NewPacer(rate float64) *Pacer {
+	p := &Pacer{}
 	if rate > 0 {
 		p.every = time.Duration(float64(time.Second) / rate)
 	}
 	return p
 }
 
-// wait returns when the caller's turn has come, or ctx's error first (its
+// Wait returns when the caller's turn has come, or ctx's error first (its
 // turn is then lost, not given back).
-func (p *pacer) wait(ctx context.Context) error {
+func (p *Pacer) Wait(ctx context.Context) error {
 	if p.every == 0 {
 		return ctx.Err()
 	}

@@ -66,7 +66,7 @@ type Pool struct {
 	log     *slog.Logger
 	dir     string // the pool's own directory of slots
 	max     int
-	pace    *pacer
+	pace    *Pacer
 
 	ctx    context.Context // cancelled by Close: ends refills
 	cancel context.CancelFunc
@@ -122,19 +122,8 @@ func New(opts Options) (*Pool, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	parent := opts.Dir
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	dir, err := os.MkdirTemp(parent, dirPrefix)
+	dir, err := NewDir(opts.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("pool: making its directory: %w", err)
-	}
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
-		return nil, fmt.Errorf("pool: its directory: %w", err)
-	}
-	if err := writeOwner(dir); err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -143,7 +132,7 @@ func New(opts Options) (*Pool, error) {
 		log:     log,
 		dir:     dir,
 		max:     opts.Max,
-		pace:    newPacer(opts.Rate),
+		pace:    NewPacer(opts.Rate),
 		ctx:     ctx,
 		cancel:  cancel,
 		keys:    map[string]*keyState{},
@@ -321,7 +310,7 @@ func (p *Pool) start(k *keyState) {
 // for its turn (Rate).
 func (p *Pool) make(ctx context.Context, cfg sandbox.Config, paced bool) (_ *entry, err error) {
 	if paced {
-		if err := p.pace.wait(ctx); err != nil {
+		if err := p.pace.Wait(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -581,7 +570,7 @@ func (p *Pool) Hold(ctx context.Context) (release func(), err error) {
 		p.waiting--
 	}
 	p.mu.Unlock()
-	if err := p.pace.wait(ctx); err != nil {
+	if err := p.pace.Wait(ctx); err != nil {
 		p.release()
 		return nil, err
 	}

@@ -444,10 +444,10 @@ func (remoteBackend) Name() string { return "remote" }
 // TestPacer: waits leave one by one, never closer than 1/rate, and a
 // cancelled wait returns its context's error.
 func TestPacer(t *testing.T) {
-	p := newPacer(20) // every 50ms
+	p := NewPacer(20) // every 50ms
 	begin := time.Now()
 	for range 4 {
-		if err := p.wait(context.Background()); err != nil {
+		if err := p.Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -457,10 +457,10 @@ func TestPacer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	p.next = time.Now().Add(time.Hour)
-	if err := p.wait(ctx); !errors.Is(err, context.Canceled) {
+	if err := p.Wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled wait: %v", err)
 	}
-	if err := newPacer(0).wait(context.Background()); err != nil {
+	if err := NewPacer(0).Wait(context.Background()); err != nil {
 		t.Errorf("no limit: %v", err)
 	}
 }

@@ -331,10 +331,33 @@ func (c *Container) remove(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err := api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+	if cerrdefs.IsConflict(err) {
+		// Another removal is under way (of a broken sandbox, in the
+		// background): it is done when the container is gone.
+		err = waitGone(ctx, api, id, err)
+	}
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("sandbox: remove container %.12s: %w", id, err)
 	}
 	return nil
+}
+
+// waitGone waits until the container id no longer exists, and returns
+// conflict, the error of a removal that found another under way, if it
+// still does when ctx ends.
+func waitGone(ctx context.Context, api dockerAPI, id string, conflict error) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, err := api.ContainerInspect(ctx, id); isNotFound(err) {
+			return nil
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return conflict
+		}
+	}
 }
 
 // engineInfo connects to the engine once and checks what the configuration

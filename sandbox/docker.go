@@ -28,6 +28,8 @@ type dockerAPI interface {
 	ContainerWait(ctx context.Context, id string, cond container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
 	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
 	ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
+	ContainerCommit(ctx context.Context, id string, opts container.CommitOptions) (container.CommitResponse, error)
+	ImageRemove(ctx context.Context, image string, opts image.RemoveOptions) ([]image.DeleteResponse, error)
 }
 
 var (

@@ -1,16 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/checkpoint"
+	"github.com/corralhq/corral/pool"
 )
 
 func newGCCmd() *cobra.Command {
-	var older, copies, workspace string
+	var older, copies, workspace, workDir string
 	var keep int
 	var bf backendFlags
 	cmd := &cobra.Command{
@@ -19,7 +21,9 @@ func newGCCmd() *cobra.Command {
 		Long: `gc removes the sandbox containers whose owning corral process ran on this host
 and is gone (killed with -9, crashed, or the host rebooted). Sandboxes of live
 corral processes and of other hosts sharing the engine are left alone. Every corral
-that opens a sandbox does the same once at start-up.
+that opens a sandbox does the same once at start-up. gc also removes the
+workspaces a killed batch (run --tasks) left in the system's temporary
+directory (or --work-dir), the pools' slots with them.
 
 With --checkpoints AGE or --keep-checkpoints N, gc removes checkpoints instead:
 those older than AGE (such as 7d or 36h), and those beyond the N newest of each
@@ -40,13 +44,18 @@ were never applied, unless a session still uses one.`,
 			for _, name := range removed {
 				fmt.Fprintln(cmd.OutOrStdout(), "removed", name)
 			}
-			return err
+			dirs, derr := pool.GC(cmd.Context(), workDir)
+			for _, dir := range dirs {
+				fmt.Fprintln(cmd.OutOrStdout(), "removed", dir)
+			}
+			return errors.Join(err, derr)
 		},
 	}
 	cmd.Flags().StringVar(&older, "checkpoints", "", "remove the checkpoints older than `AGE` (7d, 36h)")
 	cmd.Flags().IntVar(&keep, "keep-checkpoints", 0, "keep at most `N` checkpoints of each workspace, the newest")
 	cmd.Flags().StringVar(&copies, "copies", "", "remove the isolated sessions' copies older than `AGE` (7d, 36h) that were not applied")
 	cmd.Flags().StringVarP(&workspace, "workspace", "w", "", "only the checkpoints of this workspace")
+	cmd.Flags().StringVar(&workDir, "work-dir", "", "where batches made their tasks' workspaces, as run's --work-dir (default: the system's temporary directory)")
 	bf.register(cmd.Flags(), false)
 	return cmd
 }

@@ -39,6 +39,7 @@ read; writes are atomic; a policy engine allows, confirms or denies each command
 		newDiffCmd(),
 		newRestoreCmd(),
 		newApplyCmd(),
+		newSnapshotCmd(),
 		newImageCmd(),
 		newMCPCmd(),
 		newServeCmd(),

@@ -22,9 +22,10 @@ const maxLineBytes = calls.MaxLineBytes
 
 func newRunCmd() *cobra.Command {
 	var f sessionFlags
+	var b batchFlags
 	var download string
 	cmd := &cobra.Command{
-		Use:   "run [flags] FILE|-",
+		Use:   "run [flags] FILE|-  |  run --tasks TASKS.jsonl --out DIR [flags]",
 		Short: "Run tool calls from a JSON-lines file or stdin, one result line each",
 		Long: `run is the batch and replay runner. Each input line is one tool call:
 
@@ -39,9 +40,23 @@ Malformed lines, unknown tools and missing or mistyped arguments give an
 is_error result, never a crash. Blank lines are skipped. The exit status is 0 when
 every line was processed, whatever the tools answered; 130 after Ctrl-C or
 SIGTERM, which cancel the running call (its result says so), remove the sandbox
-and stop.`,
-		Args: cobra.ExactArgs(1),
+and stop.` + batchHelp,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if b.tasks != "" {
+				if len(args) > 0 {
+					return fmt.Errorf("--tasks takes the calls from its tasks, not from %s", args[0])
+				}
+				return nil
+			}
+			if b.out != "" || b.max != 0 || b.warm != 0 || b.rate != 0 || b.workDir != "" || b.snapshots != "" {
+				return errors.New("--out, --max-sandboxes, --warm, --start-rate, --work-dir and --snapshots need --tasks")
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if b.tasks != "" {
+				return runBatch(cmd, &f, &b, download)
+			}
 			in := cmd.InOrStdin()
 			if args[0] != "-" {
 				file, err := os.Open(args[0])
@@ -80,6 +95,7 @@ and stop.`,
 		},
 	}
 	f.register(cmd.Flags())
+	b.register(cmd)
 	cmd.Flags().StringVar(&download, "download", "", "with --backend kubernetes, write the pod's final workspace into `DIR` when the calls are done (the protected paths and repositories' hooks and config are left out, and listed)")
 	cmd.Flags().StringVar(&f.authToken, "auth-token", "", "with --ui, require this `TOKEN` of every request to the web view, as a bearer token or once as ?token= (default: $CORRAL_AUTH_TOKEN)")
 	return cmd
