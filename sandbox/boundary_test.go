@@ -388,6 +388,47 @@ func TestBoundaryEveryProcessFound(t *testing.T) {
 	}
 }
 
+// usernsScript leaves the command's bookkeeping the way a user namespace
+// would allow: inside one of its own, a process may drop its supplementary
+// groups (the marker among them), then start a daemon.
+const usernsScript = `import ctypes, os
+CLONE_NEWUSER = 0x10000000
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(CLONE_NEWUSER) != 0:
+    print("unshare refused", ctypes.get_errno())
+else:
+    print("in a user namespace")
+    try:
+        with open("/proc/self/setgroups", "w") as f:
+            f.write("allow")
+    except OSError as e:
+        print("setgroups file", e.errno)
+    try:
+        os.setgroups([])
+        print("groups dropped")
+    except OSError as e:
+        print("setgroups refused", e.errno)
+if os.fork() == 0:
+    os.setsid()
+    os.execvp("sleep", ["sleep", "3005"])
+`
+
+// Class 4 again: a command cannot shed its marker group by way of a user
+// namespace of its own (Docker's seccomp profile refuses one under runc; under
+// gVisor only the agent's filter stands in the way).
+func TestBoundaryUserNamespace(t *testing.T) {
+	for _, rt := range runtimes(t) {
+		t.Run(runtimeName(rt), func(t *testing.T) {
+			h := newHostile(t, rt, nil)
+			h.write("userns.py", usernsScript)
+			out := h.bash("python3 userns.py", 30, time.Minute)
+			if !regexp.MustCompile(`(?m)^  pid \d+: sleep 3005`).MatchString(out) {
+				t.Errorf("the daemon is not listed as still running:\n%s", out)
+			}
+		})
+	}
+}
+
 // Class 4, the other half: a killed corral leaves nothing running within 10 s,
 // whatever its commands hold open. corral is driven through `corral run`, and
 // killed with SIGKILL.

@@ -12,10 +12,14 @@ import (
 // is inherited across fork and exec and cannot be removed), with a filter that
 // refuses to create a setuid or setgid file: chmod, fchmod, fchmodat, open and
 // openat with O_CREAT or O_TMPFILE, creat and mknod with a set-id bit in their
-// mode fail with EPERM. io_uring and openat2, whose arguments a filter cannot
-// see, fail with ENOSYS (programs fall back to the plain calls). The filter is
-// the agent's own, so it holds on every backend that gives the sandbox a
-// seccomp-capable kernel, gVisor included.
+// mode fail with EPERM. It also refuses a new user namespace (unshare and
+// clone with CLONE_NEWUSER, EPERM): inside one of its own a process could
+// drop its supplementary groups, and with them the marker that finds it.
+// io_uring, openat2 and clone3, whose arguments a filter cannot see, fail with
+// ENOSYS (programs fall back to the plain calls). The filter is the agent's
+// own, so it holds on every backend that gives the sandbox a seccomp-capable
+// kernel, gVisor included (where Docker's own profile, which refuses user
+// namespaces under runc, does not apply).
 
 // A BPF program for seccomp, assembled with symbolic jump targets.
 type bpfProg struct {
@@ -79,9 +83,20 @@ type setidRule struct {
 type sysTable struct {
 	arch   uint32
 	setid  []setidRule
+	flags  []flagRule
 	enosys []uint32 // calls refused outright
 	x32    bool     // reject the x32 ABI (numbers with bit 30 set)
 }
+
+// flagRule refuses a system call (EPERM) when its argument arg has any of
+// bits.
+type flagRule struct {
+	nr, arg uint32
+	bits    uint32
+}
+
+// cloneNewUser is CLONE_NEWUSER.
+const cloneNewUser = 0x10000000
 
 const (
 	auditArchX86_64  = 0xc000003e
@@ -109,7 +124,11 @@ var (
 			{133, 1, -1}, // mknod
 			{259, 2, -1}, // mknodat
 		},
-		enosys: []uint32{425, 426, 427, 437}, // io_uring_setup, _enter, _register, openat2
+		flags: []flagRule{
+			{272, 0, cloneNewUser}, // unshare
+			{56, 0, cloneNewUser},  // clone
+		},
+		enosys: []uint32{425, 426, 427, 437, 435}, // io_uring_setup, _enter, _register, openat2, clone3
 	}
 	table386 = sysTable{arch: auditArchI386,
 		setid: []setidRule{
@@ -123,7 +142,11 @@ var (
 			{14, 1, -1},  // mknod
 			{297, 2, -1}, // mknodat
 		},
-		enosys: []uint32{425, 426, 427, 437},
+		flags: []flagRule{
+			{310, 0, cloneNewUser}, // unshare
+			{120, 0, cloneNewUser}, // clone
+		},
+		enosys: []uint32{425, 426, 427, 437, 435},
 	}
 	tableARM64 = sysTable{arch: auditArchAarch64,
 		setid: []setidRule{
@@ -133,7 +156,11 @@ var (
 			{56, 3, 2},   // openat
 			{33, 2, -1},  // mknodat
 		},
-		enosys: []uint32{425, 426, 427, 437},
+		flags: []flagRule{
+			{97, 0, cloneNewUser},  // unshare
+			{220, 0, cloneNewUser}, // clone
+		},
+		enosys: []uint32{425, 426, 427, 437, 435},
 	}
 )
 
@@ -172,6 +199,9 @@ func setidFilter(tables ...sysTable) ([]unix.SockFilter, error) {
 		for j, r := range t.setid {
 			p.jump(jeq, r.nr, fmt.Sprintf("r%d.%d", i, j), "")
 		}
+		for j, r := range t.flags {
+			p.jump(jeq, r.nr, fmt.Sprintf("f%d.%d", i, j), "")
+		}
 		for _, nr := range t.enosys {
 			p.jump(jeq, nr, "nosys", "")
 		}
@@ -184,6 +214,11 @@ func setidFilter(tables ...sysTable) ([]unix.SockFilter, error) {
 			}
 			p.stmt(ldAbs, argLow(r.mode))
 			p.jump(jset, setidBits, "eperm", "allow")
+		}
+		for j, r := range t.flags {
+			p.label(fmt.Sprintf("f%d.%d", i, j))
+			p.stmt(ldAbs, argLow(int(r.arg)))
+			p.jump(jset, r.bits, "eperm", "allow")
 		}
 	}
 	p.label("allow")
