@@ -114,12 +114,14 @@ func TestEgressPaths(t *testing.T) {
 		// rootWorkspace leaves the workspace root's: commands then keep
 		// CAP_DAC_OVERRIDE and may see the socket, never connect to it.
 		rootWorkspace bool
+		readOnlyRoot  bool
 	}{
-		{"runc", "", false, false},
-		{"runc-root-workspace", "", false, true},
-		{"runc-stream", "", true, false},
-		{"runsc", "runsc", false, false},
-		{"runsc-stream", "runsc", true, false},
+		{"runc", "", false, false, false},
+		{"runc-root-workspace", "", false, true, false},
+		{"runc-read-only-root", "", false, false, true},
+		{"runc-stream", "", true, false, false},
+		{"runsc", "runsc", false, false, false},
+		{"runsc-stream", "runsc", true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			need(t)
@@ -133,7 +135,7 @@ func TestEgressPaths(t *testing.T) {
 			defer proxy.Close()
 			rec := &pathRecorder{Proxy: proxy}
 			cfg := testConfig(t)
-			cfg.Runtime, cfg.Egress, cfg.EgressStream = tc.runtime, rec, tc.stream
+			cfg.Runtime, cfg.Egress, cfg.EgressStream, cfg.ReadOnlyRoot = tc.runtime, rec, tc.stream, tc.readOnlyRoot
 			if !tc.rootWorkspace {
 				gVisorWorkspace(t, cfg) // owned by commands' default user
 			}
