@@ -158,7 +158,9 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) 
 		p.feed = feedPipe
 	}
 	rr, err := c.run(ctx, p)
-	res := ExecResult{Duration: time.Since(begin), TimedOut: rr.timedOut, Canceled: rr.canceled, Dir: start.Dir, DirReset: reset}
+	// The directory is one a command chose (where the last one ended): its
+	// name is shown like the agent's other words, sanitised.
+	res := ExecResult{Duration: time.Since(begin), TimedOut: rr.timedOut, Canceled: rr.canceled, Dir: sanitize.Text(start.Dir), DirReset: reset}
 	if err != nil {
 		res.ExitCode = -1
 		var d *DiedError
@@ -178,7 +180,7 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) 
 	if !rr.got {
 		return res, nil
 	}
-	res.Dir, res.DirReset = ex.Dir, reset || ex.DirReset
+	res.Dir, res.DirReset = sanitize.Text(ex.Dir), reset || ex.DirReset
 	res.InputWait, res.OOMKilled, res.ProcessLimit = ex.InputWait, ex.OOMKilled, ex.ProcessLimit
 	res.TrackerKilled = ex.TrackerKilled
 	for _, p := range ex.Background {

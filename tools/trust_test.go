@@ -217,6 +217,16 @@ func TestTrustUntrustedText(t *testing.T) {
 	}
 	r = call(t, s, "read", m{"path": "d/l"})
 	clean("read of a dangling link", r)
+	// A directory the command made and went to: the next header names it
+	// (a new line in its name would end the report of where the shell is).
+	mustOK(t, s, "write", m{"path": "cd.sh", "content": "d=\"$(printf 'x\\033]0;pwned\\007\\342\\200\\256')\"\nmkdir -p \"$d\" && cd \"$d\"\n"})
+	bash(t, s, ". ./cd.sh", 0)
+	r = bash(t, s, "true", 0)
+	clean("the header of a command in that directory", r)
+	h, _ = splitResult(r)
+	if n := strings.Count("\n"+h, "\nExit code:"); n != 1 || !strings.Contains(h, `Directory: `) {
+		t.Errorf("header (%d exit code lines): %q", n, h)
+	}
 }
 
 // plantTooling writes, or moves aside and replaces, every file the user's
