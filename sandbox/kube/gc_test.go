@@ -68,7 +68,9 @@ func TestListGCAndNetworkPolicy(t *testing.T) {
 		args = append(args, k+"="+v)
 	}
 	kubectl(t, "-n", b.Namespace(), "run", dead, "--image=localhost/corral-pause:1", "--image-pull-policy=Never", "--restart=Never", "--labels="+strings.Join(args, ","))
-	t.Cleanup(func() { exec.Command(testenv.Kubectl(), "-n", b.Namespace(), "delete", "pod", dead, "--grace-period=0", "--force").Run() })
+	t.Cleanup(func() {
+		exec.Command(testenv.Kubectl(), "-n", b.Namespace(), "delete", "pod", dead, "--grace-period=0", "--force").Run()
+	})
 	removed, err := b.GC(context.Background())
 	if err != nil {
 		t.Fatal(err)
