@@ -6,12 +6,19 @@
 # module in scripts/kube/kbuild), Debian's etcd, containerd (a private instance
 # with CRI on: its own socket, root and state; Docker's containerd is never
 # touched) and CNI plugins, and a pause image built here. Nothing is pulled.
+# agent-sandbox (sigs.k8s.io/agent-sandbox, pinned by the wrapper module in
+# scripts/kube/sandboxctl) is installed on it: its CRDs (Sandbox; SandboxTemplate,
+# SandboxClaim, SandboxWarmPool) and its controller, extensions on, run as a
+# host process with the admin kubeconfig like the other components.
 #
 # Usage: scripts/kube/cluster.sh COMMAND
-#   build            build the Kubernetes binaries into the cache (once per version:
-#                    about 10 minutes cold on 2 cores, nothing when cached)
+#   build            build the Kubernetes binaries and agent-sandbox's controller into
+#                    the cache (once per version: about 10 minutes cold on 2 cores,
+#                    nothing when cached)
 #   up               install what is missing, build, start the cluster, wait until
-#                    its node is Ready; prints the KUBECONFIG to use. Idempotent.
+#                    its node is Ready, install agent-sandbox's CRDs and start its
+#                    controller; prints the KUBECONFIG to use. Idempotent (on a
+#                    cluster already up, it adds agent-sandbox when missing).
 #   load IMAGE...    copy images from the Docker engine into the cluster's containerd
 #                    (pods must use imagePullPolicy Never or IfNotPresent)
 #   down             stop everything `up` started and undo its host changes
@@ -24,6 +31,8 @@
 # Environment:
 #   CORRAL_KUBE_VERSION  Kubernetes version (default v1.34.4: the newest minor that
 #                        supports containerd 1.x and cgroup v1, as this host has)
+#   CORRAL_AGENT_SANDBOX_VERSION  agent-sandbox version (default v0.2.1, as
+#                        scripts/kube/sandboxctl/go.mod pins it)
 #   CORRAL_KUBE_CACHE    where built binaries are kept (default /var/cache/corral-kube)
 #   CORRAL_KUBE_STATE    the cluster's state: certificates, etcd, containerd, kubelet,
 #                        logs (default /var/lib/corral-kube)
@@ -41,6 +50,8 @@ VERSION=${CORRAL_KUBE_VERSION:-v1.34.4}
 CACHE=${CORRAL_KUBE_CACHE:-/var/cache/corral-kube}
 STATE=${CORRAL_KUBE_STATE:-/var/lib/corral-kube}
 BIN=$CACHE/$VERSION/bin
+AS_VERSION=${CORRAL_AGENT_SANDBOX_VERSION:-v0.2.1}
+AS_DIR=$CACHE/agent-sandbox-$AS_VERSION # bin/agent-sandbox-controller, crds/*.yaml
 PKI=$STATE/pki
 LOGS=$STATE/log
 PIDS=$STATE/pids
@@ -55,6 +66,7 @@ readonly POD_CIDR=198.18.32.0/24
 readonly SVC_CIDR=198.18.16.0/24 SVC_IP=198.18.16.1
 readonly API_PORT=16443
 readonly ETCD_CLIENT=127.0.0.1:23790 ETCD_PEER=127.0.0.1:23800 ETCD_METRICS=127.0.0.1:23810
+readonly AS_HEALTH=127.0.0.1:23830 # agent-sandbox's controller: /readyz (no metrics server)
 readonly PAUSE_IMAGE=localhost/corral-pause:1
 readonly SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
 	kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
@@ -106,6 +118,33 @@ build() {
 	rm -rf "$BIN"
 	mv "$tmp" "$BIN"
 	say "built into $BIN"
+}
+
+# build_sandbox builds agent-sandbox's controller from the pinned module and
+# keeps its CRDs beside it: once per version (controller-runtime and client-go:
+# 105 s cold on 2 idle cores, 180 CPU-seconds; nothing when cached).
+build_sandbox() {
+	if [[ -x $AS_DIR/bin/agent-sandbox-controller && -s $AS_DIR/crds/extensions.agents.x-k8s.io_sandboxwarmpools.yaml ]]; then
+		say "agent-sandbox $AS_VERSION in $AS_DIR"
+		return
+	fi
+	go_toolchain
+	local mod=$here/sandboxctl tmp=$AS_DIR.tmp.$$ src
+	grep -q "sigs.k8s.io/agent-sandbox $AS_VERSION\$" "$mod/go.mod" ||
+		die "scripts/kube/sandboxctl/go.mod pins another agent-sandbox than $AS_VERSION: regenerate it for that version"
+	say "building agent-sandbox $AS_VERSION's controller (once)"
+	mkdir -p "$tmp/bin" "$tmp/crds"
+	(cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$tmp/bin/" \
+		sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller) &&
+		src=$(cd "$mod" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox) &&
+		cp "$src"/k8s/crds/*.yaml "$tmp/crds/" || {
+		rm -rf "$tmp"
+		die "building agent-sandbox's controller failed (see above)"
+	}
+	chmod -R u+w "$tmp"
+	rm -rf "$AS_DIR"
+	mv "$tmp" "$AS_DIR"
+	say "built into $AS_DIR"
 }
 
 # --- images --------------------------------------------------------------------------
@@ -256,7 +295,9 @@ up() {
 	need_root
 	bash "$repo/scripts/setup.sh" --kube
 	build
+	build_sandbox
 	if status && running kubelet; then
+		agent_sandbox
 		say "the cluster is up; export KUBECONFIG=$KUBECONFIG"
 		return
 	fi
@@ -329,7 +370,28 @@ up() {
 		--hostname-override=$NODE --node-ip=$NODE_IP --v=1
 	wait_for "the node" 120 node_ready
 	wait_for "the default service account" 60 kubectl_ -n default get serviceaccount default
+	agent_sandbox
 	say "the cluster is up; export KUBECONFIG=$KUBECONFIG"
+}
+
+# agent_sandbox installs agent-sandbox's CRDs and starts its controller (with
+# the extensions: templates, claims, warm pools), unless it runs.
+agent_sandbox() {
+	if running agent-sandbox-controller && curl -fsS "http://$AS_HEALTH/readyz" >/dev/null 2>&1; then
+		return
+	fi
+	stop agent-sandbox-controller
+	# Server-side: the CRDs of Sandbox and SandboxTemplate hold a whole pod
+	# spec's schema, too big for apply's last-applied annotation.
+	kubectl_ apply --server-side --force-conflicts -f "$AS_DIR/crds/" >/dev/null ||
+		die "could not install agent-sandbox's CRDs"
+	kubectl_ wait --for condition=established --timeout=60s -f "$AS_DIR/crds/" >/dev/null ||
+		die "agent-sandbox's CRDs were not established within 60s"
+	start agent-sandbox-controller "$AS_DIR/bin/agent-sandbox-controller" \
+		--kubeconfig="$PKI/admin.kubeconfig" --extensions --leader-elect=false \
+		--metrics-bind-address=0 --health-probe-bind-address=$AS_HEALTH
+	wait_for "agent-sandbox's controller" 60 curl -fsS "http://$AS_HEALTH/readyz"
+	say "agent-sandbox $AS_VERSION: CRDs installed, controller running"
 }
 
 node_ready() {
@@ -434,6 +496,8 @@ stop() { # NAME
 
 down() {
 	need_root
+	# First, so that no warm pool refills while its pods are deleted.
+	stop agent-sandbox-controller
 	if status; then
 		kubectl_ delete pods --all -A --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
 		local i
@@ -509,7 +573,10 @@ down() {
 # --- main ------------------------------------------------------------------------------
 
 case ${1:-} in
-build) build ;;
+build)
+	build
+	build_sandbox
+	;;
 up) up ;;
 down) down ;;
 load)
