@@ -205,11 +205,3 @@ func podsOf(t *testing.T, b *kube.Backend, sessions []string) int {
 	}
 	return n
 }
-
-func TestWarmPoolWithoutCRDs(t *testing.T) {
-	b := backend(t, kube.Options{WarmPool: "pool"})
-	err := newPod(t, b, sandbox.Config{}).Start(context.Background())
-	if !errors.Is(err, kube.ErrNoWarmPools) {
-		t.Errorf("--warm-pool on a cluster without agent-sandbox: %v", err)
-	}
-}
