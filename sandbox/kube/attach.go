@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 )
 
@@ -35,9 +34,8 @@ type attachStream struct {
 // attach prepares the attach stream of pod name's sandbox container; run
 // starts it.
 func (b *Backend) attach(name string) (*attachStream, error) {
-	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(b.namespace).Name(name).SubResource("attach").
-		VersionedParams(&corev1.PodAttachOptions{Container: sandboxContainer, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	exec, err := b.executor(req.URL())
+	u := b.api.podURL(name, "attach", &corev1.PodAttachOptions{Container: sandboxContainer, Stdin: true, Stdout: true, Stderr: true})
+	exec, err := b.executor(u)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: attach to pod %s: %w", name, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/corralhq/corral/internal/testenv"
@@ -41,10 +40,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}
 	})
 	b.Run("kubectl-exec", func(b *testing.B) {
-		req := be.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(be.namespace).Name(p.Name()).SubResource("exec").
-			VersionedParams(&corev1.PodExecOptions{Container: sandboxContainer, Command: []string{"bash", "-c", "true"}, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+		u := be.api.podURL(p.Name(), "exec", &corev1.PodExecOptions{Container: sandboxContainer, Command: []string{"bash", "-c", "true"}, Stdout: true, Stderr: true})
 		for b.Loop() {
-			exec, err := be.executor(req.URL())
+			exec, err := be.executor(u)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 
 // List describes every corral sandbox pod of the namespace, running or not.
 func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
-	pods, err := b.cs.CoreV1().Pods(b.namespace).List(ctx, metav1.ListOptions{LabelSelector: sandbox.LabelSession})
+	pods, err := b.api.listPods(ctx, metav1.ListOptions{LabelSelector: sandbox.LabelSession})
 	if err != nil {
 		return nil, b.apiError(err, "list pods")
 	}

@@ -22,8 +22,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -113,8 +111,7 @@ type Backend struct {
 	namespace string
 	host      string // the API server, for messages
 	rest      *rest.Config
-	cs        kubernetes.Interface
-	dyn       dynamic.Interface
+	api       *client
 	log       *slog.Logger
 
 	policyMu   sync.Mutex // guards policyMade
@@ -152,11 +149,7 @@ func New(opts Options) (*Backend, error) {
 	// The attach stream carries every command; the client's rate limits
 	// are for controllers.
 	cfg.QPS, cfg.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	api, err := newClient(cfg, ns)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
@@ -184,7 +177,7 @@ func New(opts Options) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{opts: opts, namespace: ns, host: cfg.Host, rest: cfg, cs: cs, dyn: dyn, log: log}, nil
+	return &Backend{opts: opts, namespace: ns, host: cfg.Host, rest: cfg, api: api, log: log}, nil
 }
 
 // ErrNoCluster says no kubeconfig was found and corral does not run in a
@@ -210,7 +203,7 @@ func (b *Backend) NewPod(cfg sandbox.Config) (*Pod, error) {
 // Ping checks that the cluster answers and that this user may do what
 // sandboxes need in the namespace, and says what is missing.
 func (b *Backend) Ping(ctx context.Context) error {
-	if _, err := b.cs.Discovery().ServerVersion(); err != nil {
+	if err := b.api.serverVersion(ctx); err != nil {
 		return b.apiError(err, "reach the cluster")
 	}
 	return b.checkAccess(ctx)
@@ -307,16 +300,15 @@ func (b *Backend) ensureNetworkPolicy(ctx context.Context) error {
 	if b.policyMade {
 		return nil
 	}
-	np := b.cs.NetworkingV1().NetworkPolicies(b.namespace)
-	_, err := np.Get(ctx, networkPolicyName, metav1.GetOptions{})
+	_, err := b.api.getNetworkPolicy(ctx, networkPolicyName)
 	if apierrors.IsNotFound(err) {
-		_, err = np.Create(ctx, &networkingv1.NetworkPolicy{
+		_, err = b.api.createNetworkPolicy(ctx, &networkingv1.NetworkPolicy{
 			ObjectMeta: metav1.ObjectMeta{Name: networkPolicyName, Labels: map[string]string{labelManagedBy: managedBy}},
 			Spec: networkingv1.NetworkPolicySpec{
 				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{labelNetwork: "none"}},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			},
-		}, metav1.CreateOptions{})
+		})
 		if apierrors.IsAlreadyExists(err) {
 			err = nil
 		}

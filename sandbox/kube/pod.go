@@ -227,7 +227,7 @@ func (p *Pod) start(ctx context.Context, dir string) (_ *sandbox.Client, err err
 	// Create without ctx's cancellation: an API server that got the request
 	// creates the pod even when the caller goes away.
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	created, err := b.cs.CoreV1().Pods(b.namespace).Create(cctx, p.podSpec(name), metav1.CreateOptions{})
+	created, err := b.api.createPod(cctx, p.podSpec(name))
 	ccancel()
 	if err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -309,13 +309,13 @@ func (p *Pod) env() []string {
 // stops it — an image missing on the node, a pod the scheduler cannot
 // place, an init container that failed — into an error that says so.
 func (p *Pod) waitRunning(ctx context.Context, pod *corev1.Pod) error {
-	pods := p.b.cs.CoreV1().Pods(p.b.namespace)
+	api := p.b.api
 	rv := pod.ResourceVersion
 	for {
 		if done, err := p.podState(pod); done || err != nil {
 			return err
 		}
-		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", pod.Name).String(), ResourceVersion: rv})
+		w, err := api.watchPods(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", pod.Name).String(), ResourceVersion: rv})
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -345,7 +345,7 @@ func (p *Pod) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 			return ctx.Err()
 		}
 		// The watch ended (a timeout of the server's): read the pod again.
-		if pod, err = pods.Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+		if pod, err = api.getPod(ctx, pod.Name); err != nil {
 			return p.b.apiError(err, "get pod "+pod.Name)
 		}
 		rv = pod.ResourceVersion
@@ -405,7 +405,7 @@ func (p *Pod) podState(pod *corev1.Pod) (done bool, err error) {
 func (p *Pod) describe(ctx context.Context, name string) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	pod, err := p.b.cs.CoreV1().Pods(p.b.namespace).Get(ctx, name, metav1.GetOptions{})
+	pod, err := p.b.api.getPod(ctx, name)
 	if err != nil {
 		return err.Error()
 	}
@@ -430,12 +430,11 @@ func (p *Pod) died(name string, cause error, stderr *sandbox.AgentLog) *sandbox.
 	d := &sandbox.DiedError{Container: name}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pods := p.b.cs.CoreV1().Pods(p.b.namespace)
 	var pod *corev1.Pod
 	var err error
 	// The kubelet reports a container's end a moment after it.
 	for i := 0; i < 15; i++ {
-		pod, err = pods.Get(ctx, name, metav1.GetOptions{})
+		pod, err = p.b.api.getPod(ctx, name)
 		if err != nil || pod.DeletionTimestamp != nil || pod.Status.Reason == "Evicted" || !sandboxRunning(pod) {
 			break
 		}
@@ -498,7 +497,7 @@ func (p *Pod) delete(ctx context.Context, name string) error {
 func (b *Backend) deletePod(ctx context.Context, name string) error {
 	zero := int64(0)
 	bg := metav1.DeletePropagationBackground
-	err := b.cs.CoreV1().Pods(b.namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero, PropagationPolicy: &bg})
+	err := b.api.deletePod(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero, PropagationPolicy: &bg})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return b.apiError(err, "delete pod "+name)
 	}

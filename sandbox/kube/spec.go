@@ -155,11 +155,11 @@ func (p *Pod) podSpec(name string) *corev1.Pod {
 func (b *Backend) can(ctx context.Context, group, resource, sub, verb string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	r, err := b.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+	r, err := b.api.createAccessReview(ctx, &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: b.namespace, Verb: verb, Group: group, Resource: resource, Subresource: sub,
 		}},
-	}, metav1.CreateOptions{})
+	})
 	if err != nil {
 		return false, err
 	}

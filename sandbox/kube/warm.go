@@ -20,7 +20,7 @@ var ErrNoWarmPools = errors.New("kubernetes: --warm-pool: the cluster serves no 
 // second because claiming from a pool is not done yet (see README, Known
 // limits: agent-sandbox's controller could not be built here to test it).
 func (b *Backend) checkWarmPool(ctx context.Context) error {
-	res, err := b.cs.Discovery().ServerResourcesForGroupVersion(warmPoolGroup)
+	res, err := b.api.resources(ctx, warmPoolGroup)
 	if apierrors.IsNotFound(err) {
 		return ErrNoWarmPools
 	}
