@@ -219,6 +219,38 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, data []byte, mo
 	return res, json.NewDecoder(resp.Body).Decode(&res)
 }
 
+// Snapshot takes a snapshot of session id as name (replacing one of that
+// name), for sessions to start from (SessionOptions.FromSnapshot).
+func (c *Client) Snapshot(ctx context.Context, id, name string) (SnapshotInfo, error) {
+	var info SnapshotInfo
+	if c.rpc != nil {
+		return info, c.rpc.call(ctx, MethodSnapshot, SnapshotRequest{Session: id, Name: name}, &info, nil)
+	}
+	return info, c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/snapshot", SnapshotRequest{Name: name}, &info)
+}
+
+// Snapshots lists the server's snapshots, by name.
+func (c *Client) Snapshots(ctx context.Context) ([]SnapshotInfo, error) {
+	var l struct {
+		Snapshots []SnapshotInfo `json:"snapshots"`
+	}
+	var err error
+	if c.rpc != nil {
+		err = c.rpc.call(ctx, MethodSnapshots, nil, &l, nil)
+	} else {
+		err = c.do(ctx, http.MethodGet, "/v1/snapshots", nil, &l)
+	}
+	return l.Snapshots, err
+}
+
+// RemoveSnapshot removes snapshot name: its copy and its image.
+func (c *Client) RemoveSnapshot(ctx context.Context, name string) error {
+	if c.rpc != nil {
+		return c.rpc.call(ctx, MethodRemoveSnap, SnapshotRequest{Name: name}, nil, nil)
+	}
+	return c.do(ctx, http.MethodDelete, "/v1/snapshots/"+url.PathEscape(name), nil, nil)
+}
+
 // send makes one HTTP request.
 func (c *Client) send(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)

@@ -79,6 +79,9 @@ func isLoopback(host string) bool {
 //	POST   /v1/sessions/{id}/exec       exec
 //	GET    /v1/sessions/{id}/files?path=P[&offset=N][&length=N]   file.read, the bytes as the body
 //	PUT    /v1/sessions/{id}/files?path=P[&mode=OCTAL][&append=1] file.write, the body as the bytes
+//	POST   /v1/sessions/{id}/snapshot   session.snapshot (201)
+//	GET    /v1/snapshots                snapshot.list
+//	DELETE /v1/snapshots/{name}         snapshot.remove
 //
 // Bodies are JSON (POST needs Content-Type: application/json); an error is
 // {"error": Error} with a status that fits its code. A call or an exec with
@@ -115,6 +118,8 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if h.method(w, r, http.MethodGet) {
 			writeJSON(w, http.StatusOK, h.s.Version())
 		}
+	case parts[0] == "snapshots" && len(parts) <= 2:
+		h.snapshots(w, r, parts[1:])
 	case parts[0] != "sessions" || len(parts) > 3:
 		writeError(w, errorf(CodeNotFound, "no endpoint %s (see the README's Control API section)", r.URL.Path))
 	case len(parts) == 1:
@@ -156,6 +161,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if h.method(w, r, http.MethodPost) {
 				h.exec(w, r, id)
 			}
+		case "snapshot":
+			if h.method(w, r, http.MethodPost) {
+				h.snapshot(w, r, id)
+			}
 		case "files":
 			switch r.Method {
 			case http.MethodGet:
@@ -166,7 +175,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.method(w, r, http.MethodGet, http.MethodPut)
 			}
 		default:
-			writeError(w, errorf(CodeNotFound, "no endpoint %s: a session has call, exec and files", r.URL.Path))
+			writeError(w, errorf(CodeNotFound, "no endpoint %s: a session has call, exec, files and snapshot", r.URL.Path))
 		}
 	}
 }
@@ -307,6 +316,46 @@ func (h *httpHandler) exec(w http.ResponseWriter, r *http.Request, id string) {
 	st := h.stream(w)
 	res, err := h.s.Exec(r.Context(), req, st.emit)
 	st.end(res, err)
+}
+
+func (h *httpHandler) snapshot(w http.ResponseWriter, r *http.Request, id string) {
+	var req SnapshotRequest
+	if !h.body(w, r, &req, "the snapshot request") {
+		return
+	}
+	if req.Session != "" && req.Session != id {
+		writeError(w, errorf(CodeBadRequest, "the body names session %q, the path %q: give it in the path only", req.Session, id))
+		return
+	}
+	req.Session = id
+	info, err := h.s.Snapshot(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, info)
+}
+
+// snapshots serves /v1/snapshots (rest empty) and /v1/snapshots/{name}.
+func (h *httpHandler) snapshots(w http.ResponseWriter, r *http.Request, rest []string) {
+	if len(rest) == 0 {
+		if h.method(w, r, http.MethodGet) {
+			list, err := h.s.Snapshots()
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"snapshots": list})
+		}
+		return
+	}
+	if h.method(w, r, http.MethodDelete) {
+		if err := h.s.RemoveSnapshot(r.Context(), rest[0]); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{})
+	}
 }
 
 // ndjson is a streamed response: chunks, then the result or the error.
@@ -507,8 +556,10 @@ func status(e *Error) int {
 		return http.StatusBadRequest
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
-	case CodeNotFound, CodeUnknownSession:
+	case CodeNotFound, CodeUnknownSession, CodeUnknownSnapshot:
 		return http.StatusNotFound
+	case CodeUnsupported:
+		return http.StatusNotImplemented
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case CodeStartError:

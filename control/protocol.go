@@ -28,6 +28,9 @@ const (
 	MethodReadFile      = "file.read"
 	MethodWriteFile     = "file.write"
 	MethodCancel        = "cancel"
+	MethodSnapshot      = "session.snapshot"
+	MethodSnapshots     = "snapshot.list"
+	MethodRemoveSnap    = "snapshot.remove"
 	notificationStream  = "stream"
 	jsonrpcVersion      = "2.0"
 	contentTypeJSON     = "application/json"
@@ -112,6 +115,11 @@ type SessionOptions struct {
 	// puts the user's uncommitted changes into it.
 	Isolate         bool `json:"isolate,omitempty"`
 	WithUncommitted bool `json:"with_uncommitted,omitempty"`
+	// FromSnapshot starts the session from a snapshot (session.snapshot,
+	// or a batch task's): its image (unless Image is given), a copy of its
+	// workspace in the session's workspace — a fresh one, or an empty
+	// directory Workspace names — and its /tmp, where HOME is.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 // Env is a set of environment variables: in JSON an object of names and
@@ -159,6 +167,42 @@ type SessionInfo struct {
 	StartNS int64 `json:"start_ns"`
 	// Running counts the requests of the session in progress.
 	Running int `json:"running"`
+	// FromSnapshot names the snapshot the session started from.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
+}
+
+// SnapshotRequest asks for a snapshot of a session (session.snapshot), or
+// names one to remove (snapshot.remove).
+type SnapshotRequest struct {
+	Session string `json:"session,omitempty"` // stdio only: over HTTP it is in the path
+	// Name is the snapshot's name: lower-case letters, digits, '.', '_' and
+	// '-', at most 128, starting with a letter or a digit. A snapshot of
+	// the same name is replaced.
+	Name string `json:"name"`
+}
+
+// SnapshotInfo describes a snapshot: what session.snapshot made, what
+// snapshot.list lists (the form of corral snapshot ls --json).
+type SnapshotInfo struct {
+	Name string `json:"name"`
+	// Image is the image of the sandbox's filesystem
+	// (corral/snapshot:NAME), ImageID its ID, Base the image the sandbox
+	// ran.
+	Image   string `json:"image"`
+	ImageID string `json:"image_id"`
+	Base    string `json:"base"`
+	// Session is the session the snapshot was taken of.
+	Session string    `json:"session"`
+	Created time.Time `json:"created"`
+	// Workspace is the path the workspace had; Files and Bytes count what
+	// its copy holds; Skipped what was left out (pipes, sockets, devices).
+	Workspace string   `json:"workspace"`
+	Files     int      `json:"files"`
+	Bytes     int64    `json:"bytes"`
+	Skipped   []string `json:"skipped,omitempty"`
+	// Tmp says /tmp was kept; TmpNote why not, or what tar could not read.
+	Tmp     bool   `json:"tmp"`
+	TmpNote string `json:"tmp_note,omitempty"`
 }
 
 // CallRequest is one tool call, a line of `corral run`'s input.
@@ -304,6 +348,8 @@ const (
 	CodeFileError       = "file_error"        // a file operation failed: see Errno
 	CodeTooManySessions = "too_many_sessions" // the server's --max-sessions are open
 	CodeImageNotFound   = "image_not_found"   // the session's image is not on the backend
+	CodeUnknownSnapshot = "unknown_snapshot"  // no snapshot of that name in the server's store
+	CodeUnsupported     = "unsupported"       // the backend cannot do it (a snapshot's image on Kubernetes)
 	CodeCanceled        = "canceled"          // the request was cancelled (cancel method, session closed)
 	CodeUnavailable     = "unavailable"       // the server is shutting down
 	CodeInternal        = "internal"          // anything else: the message says what

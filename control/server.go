@@ -6,8 +6,10 @@
 // tools with the same JSON as `corral run`, runs commands without the
 // model's shaping (exec: argv or shell, stdin bytes, stdout and stderr
 // apart, exit code, a timeout that ends every process, an output cap,
-// streaming), reads and writes files as bytes, and lists and closes its
-// sessions. Every session is removed when the server closes.
+// streaming), reads and writes files as bytes, snapshots a session (an
+// image of its sandbox, a copy of its workspace and of its /tmp) for new
+// sessions to start from, and lists and closes its sessions. Every session
+// is removed when the server closes.
 //
 // `corral serve` only starts it: NewServer takes the configuration its
 // command line makes, Handler serves HTTP and ServeStdio a pipe. Client is
@@ -35,6 +37,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/calls"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/snapshot"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -61,6 +64,10 @@ type Options struct {
 	// MaxRequest caps one request's body (HTTP) or line (stdio); 64 MiB
 	// when zero.
 	MaxRequest int64
+	// SnapshotDir is the store of snapshots sessions take and start from
+	// (package snapshot); snapshot.DefaultDir when empty, made on first
+	// use.
+	SnapshotDir string
 }
 
 // Server serves the control API. Its methods are safe for concurrent use.
@@ -78,6 +85,7 @@ type Server struct {
 	stop    chan struct{} // closed by Close: ends the idle reaper
 	reaper  sync.WaitGroup
 	callSeq atomic.Int64
+	snaps   snapshots
 }
 
 // NewServer checks opts and returns a server with no session.
@@ -112,7 +120,7 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.Config.Backend != nil {
 		backend = opts.Config.Backend
 	}
-	s := &Server{opts: opts, root: root, log: log, backend: backend.Name(), sessions: map[string]*session{}, stop: make(chan struct{})}
+	s := &Server{opts: opts, root: root, log: log, backend: backend.Name(), sessions: map[string]*session{}, stop: make(chan struct{}), snaps: snapshots{dir: opts.SnapshotDir}}
 	if opts.IdleTimeout > 0 {
 		s.reaper.Add(1)
 		go s.reap()
@@ -287,6 +295,15 @@ func (s *Server) Create(ctx context.Context, opts SessionOptions) (_ SessionInfo
 		undo()
 		return SessionInfo{}, err
 	}
+	var snap *snapshot.Snapshot
+	if opts.FromSnapshot != "" {
+		var unlock func()
+		if snap, unlock, err = s.fromSnapshot(ctx, opts, &cfg); err != nil {
+			undo()
+			return SessionInfo{}, err
+		}
+		defer unlock()
+	}
 	host, err := corral.New(cfg)
 	if err != nil {
 		undo()
@@ -307,6 +324,13 @@ func (s *Server) Create(ctx context.Context, opts SessionOptions) (_ SessionInfo
 		ss.close()
 		return SessionInfo{}, createError(err)
 	}
+	if snap != nil {
+		// Its /tmp, HOME with it, as the session's user.
+		if err := snap.Restore(ctx, box); err != nil {
+			ss.close()
+			return SessionInfo{}, createError(err)
+		}
+	}
 	image := cfg.Sandbox.Image
 	if image == "" {
 		image = sandbox.DefaultImage
@@ -319,6 +343,7 @@ func (s *Server) Create(ctx context.Context, opts SessionOptions) (_ SessionInfo
 		Backend:            s.backend,
 		Created:            begin,
 		StartNS:            int64(time.Since(begin)),
+		FromSnapshot:       opts.FromSnapshot,
 	}
 	if c := cs.Copy(); c != nil {
 		ss.info.Copy = c.Info().Dir

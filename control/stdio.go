@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 )
 
@@ -342,9 +343,34 @@ func (s *Server) do(ctx context.Context, method string, params json.RawMessage, 
 			return nil, err
 		}
 		return s.WriteFile(ctx, req)
+	case MethodSnapshot:
+		var req SnapshotRequest
+		if err := decode(params, &req, what); err != nil {
+			return nil, err
+		}
+		return s.Snapshot(ctx, req)
+	case MethodSnapshots:
+		if err := decode(params, &struct{}{}, what); err != nil {
+			return nil, err
+		}
+		list, err := s.Snapshots()
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"snapshots": list}, nil
+	case MethodRemoveSnap:
+		var req SnapshotRequest
+		if err := decode(params, &req, what); err != nil {
+			return nil, err
+		}
+		if req.Session != "" {
+			return nil, errorf(CodeBadRequest, "%s takes {\"name\": NAME}, no session", MethodRemoveSnap)
+		}
+		return map[string]any{}, s.RemoveSnapshot(ctx, req.Name)
 	}
-	return nil, errorf(CodeNotFound, "no method %q: the methods are %s, %s, %s, %s, %s, %s, %s, %s, %s and %s", method,
-		MethodVersion, MethodCreate, MethodList, MethodGet, MethodCloseSession, MethodCall, MethodExec, MethodReadFile, MethodWriteFile, MethodCancel)
+	return nil, errorf(CodeNotFound, "no method %q: the methods are %s", method, strings.Join([]string{
+		MethodVersion, MethodCreate, MethodList, MethodGet, MethodCloseSession, MethodCall, MethodExec, MethodReadFile, MethodWriteFile,
+		MethodSnapshot, MethodSnapshots, MethodRemoveSnap, MethodCancel}, ", "))
 }
 
 // readLine reads one line without its newline. A line longer than max is

@@ -130,14 +130,16 @@ func (sn *Snapshot) WorkspaceDir() string { return filepath.Join(sn.dir, "worksp
 // the image ImageRepository:name, its workspace is copied, its /tmp
 // archived. A snapshot of the same name is replaced once the new one is
 // whole. Take it between commands: what runs meanwhile may be caught
-// half-way.
+// half-way. A sandbox that cannot be committed, or whose workspace is not
+// on this machine, is an error satisfying errors.Is(err,
+// errors.ErrUnsupported).
 func (s *Store) Take(ctx context.Context, box sandbox.Sandbox, name string) (_ *Snapshot, err error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
 	c, ok := unwrap(box).(sandbox.Committer)
 	if !ok {
-		return nil, fmt.Errorf("snapshot: a %T cannot be committed to an image (the Docker backend's can)", unwrap(box))
+		return nil, fmt.Errorf("snapshot: a %T cannot be committed to an image (the Docker backend's can): %w", unwrap(box), errors.ErrUnsupported)
 	}
 	root, err := box.FS(ctx)
 	if err != nil {
@@ -146,7 +148,7 @@ func (s *Store) Take(ctx context.Context, box sandbox.Sandbox, name string) (_ *
 	local, ok := root.(*fsys.Local)
 	root.Close()
 	if !ok {
-		return nil, errors.New("snapshot: the sandbox's workspace is not a directory of this machine")
+		return nil, fmt.Errorf("snapshot: the sandbox's workspace is not a directory of this machine: %w", errors.ErrUnsupported)
 	}
 	tmp, err := os.MkdirTemp(s.dir, "."+name+".new-")
 	if err != nil {

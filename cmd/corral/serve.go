@@ -21,6 +21,7 @@ func newServeCmd() *cobra.Command {
 		idleTimeout time.Duration
 		maxOutput   string
 		maxRequest  string
+		snapshots   string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve (--http ADDR | --stdio) [flags]",
@@ -31,7 +32,9 @@ sandbox and a tools session on a workspace, with the options of corral run),
 calls the tools with corral run's JSON, runs commands without the model's
 shaping (exec: argv or a shell command, stdin bytes, stdout and stderr apart,
 exit code, a timeout that ends every process, an output cap, streaming), reads
-and writes files as bytes, and lists and closes its sessions.
+and writes files as bytes, snapshots a session (an image of its sandbox, a copy
+of its workspace and of its /tmp) for new sessions to start from, and lists and
+closes its sessions.
 
 With --http ADDR it speaks HTTP and JSON (streams as NDJSON) on ADDR, loopback
 unless --auth-token is given; with --stdio, JSON-RPC 2.0 on stdin and stdout,
@@ -80,6 +83,7 @@ is removed when the server exits (after a kill -9: by corral gc).`,
 				IdleTimeout: idleTimeout,
 				MaxOutput:   maxOut,
 				MaxRequest:  maxReq,
+				SnapshotDir: snapshots,
 			})
 			if err != nil {
 				return err
@@ -105,5 +109,6 @@ is removed when the server exits (after a kill -9: by corral gc).`,
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", 30*time.Minute, "close a session (and remove its sandbox) after this long without requests; 0 never")
 	cmd.Flags().StringVar(&maxOutput, "max-output", "64m", "most bytes a response holds in memory: an exec's output per stream when not streamed, a file read as JSON")
 	cmd.Flags().StringVar(&maxRequest, "max-request", "64m", "most bytes of one request body (HTTP) or line (stdio)")
+	cmd.Flags().StringVar(&snapshots, "snapshots", "", "the snapshot store sessions snapshot into and start from, shared with corral run --tasks and corral snapshot (default $XDG_STATE_HOME/corral/snapshots)")
 	return cmd
 }

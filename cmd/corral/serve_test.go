@@ -90,7 +90,8 @@ func needsPython(t *testing.T) string {
 }
 
 // The README's Python client (examples/python/corral_client.py, standard
-// library only) passes the conformance suite against a real `corral serve`,
+// library only) passes the conformance suite (snapshots on Docker) against a
+// real `corral serve`,
 // over HTTP and over stdio, under runc, gVisor where registered, and on the
 // Kubernetes cluster of KUBECONFIG (which CI must have); the server's
 // sandboxes are gone when it exits.
@@ -127,7 +128,7 @@ func TestServePython(t *testing.T) {
 	}
 	for _, b := range backends {
 		t.Run("http/"+b.name, func(t *testing.T) {
-			srv, url := startServe(t, append([]string{"--workspace", t.TempDir()}, b.flags...)...)
+			srv, url := startServe(t, append([]string{"--workspace", t.TempDir(), "--snapshots", t.TempDir()}, b.flags...)...)
 			runPy(t, append(b.py, "--url", url)...)
 			if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
@@ -140,7 +141,7 @@ func TestServePython(t *testing.T) {
 			}
 		})
 		t.Run("stdio/"+b.name, func(t *testing.T) {
-			args := append(b.py, "--stdio", "--", "corral", "serve", "--stdio", "--workspace", t.TempDir())
+			args := append(b.py, "--stdio", "--", "corral", "serve", "--stdio", "--workspace", t.TempDir(), "--snapshots", t.TempDir())
 			runPy(t, append(args, b.flags...)...)
 		})
 	}

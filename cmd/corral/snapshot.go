@@ -17,12 +17,13 @@ func newSnapshotCmd() *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "snapshot ls | rm NAME...",
-		Short: "List or remove the snapshots that batch tasks take and start from",
+		Short: "List or remove the snapshots that batch tasks and API sessions take and start from",
 		Long: `A snapshot is an image of a sandbox's filesystem (what its commands installed
 or changed outside the workspace), a copy of its workspace and an archive of its
 /tmp (HOME is there), so that tasks start from where one got to. A task of
 corral run --tasks takes one with "snapshot": "NAME" and starts from one with
-"from_snapshot": "NAME". They are kept in --snapshots DIR (default
+"from_snapshot": "NAME"; through the control API (corral serve), session.snapshot
+takes one and session.create's "from_snapshot" starts from one. They are kept in --snapshots DIR (default
 $XDG_STATE_HOME/corral/snapshots) and as the images corral/snapshot:NAME.`,
 	}
 	cmd.PersistentFlags().StringVar(&dir, "snapshots", "", "the snapshot store (default $XDG_STATE_HOME/corral/snapshots)")

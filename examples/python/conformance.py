@@ -202,6 +202,29 @@ def tool_call(s):
 
 
 @case
+def snapshot(s):
+    if CLIENT.version()["backend"] != "docker":
+        return  # an image of a sandbox needs the Docker backend
+    name = "conformance-%d-%d" % (os.getpid(), int(time.time()))
+    s.write_file("snap/kept.txt", "kept\r\n")
+    r = s.exec("mkdir -p ~/.cache && echo home > ~/.cache/snap-marker && echo outside > /var/tmp/snap-marker")
+    check(r.exit_code == 0, "setting up: %r" % r)
+    info = s.snapshot(name)
+    try:
+        check(info["name"] == name and info["image"] == "corral/snapshot:" + name and info["session"] == s.id, "the snapshot: %r" % info)
+        check(any(x["name"] == name for x in CLIENT.snapshots()), "snapshot.list lacks it")
+        with CLIENT.create_session(from_snapshot=name) as s2:
+            check(s2.info.get("from_snapshot") == name, "the new session's info: %r" % s2.info)
+            check(s2.read_file("snap/kept.txt") == b"kept\r\n", "the workspace's file")
+            r = s2.exec("cat ~/.cache/snap-marker /var/tmp/snap-marker")
+            check(r.stdout == b"home\noutside\n", "outside the workspace: %r" % r)
+        expect_error("unknown_snapshot", None, CLIENT.create_session, from_snapshot=name + "-none")
+    finally:
+        CLIENT.remove_snapshot(name)
+    expect_error("unknown_snapshot", None, CLIENT.remove_snapshot, name)
+
+
+@case
 def errors_are_structured(s):
     expect_error("bad_request", None, s.exec, [])
     bogus = Session(CLIENT, {"id": "no-such-session", "workspace": ""})

@@ -17,10 +17,14 @@ then:
         s.write_file("notes/a.txt", "line\r\n")          # bytes or text, CRLF kept
         data = s.read_file("notes/a.txt")                 # bytes
         result = s.call("bash", {"command": "ls"})        # the model's tool, as `corral run`
+        s.snapshot("after-setup")                         # image, workspace and /tmp
+    with client.create_session(from_snapshot="after-setup") as s2:
+        ...
+    client.remove_snapshot("after-setup")
     client.close()
 
 Errors the server returns are CorralError, with .code (bad_request,
-unknown_session, start_error, sandbox_died, file_error, ...) and, for file
+unknown_session, unknown_snapshot, start_error, sandbox_died, file_error, ...) and, for file
 errors, .errno (ENOENT, EACCES, EISDIR, ...).
 """
 
@@ -148,6 +152,12 @@ class _HTTP:
             if params.get("stream"):
                 return self.stream(path, params, on_chunk)
             return self.json("POST", path, params)
+        if method == "session.snapshot":
+            return self.json("POST", "/v1/sessions/%s/snapshot" % sid, params)
+        if method == "snapshot.list":
+            return self.json("GET", "/v1/snapshots")
+        if method == "snapshot.remove":
+            return self.json("DELETE", "/v1/snapshots/" + urllib.parse.quote(params["name"], safe=""))
         if method == "file.read":
             q = {"path": params["path"]}
             for k in ("offset", "length"):
@@ -268,6 +278,14 @@ class Client:
     def sessions(self):
         return self._t.call("session.list", {})["sessions"]
 
+    def snapshots(self):
+        """The server's snapshots (what Session.snapshot made), by name."""
+        return self._t.call("snapshot.list", {})["snapshots"]
+
+    def remove_snapshot(self, name):
+        """Removes snapshot name: its copy of the workspace and its image."""
+        self._t.call("snapshot.remove", {"name": name})
+
     def session(self, session_id):
         """The open session session_id, for a client that did not create it."""
         return Session(self, self._t.call("session.get", {"session": session_id}))
@@ -349,6 +367,12 @@ class Session:
         if mode is not None:
             p["mode"] = mode
         return self._t.call("file.write", p)
+
+    def snapshot(self, name):
+        """Snapshots the session as name: an image of its sandbox, a copy of its
+        workspace and of its /tmp. client.create_session(from_snapshot=name) starts
+        from it. Take it between commands."""
+        return self._t.call("session.snapshot", {"session": self.id, "name": name})
 
     def close(self):
         """Closes the session: its sandbox is removed."""
