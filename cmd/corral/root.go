@@ -40,6 +40,7 @@ read; writes are atomic; a policy engine allows, confirms or denies each command
 		newRestoreCmd(),
 		newApplyCmd(),
 		newSnapshotCmd(),
+		newKubeCmd(),
 		newImageCmd(),
 		newMCPCmd(),
 		newServeCmd(),

@@ -65,8 +65,9 @@ func info(pod *corev1.Pod) sandbox.Info {
 }
 
 // GC deletes the sandbox pods whose owner process ran on this host and is
-// gone, and returns their names. Pods of live owners, and of other hosts,
-// are left alone.
+// gone, and the SandboxClaims of such owners where the cluster has warm
+// pools, and returns their names (a claim's as claim/NAME). Those of live
+// owners, and of other hosts, are left alone.
 func (b *Backend) GC(ctx context.Context) ([]string, error) {
 	infos, err := b.List(ctx)
 	if err != nil {
@@ -84,5 +85,6 @@ func (b *Backend) GC(ctx context.Context) ([]string, error) {
 		}
 		removed = append(removed, in.Name)
 	}
-	return removed, errors.Join(errs...)
+	claims, err := b.gcClaims(ctx)
+	return append(removed, claims...), errors.Join(append(errs, err)...)
 }

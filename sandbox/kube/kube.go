@@ -92,10 +92,15 @@ type Options struct {
 	// Source, when set, seeds the workspace instead of the host's
 	// directory: a tar file or a git repository at a revision.
 	Source *Source
-	// WarmPool, when set, names an agent-sandbox SandboxWarmPool to claim
-	// sandboxes from. Not done yet: a start fails with ErrNoWarmPools where
-	// the cluster has no agent-sandbox CRDs, and says that claiming is not
-	// supported where it has them (warm.go).
+	// WarmPool, when set, names an agent-sandbox SandboxWarmPool (made by
+	// CreatePool) to claim sandboxes from instead of creating pods: each
+	// start creates a SandboxClaim and takes the pod the pool gives it,
+	// already running, and Close deletes the claim. The pod is the pool's:
+	// its image, limits, runtime, user and workspace path are those of
+	// CreatePool's PoolConfig, whatever the session's Config says; its
+	// network must be the session's. A start fails with ErrNoWarmPools
+	// where the cluster serves no agent-sandbox CRDs, with a
+	// *PoolMissingError where the pool does not exist.
 	WarmPool string
 	// StartTimeout bounds a pod's start; DefaultStartTimeout when zero.
 	StartTimeout time.Duration
@@ -116,6 +121,13 @@ type Backend struct {
 
 	policyMu   sync.Mutex // guards policyMade
 	policyMade bool       // the NetworkPolicy exists
+
+	poolsMu     sync.Mutex // guards poolsServed
+	poolsServed bool       // the cluster serves agent-sandbox's warm pools
+
+	agentsOnce sync.Once // makes agentsRC, agentsErr
+	agentsRC   *rest.RESTClient
+	agentsErr  error
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -244,6 +256,7 @@ var Verbs = []string{
 	"pods: create, get, list, watch, delete",
 	"pods/attach: create, get",
 	"networkpolicies (networking.k8s.io): get, create (with --network none, the default)",
+	"with --warm-pool: sandboxclaims (extensions.agents.x-k8s.io): create, get, list, delete; sandboxwarmpools, sandboxtemplates: get; pods: patch",
 }
 
 // PermissionError says the cluster refused a request for want of RBAC
@@ -267,6 +280,12 @@ func (b *Backend) checkAccess(ctx context.Context) error {
 	checks := []check{
 		{"", "pods", "", "create"}, {"", "pods", "", "get"}, {"", "pods", "", "list"},
 		{"", "pods", "", "watch"}, {"", "pods", "", "delete"}, {"", "pods", "attach", "create"},
+	}
+	if b.opts.WarmPool != "" {
+		const g = "extensions.agents.x-k8s.io"
+		checks = append(checks, check{g, "sandboxclaims", "", "create"}, check{g, "sandboxclaims", "", "get"},
+			check{g, "sandboxclaims", "", "delete"}, check{g, "sandboxwarmpools", "", "get"},
+			check{g, "sandboxtemplates", "", "get"}, check{"", "pods", "", "patch"})
 	}
 	var missing []string
 	for _, c := range checks {

@@ -53,6 +53,12 @@ type Pod struct {
 	closed      bool
 	startCancel context.CancelFunc
 	dead        []string // pods still to delete
+	// claims maps a pod claimed from a warm pool (or, before it has one,
+	// the claim itself) to its SandboxClaim, deleted with it.
+	claims map[string]string
+	// podWorkspace is the workspace's path in the current pod when it is
+	// not the host's directory's: a warm pool's.
+	podWorkspace string
 }
 
 var _ sandbox.Sandbox = (*Pod)(nil)
@@ -118,14 +124,27 @@ func newPod(b *Backend, cfg sandbox.Config) (*Pod, error) {
 	if log == nil {
 		log = b.log
 	}
-	return &Pod{b: b, cfg: cfg, log: log, uid: uid, gid: gid}, nil
+	return &Pod{b: b, cfg: cfg, log: log, uid: uid, gid: gid, claims: map[string]string{}}, nil
 }
 
 // Session returns the session id.
 func (p *Pod) Session() string { return p.cfg.Session }
 
-// Workspace returns the workspace's path in the pod (the host directory's).
-func (p *Pod) Workspace() string { return p.cfg.Workspace }
+// Workspace returns the workspace's path in the pod: the host directory's,
+// or, for a pod claimed from a warm pool, the pool's once it started.
+func (p *Pod) Workspace() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.workspace()
+}
+
+// workspace is Workspace with p.mu held.
+func (p *Pod) workspace() string {
+	if p.podWorkspace != "" {
+		return p.podWorkspace
+	}
+	return p.cfg.Workspace
+}
 
 // Name returns the current pod's name ("" before the first start).
 func (p *Pod) Name() string {
@@ -165,7 +184,7 @@ func (p *Pod) ensure(ctx context.Context) (c *sandbox.Client, reason string, err
 			return old, "", nil
 		}
 	}
-	dir := p.cfg.Workspace
+	dir := "" // the workspace's path in the new pod
 	if old != nil {
 		reason = "the sandbox pod died"
 		var d *sandbox.DiedError
@@ -204,13 +223,19 @@ func (p *Pod) ensure(ctx context.Context) (c *sandbox.Client, reason string, err
 	return c, reason, nil
 }
 
-// start creates a pod, waits for its agent, attaches to it, greets it and
-// seeds the workspace.
+// start creates a pod (or claims one from Options.WarmPool), waits for its
+// agent, attaches to it, greets it and seeds the workspace.
 func (p *Pod) start(ctx context.Context, dir string) (_ *sandbox.Client, err error) {
 	b := p.b
 	begin := time.Now()
+	var pool *poolTemplate
 	if b.opts.WarmPool != "" {
-		return nil, b.checkWarmPool(ctx)
+		if pool, err = b.poolOf(ctx, b.opts.WarmPool); err != nil {
+			return nil, err
+		}
+		if pool.network != p.cfg.Network {
+			return nil, fmt.Errorf("kubernetes: --warm-pool %s: its pods' network is %s, this session's %s: make a pool with --network %s, or leave --warm-pool out", b.opts.WarmPool, pool.network, p.cfg.Network, p.cfg.Network)
+		}
 	}
 	if p.cfg.Network == "none" {
 		if err := b.ensureNetworkPolicy(ctx); err != nil {
@@ -224,19 +249,36 @@ func (p *Pod) start(ctx context.Context, dir string) (_ *sandbox.Client, err err
 		name = fmt.Sprintf("%s-%d", name, p.generation)
 	}
 	p.mu.Unlock()
-	// Create without ctx's cancellation: an API server that got the request
-	// creates the pod even when the caller goes away.
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	created, err := b.api.createPod(cctx, p.podSpec(name))
-	ccancel()
-	if err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("kubernetes: a pod named %s already exists in namespace %s: another corral uses session %s (or `corral gc --backend kubernetes` has yet to remove a dead one)", name, b.namespace, p.cfg.Session)
+	tctx, tcancel := context.WithTimeout(ctx, b.opts.StartTimeout)
+	defer tcancel()
+	workspace, uid, gid := p.cfg.Workspace, p.uid, p.gid
+	var created *corev1.Pod
+	if pool != nil {
+		workspace, uid, gid = pool.workspace, pool.uid, pool.gid
+		created, err = p.claim(ctx, tctx, name, pool)
+		if err != nil {
+			return nil, err
 		}
-		return nil, b.apiError(err, "create a pod")
+		name = created.Name
+	} else {
+		// Create without ctx's cancellation: an API server that got the
+		// request creates the pod even when the caller goes away.
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		created, err = b.api.createPod(cctx, p.podSpec(name))
+		ccancel()
+		if err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil, fmt.Errorf("kubernetes: a pod named %s already exists in namespace %s: another corral uses session %s (or `corral gc --backend kubernetes` has yet to remove a dead one)", name, b.namespace, p.cfg.Session)
+			}
+			return nil, b.apiError(err, "create a pod")
+		}
 	}
 	p.mu.Lock()
 	p.name = name
+	p.podWorkspace = ""
+	if workspace != p.cfg.Workspace {
+		p.podWorkspace = workspace
+	}
 	p.mu.Unlock()
 	defer func() {
 		if err != nil {
@@ -245,8 +287,6 @@ func (p *Pod) start(ctx context.Context, dir string) (_ *sandbox.Client, err err
 			}
 		}
 	}()
-	tctx, tcancel := context.WithTimeout(ctx, b.opts.StartTimeout)
-	defer tcancel()
 	if err := p.waitRunning(tctx, created); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			return nil, fmt.Errorf("kubernetes: pod %s did not start within %v: %s", name, b.opts.StartTimeout, p.describe(context.WithoutCancel(ctx), name))
@@ -261,10 +301,10 @@ func (p *Pod) start(ctx context.Context, dir string) (_ *sandbox.Client, err err
 	stream.stderr = stderr
 	go stream.run()
 	hello := proto.HelloMsg{
-		Workspace:  p.cfg.Workspace,
+		Workspace:  workspace,
 		Env:        p.env(),
-		UID:        uint32(p.uid),
-		GID:        uint32(p.gid),
+		UID:        uint32(uid),
+		GID:        uint32(gid),
 		InheritEnv: true,
 	}
 	c, err := sandbox.Dial(tctx, stream, sandbox.ClientConfig{
@@ -288,11 +328,15 @@ func (p *Pod) start(ctx context.Context, dir string) (_ *sandbox.Client, err err
 		c.Close()
 		return nil, fmt.Errorf("kubernetes: the agent of pod %s runs as root: the pod must run as a non-root user", name)
 	}
-	if err := p.seed(tctx, c); err != nil {
+	if err := p.seed(tctx, c, workspace); err != nil {
 		c.Close()
 		return nil, err
 	}
-	p.log.Debug("sandbox pod started", "pod", name, "namespace", b.namespace, "took", time.Since(begin).Round(time.Millisecond))
+	if pool != nil {
+		p.log.Debug("sandbox pod claimed", "pool", b.opts.WarmPool, "pod", name, "claim", p.claimOf(name), "namespace", b.namespace, "took", time.Since(begin).Round(time.Millisecond))
+	} else {
+		p.log.Debug("sandbox pod started", "pod", name, "namespace", b.namespace, "took", time.Since(begin).Round(time.Millisecond))
+	}
 	return c, nil
 }
 
@@ -375,19 +419,29 @@ func (p *Pod) podState(pod *corev1.Pod) (done bool, err error) {
 				msg += ": " + t.Message
 			}
 			if init {
-				msg += fmt.Sprintf(" — the agent image %s must hold a static corral binary at /corral (corral image build --agent)", p.b.opts.AgentImage)
+				msg += fmt.Sprintf(" — the agent image %s must hold a static corral binary at /corral (corral image build --agent)", image)
 			}
 			return errors.New(msg)
 		}
 		return nil
 	}
+	// The images as the pod names them: a warm pool's may not be this
+	// session's.
+	image := func(cs []corev1.Container, name string) string {
+		for _, c := range cs {
+			if c.Name == name {
+				return c.Image
+			}
+		}
+		return ""
+	}
 	for _, st := range pod.Status.InitContainerStatuses {
-		if err := check(st, p.b.opts.AgentImage, true); err != nil {
+		if err := check(st, image(pod.Spec.InitContainers, st.Name), true); err != nil {
 			return false, err
 		}
 	}
 	for _, st := range pod.Status.ContainerStatuses {
-		if err := check(st, p.cfg.Image, false); err != nil {
+		if err := check(st, image(pod.Spec.Containers, st.Name), false); err != nil {
 			return false, err
 		}
 		if st.Name == sandboxContainer && st.State.Running != nil {
@@ -487,11 +541,36 @@ func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
 	return nil
 }
 
-// delete deletes a pod at once, even when ctx is already cancelled.
+// delete deletes a pod at once, and its SandboxClaim when it was claimed
+// from a warm pool, even when ctx is already cancelled.
 func (p *Pod) delete(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	return p.b.deletePod(ctx, name)
+	return p.remove(ctx, name)
+}
+
+// remove deletes pod name's claim, if any, then the pod.
+func (p *Pod) remove(ctx context.Context, name string) error {
+	if claim := p.claimOf(name); claim != "" {
+		// First the claim: its Sandbox would make a pod again.
+		if err := p.b.deleteClaim(ctx, claim); err != nil {
+			return err
+		}
+	}
+	if err := p.b.deletePod(ctx, name); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	delete(p.claims, name)
+	p.mu.Unlock()
+	return nil
+}
+
+// claimOf returns the SandboxClaim of pod name ("" for a pod corral made).
+func (p *Pod) claimOf(name string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.claims[name]
 }
 
 func (b *Backend) deletePod(ctx context.Context, name string) error {
@@ -514,7 +593,7 @@ func (p *Pod) deleteLater(name string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if p.b.deletePod(ctx, name) == nil {
+		if p.remove(ctx, name) == nil {
 			p.mu.Lock()
 			p.dead = slices.DeleteFunc(p.dead, func(s string) bool { return s == name })
 			p.mu.Unlock()

@@ -53,7 +53,7 @@ func (s *Source) check() error {
 // seed fills the new pod's workspace: from Options.Source, or with the
 // host's directory, through the agent (`corral agent unpack`, a command of
 // its own, with the commands' rights).
-func (p *Pod) seed(ctx context.Context, c *sandbox.Client) error {
+func (p *Pod) seed(ctx context.Context, c *sandbox.Client, workspace string) error {
 	src := p.b.opts.Source
 	if src == nil && p.b.opts.NoUpload {
 		return nil
@@ -63,7 +63,7 @@ func (p *Pod) seed(ctx context.Context, c *sandbox.Client) error {
 		return err
 	}
 	defer cleanup()
-	return p.upload(ctx, c, r)
+	return p.upload(ctx, c, r, workspace)
 }
 
 // seedStream opens the tar stream of the workspace's source.
@@ -135,11 +135,11 @@ func gitClone(ctx context.Context, repo, rev, dir string) error {
 	return run("-C", dir, "checkout", "--quiet", "--detach", rev, "--")
 }
 
-// upload unpacks the tar stream r into the pod's workspace.
-func (p *Pod) upload(ctx context.Context, c *sandbox.Client, r io.Reader) error {
+// upload unpacks the tar stream r into the pod's workspace, at workspace.
+func (p *Pod) upload(ctx context.Context, c *sandbox.Client, r io.Reader, workspace string) error {
 	var out capped
 	res, err := c.Exec(ctx, sandbox.ExecRequest{
-		Argv:   []string{agentPath, "agent", "unpack", p.cfg.Workspace},
+		Argv:   []string{agentPath, "agent", "unpack", workspace},
 		Dir:    "/",
 		Pipes:  true,
 		Stdin:  r,
@@ -191,7 +191,7 @@ func (p *Pod) Download(ctx context.Context, dir string) (Downloaded, error) {
 	}()
 	var stderr capped
 	res, err := c.Exec(ctx, sandbox.ExecRequest{
-		Argv:   []string{agentPath, "agent", "pack", p.cfg.Workspace},
+		Argv:   []string{agentPath, "agent", "pack", p.Workspace()},
 		Dir:    "/",
 		Pipes:  true,
 		Output: pw,
@@ -232,6 +232,8 @@ func (p *Pod) protected() func(rel string, isDir bool) bool {
 			continue
 		}
 		if rel, ok := strings.CutPrefix(path.Clean(e), p.cfg.Workspace+"/"); ok {
+			e = rel
+		} else if rel, ok := strings.CutPrefix(path.Clean(e), p.Workspace()+"/"); ok {
 			e = rel
 		}
 		paths = append(paths, path.Clean(strings.TrimPrefix(e, "./")))
