@@ -20,7 +20,7 @@ import (
 
 // startServe starts `corral serve --http 127.0.0.1:0` with args and returns
 // its process and base URL.
-func startServe(t *testing.T, args ...string) (*exec.Cmd, string) {
+func startServe(t testing.TB, args ...string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command("corral", append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -63,7 +63,7 @@ func startServe(t *testing.T, args ...string) (*exec.Cmd, string) {
 }
 
 // containersOf lists the sandbox containers of the process pid.
-func containersOf(t *testing.T, pid int, all bool) []string {
+func containersOf(t testing.TB, pid int, all bool) []string {
 	t.Helper()
 	args := []string{"ps", "-q", "--filter", "label=" + sandbox.LabelPID + "=" + strconv.Itoa(pid)}
 	if all {

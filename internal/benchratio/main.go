@@ -103,6 +103,19 @@ func report(w io.Writer, res map[string]result) {
 		}
 		line("session cold start", s)
 	}
+	if r, ok := res["BenchmarkFirstCommand"]; ok {
+		line("session first command", fmt.Sprintf("warm from a pool %.1f ms (%.3fx docker run; goal ≤ 0.2x), %.1f ms while the pool refills | cold %.0f ms (%.2fx) | docker run --rm IMAGE true %.0f ms, through the API %.0f ms",
+			r["warm-ms"], r["warm/docker-run"], r["warm-refilling-ms"], r["cold-ms"], r["cold/docker-run"], r["docker-run-ms"], r["docker-api-ms"]))
+	}
+	if r, ok := res["BenchmarkBatch"]; ok {
+		line("batch of 32 tasks", fmt.Sprintf("corral %.1f s (%.2fx the docker run script's %.1f s; start p50 %.0f ms, p99 %.0f ms) | all 32 at once %.1f s (%.2fx; start p50 %.0f ms, p99 %.0f ms) | script's start p50 %.0f ms, p99 %.0f ms",
+			r["corral-wall-ms"]/1e3, r["corral/docker"], r["docker-wall-ms"]/1e3, r["corral-p50-ms"], r["corral-p99-ms"],
+			r["corral-32-wall-ms"]/1e3, r["corral-32/docker"], r["corral-32-p50-ms"], r["corral-32-p99-ms"], r["docker-p50-ms"], r["docker-p99-ms"]))
+	}
+	if r, ok := res["BenchmarkServeMemory"]; ok {
+		line("memory per live session", fmt.Sprintf("corral serve +%.2f MiB a session (%.1f MiB with 1, %.1f MiB with 32; %.1f MiB with none) | each sandbox %.1f MiB (the engine's count)",
+			r["per-session-MiB"], r["rss-1-MiB"], r["rss-32-MiB"], r["rss-0-MiB"], r["sandbox-MiB"]))
+	}
 	if mb, ok := get("BenchmarkFlood", "MB/s"); ok {
 		rss, _ := get("BenchmarkFlood", "peak-RSS-MiB")
 		line("flood (yes | head -c 100M)", fmt.Sprintf("%.0f MB/s through the sandbox; peak RSS of the process %.1f MiB", mb, rss))
