@@ -203,9 +203,11 @@ def tool_call(s):
 
 @case
 def snapshot(s):
-    if CLIENT.version()["backend"] != "docker":
-        return  # an image of a sandbox needs the Docker backend
     name = "conformance-%d-%d" % (os.getpid(), int(time.time()))
+    if CLIENT.version()["backend"] != "docker":
+        # An image of a sandbox needs the Docker backend.
+        expect_error("unsupported", None, s.snapshot, name)
+        return
     s.write_file("snap/kept.txt", "kept\r\n")
     r = s.exec("mkdir -p ~/.cache && echo home > ~/.cache/snap-marker && echo outside > /var/tmp/snap-marker")
     check(r.exit_code == 0, "setting up: %r" % r)
