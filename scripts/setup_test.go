@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -52,7 +53,7 @@ func newMachine(t *testing.T, uid string, missing ...string) *machine {
 			t.Fatal(err)
 		}
 	}
-	for _, p := range []string{"make", "git", "gcc", "libc6-dev", "jq", "chromium", "fonts-dejavu-core", "debootstrap", "debian-archive-keyring", "docker.io", "busybox-static"} {
+	for _, p := range append(basePackages(t), "docker.io") {
 		if !contains(missing, p) {
 			m.write("installed/"+p, "")
 		}
@@ -62,6 +63,24 @@ func newMachine(t *testing.T, uid string, missing ...string) *machine {
 	// No debootstrap on this PATH (it lives in /usr/sbin), and no real go or docker.
 	m.path = fakebin + ":/usr/bin:/bin"
 	return m
+}
+
+// basePackages are the packages setup.sh installs without --kube, read from its
+// list, so that a package added there is installed on the test's machine too.
+func basePackages(t *testing.T) []string {
+	t.Helper()
+	src, err := os.ReadFile("setup.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*pkg (\S+) (always|no_base) `).FindAllStringSubmatch(string(src), -1) {
+		names = append(names, m[1])
+	}
+	if len(names) < 5 || !contains(names, "debootstrap") {
+		t.Fatalf("setup.sh's package list read as %q", names)
+	}
+	return names
 }
 
 func contains(list []string, s string) bool {
