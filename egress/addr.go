@@ -3,6 +3,7 @@ package egress
 import (
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 )
 
@@ -34,7 +35,7 @@ var (
 )
 
 // addrClass names why an address is refused, or "" when it is public. The
-// result reads after "resolves to a" / "is a".
+// result reads after an article (see article).
 func addrClass(a netip.Addr, own func(netip.Addr) bool) string {
 	a = a.Unmap()
 	for _, m := range metadataAddrs {
@@ -91,4 +92,13 @@ func (h *hostAddrs) has(a netip.Addr) bool {
 		}
 	})
 	return h.addrs[a.Unmap()]
+}
+
+// article puts "a" or "an" before a class: "an unspecified address", "an
+// address of this host".
+func article(class string) string {
+	if class != "" && strings.ContainsRune("aeiou", rune(class[0])) {
+		return "an " + class
+	}
+	return "a " + class
 }

@@ -362,7 +362,7 @@ func (p *Proxy) judge(ctx context.Context, callID, host string, port int) decisi
 		a = a.Unmap()
 		if why := p.vet(a, port); why != "" {
 			if refused == "" {
-				refused = fmt.Sprintf("resolves to a %s, %s", why, a)
+				refused = fmt.Sprintf("resolves to %s, %s", article(why), a)
 			}
 			continue
 		}
@@ -425,7 +425,7 @@ func (p *Proxy) judgeAddr(ctx context.Context, callID string, a netip.Addr, port
 		d.rule = rule
 	}
 	if why := p.vet(a, port); why != "" {
-		return decision{reason: "a " + why, rule: d.rule}
+		return decision{reason: article(why), rule: d.rule}
 	}
 	d.addrs = []netip.Addr{a}
 	return d
