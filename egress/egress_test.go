@@ -20,6 +20,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,11 +124,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 		cfg.Hosts = []string{"allowed.test:127.0.0.1", "other.test:127.0.0.1", "evil.test:127.0.0.1"}
 	}
 	if cfg.Resolver == nil {
-		cfg.Resolver = fakeResolver{
-			"private.test":  "10.1.2.3",
-			"loopback.test": "127.0.0.1",
-			"meta.test":     "169.254.169.254",
-		}
+		cfg.Resolver = testResolver()
 	}
 	cfg.Record = func(r Record) {
 		f.mu.Lock()
@@ -173,6 +170,47 @@ func (r fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Ad
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
 	return []netip.Addr{netip.MustParseAddr(s)}, nil
+}
+
+// testResolver answers a name for each class of address the proxy refuses.
+func testResolver() fakeResolver {
+	return fakeResolver{
+		"private.test":    "10.1.2.3",
+		"loopback.test":   "127.0.0.1",
+		"meta.test":       "169.254.169.254",
+		"linklocal.test":  "169.254.10.20",
+		"linklocal6.test": "fe80::1",
+		"mcast.test":      "224.0.0.251",
+		"mcast6.test":     "ff02::fb",
+		"unspec.test":     "0.0.0.0",
+		"unspec6.test":    "::",
+	}
+}
+
+// ownAddr is an address of this machine's interfaces that no other class
+// refuses (not loopback, link-local or multicast), or the zero Addr when it
+// has none.
+func ownAddr(t *testing.T) netip.Addr {
+	t.Helper()
+	ifas, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatalf("interface addresses: %v", err)
+	}
+	for _, ifa := range ifas {
+		n, ok := ifa.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		a, ok := netip.AddrFromSlice(n.IP)
+		if !ok {
+			continue
+		}
+		switch addrClass(a, nil) {
+		case "", "private address", "reserved address":
+			return a.Unmap()
+		}
+	}
+	return netip.Addr{}
 }
 
 // client is an HTTP client using the fixture's HTTP proxy and trusting its CA.
@@ -262,10 +300,17 @@ func TestConnectAllowed(t *testing.T) {
 }
 
 func TestDenials(t *testing.T) {
-	f := newFixture(t, Config{
-		Allow: []string{"*.test:*", "127.0.0.0/8:*", "10.0.0.0/8:9"},
-		Deny:  []string{"evil.test"},
-	})
+	// Ranges that hold link-local, multicast, unspecified addresses and this
+	// host's own do not lift their refusal: only Hosts reaches them.
+	allow := []string{"*.test:*", "127.0.0.0/8:*", "10.0.0.0/8:9",
+		"169.254.10.0/24:*", "fe80::/10:*", "224.0.0.0/4:*", "ff00::/8:*", "0.0.0.0/32:*", "::/128:*"}
+	names := testResolver()
+	own := ownAddr(t)
+	if own.IsValid() {
+		names["own.test"] = own.String()
+		allow = append(allow, netip.PrefixFrom(own, own.BitLen()).String()+":*")
+	}
+	f := newFixture(t, Config{Allow: allow, Deny: []string{"evil.test"}, Resolver: names})
 	cases := []struct{ target, want string }{
 		{"nowhere.example:443", "blocked nowhere.example:443 (not in the allowlist)"},
 		{fmt.Sprintf("evil.test:%d", f.tlsPort), fmt.Sprintf("blocked evil.test:%d (denied by evil.test)", f.tlsPort)},
@@ -277,6 +322,18 @@ func TestDenials(t *testing.T) {
 		{"[::1]:443", "blocked [::1]:443 (a raw address not in an allowed range)"},
 		{"169.254.169.254:80", "blocked 169.254.169.254:80 (a raw address not in an allowed range)"},
 		{"8.8.8.8:53", "blocked 8.8.8.8:53 (a raw address not in an allowed range)"},
+		{"linklocal.test:443", "blocked linklocal.test:443 (resolves to a link-local address, 169.254.10.20)"},
+		{"linklocal6.test:443", "blocked linklocal6.test:443 (resolves to a link-local address, fe80::1)"},
+		{"169.254.10.20:443", "blocked 169.254.10.20:443 (a link-local address)"},
+		{"[fe80::1]:443", "blocked [fe80::1]:443 (a link-local address)"},
+		{"mcast.test:443", "blocked mcast.test:443 (resolves to a multicast address, 224.0.0.251)"},
+		{"mcast6.test:443", "blocked mcast6.test:443 (resolves to a multicast address, ff02::fb)"},
+		{"239.1.2.3:443", "blocked 239.1.2.3:443 (a multicast address)"},
+		{"[ff05::2]:443", "blocked [ff05::2]:443 (a multicast address)"},
+		{"unspec.test:443", "blocked unspec.test:443 (resolves to an unspecified address, 0.0.0.0)"},
+		{"unspec6.test:443", "blocked unspec6.test:443 (resolves to an unspecified address, ::)"},
+		{"0.0.0.0:443", "blocked 0.0.0.0:443 (an unspecified address)"},
+		{"[::]:443", "blocked [::]:443 (an unspecified address)"},
 	}
 	for _, c := range cases {
 		code, body, _, _ := rawConnect(t, f.httpProxy, c.target)
@@ -284,6 +341,24 @@ func TestDenials(t *testing.T) {
 			t.Errorf("CONNECT %s: %d %q, want 403 %q", c.target, code, body, c.want)
 		}
 	}
+	t.Run("own address", func(t *testing.T) {
+		if !own.IsValid() {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("this machine has no interface address but loopback and link-local to test the refusal of the host's own")
+			}
+			t.Skip("this machine has no interface address but loopback and link-local")
+		}
+		raw := net.JoinHostPort(own.String(), "443")
+		for _, c := range []struct{ target, want string }{
+			{"own.test:443", fmt.Sprintf("blocked own.test:443 (resolves to an address of this host, %s)", own)},
+			{raw, fmt.Sprintf("blocked %s (an address of this host)", raw)},
+		} {
+			code, body, _, _ := rawConnect(t, f.httpProxy, c.target)
+			if code != http.StatusForbidden || body != "corral: "+c.want+"\n" {
+				t.Errorf("CONNECT %s: %d %q, want 403 %q", c.target, code, body, c.want)
+			}
+		}
+	})
 	r := f.lastRecord(t, "private.test", 0)
 	if r.Verdict != Denied || r.Addr != "" || r.Reason != "resolves to a private address, 10.1.2.3" {
 		t.Errorf("record %+v", r)
