@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/tools"
 )
@@ -256,6 +259,91 @@ func TestApprovalAnsweredOnceForTwoClients(t *testing.T) {
 	r := <-done
 	if !r.IsError || !strings.Contains(r.Content, "The user says: not on main") {
 		t.Errorf("the model got %q", r.Content)
+	}
+}
+
+// A "rule" decision from the web view appends the approval's amendment to the
+// session's policy file (outside the workspace), runs the command, and says
+// rule in approval_end; the policy rebuilt from the file then allows it.
+func TestApprovalRuleAmendsPolicyFile(t *testing.T) {
+	h := NewHub()
+	srv := httptest.NewServer(h.Handler(Options{}))
+	t.Cleanup(srv.Close) // after the clients' bodies are closed
+	ws := t.TempDir()
+	file := filepath.Join(t.TempDir(), "policy.toml")
+	if err := os.WriteFile(file, []byte("deny = [\"terraform *\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The classifier corral builds from a --policy file: the defaults and the
+	// file's rules.
+	build := func() (tools.Classifier, error) {
+		rs, err := policy.LoadRules(file)
+		if err != nil {
+			return nil, err
+		}
+		return policy.New(policy.Options{Workspace: ws, Rules: rs.List})
+	}
+	engine, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, err := tools.NewRuleFile(file, ws, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := h.Session("s1", "test")
+	s, err := tools.NewSession(context.Background(), tools.Options{
+		Workspace: ws, ID: "s1", Sandbox: echoExec{}, Events: rec, Confirmer: h.Confirmer(),
+		Policy: engine, Amender: rf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); rec.Close() })
+	c := openSSE(t, srv.URL+"/api/sessions/s1/events", nil)
+
+	const command = "git push origin main"
+	done := make(chan tools.Result, 1)
+	go func() {
+		r, _ := s.Bash(context.Background(), tools.BashParams{Command: command})
+		done <- r
+	}()
+	ev := c.nextOf(t, "approval")
+	var a tools.Approval
+	b, _ := json.Marshal(ev.data["approval"])
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Offers(tools.ChoiceRule) || len(a.Amendment) != 1 || a.Amendment[0] != command {
+		t.Fatalf("the approval offers %v, amendment %q, no_rule %q", a.Choices, a.Amendment, a.NoRule)
+	}
+	if code, msg := post(t, srv.URL+"/api/approvals/"+a.ID, `{"decision": "rule"}`); code != 200 {
+		t.Fatalf("POST rule: %d %s", code, msg)
+	}
+	end := c.nextOf(t, "approval_end")
+	ans := end.data["answer"].(map[string]any)
+	if end.data["approval"].(map[string]any)["id"] != a.ID || ans["decision"] != "rule" || ans["by"] != "web" || end.data["error"] != nil {
+		t.Errorf("approval_end: %v", end.data)
+	}
+	if r := <-done; r.IsError || !strings.Contains(r.Content, "ran "+command) {
+		t.Errorf("the model got %q", r.Content)
+	}
+
+	got, _ := os.ReadFile(file)
+	if !strings.HasPrefix(string(got), "deny = [\"terraform *\"]\n") || !strings.Contains(string(got), `match    = "git push origin main"`) {
+		t.Errorf("policy file:\n%s", got)
+	}
+	// A later session's policy, read from the file, allows the command and
+	// keeps the file's own rule.
+	later, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := later.Classify(command); v.Decision != policy.Allow {
+		t.Errorf("after the rule, %s: %v %s", command, v.Decision, v.Reason)
+	}
+	if v := later.Classify("terraform apply"); v.Decision != policy.Deny {
+		t.Errorf("the file's deny rule is lost: %v", v.Decision)
 	}
 }
 
