@@ -524,3 +524,72 @@ if os.fork() == 0:
 		})
 	}
 }
+
+// niceScript reports the nice value of the command, tries to lower it, and
+// reports PID 1's and 2's where it may read them (docker-init and the agent:
+// under runc the agent's are closed to commands).
+const niceScript = `import os
+print("mine", os.getpriority(os.PRIO_PROCESS, 0))
+try:
+    os.setpriority(os.PRIO_PROCESS, 0, 0)
+    print("lowered to", os.getpriority(os.PRIO_PROCESS, 0))
+except OSError as e:
+    print("cannot lower:", e.errno)
+for pid in (1, 2):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        print("pid", pid, "nice", fields[16])
+    except OSError:
+        pass
+`
+
+// A command, and everything it starts, runs at a nice value of 10 that it
+// cannot lower, while the agent keeps 0 (the host checks it): hundreds of a fork bomb's processes
+// weigh less with the scheduler than the agent, which must answer its host
+// and kill them (TestBashLimits' fork bomb ended the sandbox on a loaded
+// host: its agent was silent for 5 s).
+func TestBoundaryCommandsNiced(t *testing.T) {
+	for _, rt := range runtimes(t) {
+		t.Run(runtimeName(rt), func(t *testing.T) {
+			h := newHostile(t, rt, nil)
+			h.write("nice.py", niceScript)
+			out := h.bash("python3 nice.py", 30, time.Minute)
+			if rt == "runsc" {
+				// gVisor's kernel keeps nice values of its own, and its
+				// scheduler is the Go runtime's: only log what it says.
+				t.Logf("under gVisor:\n%s", out)
+				return
+			}
+			for _, want := range []string{"mine 10\n", "cannot lower: 13\n"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("want %q in:\n%s", want, out)
+				}
+			}
+			// The agent, seen from the host, and a spare shell beside it.
+			top, err := exec.Command("docker", "top", "corral-"+h.box.Session(), "-o", "pid,ni,args").CombinedOutput()
+			if err != nil {
+				t.Fatalf("docker top: %v\n%s", err, top)
+			}
+			var agent, shell bool
+			for _, l := range strings.Split(string(top), "\n") {
+				f := strings.Fields(l)
+				switch {
+				case len(f) >= 4 && f[2] == "/.corral/corral" && f[3] == "agent":
+					agent = true
+					if f[1] != "0" {
+						t.Errorf("the agent's nice value is %s, want 0:\n%s", f[1], top)
+					}
+				case len(f) >= 3 && strings.HasSuffix(f[2], "bash"):
+					shell = true
+					if f[1] != "10" {
+						t.Errorf("a shell's nice value is %s, want 10:\n%s", f[1], top)
+					}
+				}
+			}
+			if !agent || !shell {
+				t.Errorf("no agent or no shell in the container's processes:\n%s", top)
+			}
+		})
+	}
+}

@@ -728,7 +728,7 @@ func (a *agent) spawn(o spawnOpts) (_ *shellProc, err error) {
 	// The reaper, not exec.Cmd, collects the shell's status: it reaps every
 	// child, orphans included.
 	a.reapMu.Lock()
-	err = cmd.Start()
+	err = startNiced(cmd.Start)
 	if err == nil {
 		p.pid = cmd.Process.Pid
 		p.exited = make(chan syscall.WaitStatus, 1)

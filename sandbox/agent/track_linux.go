@@ -241,7 +241,7 @@ func (a *agent) spawnTracked(p *shellProc, cmd *exec.Cmd, tty bool) (*shellProc,
 	}
 	gone := make(chan syscall.WaitStatus, 1)
 	a.reapMu.Lock()
-	err = t.Start()
+	err = startNiced(t.Start)
 	var tracker int
 	if err == nil {
 		tracker = t.Process.Pid
