@@ -302,7 +302,7 @@ func (p *Pod) start(ctx context.Context, dir string) (_ *sandbox.Client, err err
 	go stream.run()
 	hello := proto.HelloMsg{
 		Workspace:  workspace,
-		Env:        p.env(),
+		Env:        p.env(workspace),
 		UID:        uint32(uid),
 		GID:        uint32(gid),
 		InheritEnv: true,
@@ -340,11 +340,20 @@ func (p *Pod) start(ctx context.Context, dir string) (_ *sandbox.Client, err err
 	return c, nil
 }
 
-// env is what the hello sets over the image's environment.
-func (p *Pod) env() []string {
+// env is what the hello sets over the image's environment. The workspace's
+// directory is its volume's, which belongs to root (and the pod's fsGroup),
+// not to the commands' user, and git refuses a repository there ("dubious
+// ownership"): the commands' git is told that the workspace is safe, in the
+// command scope, where git takes safe.directory from (a repository's own
+// configuration cannot say it). A session that sets GIT_CONFIG_COUNT itself
+// keeps its own.
+func (p *Pod) env(workspace string) []string {
 	env := []string{"HOME=" + commandHome, "TERM=xterm-256color"}
 	if p.cfg.Egress != nil {
 		env = append(env, sandbox.EgressEnv([]string{agentPath})...)
+	}
+	if !slices.ContainsFunc(p.cfg.Env, func(e string) bool { return strings.HasPrefix(e, "GIT_CONFIG_COUNT=") }) {
+		env = append(env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0="+workspace)
 	}
 	return append(env, p.cfg.Env...)
 }
