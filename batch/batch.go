@@ -366,6 +366,22 @@ func (r *runner) runTask(ctx context.Context, l *Line) (res TaskResult) {
 		return fail(err)
 	}
 	defer tc.cleanup()
+	if !tc.pooled {
+		// Room first, then the workspace, which the host checks: a git
+		// source is cloned into a directory that is not there before.
+		queued := time.Now()
+		release, err := r.hold(tctx)
+		if err != nil {
+			return fail(err)
+		}
+		defer release()
+		res.Queued = time.Since(queued)
+		if tc.materialize != nil {
+			if err := tc.materialize(tctx); err != nil {
+				return fail(err)
+			}
+		}
+	}
 	h, err := corral.New(tc.cfg)
 	if err != nil {
 		return fail(err)
@@ -380,18 +396,6 @@ func (r *runner) runTask(ctx context.Context, l *Line) (res TaskResult) {
 		ps := s.Sandbox().(*pool.Sandbox)
 		res.Queued, res.SandboxStart, res.Warm = ps.Waited(), ps.StartTime(), ps.Warm()
 	} else {
-		queued := time.Now()
-		release, err := r.hold(tctx)
-		if err != nil {
-			return fail(err)
-		}
-		defer release()
-		res.Queued = time.Since(queued)
-		if tc.materialize != nil {
-			if err := tc.materialize(tctx); err != nil {
-				return fail(err)
-			}
-		}
 		if s, err = h.Open(tctx, so); err != nil {
 			return fail(err)
 		}
