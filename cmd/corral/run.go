@@ -51,6 +51,9 @@ and stop.` + batchHelp,
 			if b.out != "" || b.max != 0 || b.warm != 0 || b.rate != 0 || b.workDir != "" || b.snapshots != "" {
 				return errors.New("--out, --max-sandboxes, --warm, --start-rate, --work-dir and --snapshots need --tasks")
 			}
+			if download != "" && !f.sandbox.backend.kubernetes() {
+				return errors.New("--download needs --backend kubernetes: with Docker the workspace is the host's directory itself, and the calls change it in place")
+			}
 			return cobra.ExactArgs(1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
