@@ -952,6 +952,36 @@ func (c *agentCmd) fork() error {
 	return nil
 }
 
+// settleRounds and settleStep bound how long a command that left processes
+// behind is watched while their number grows (see settle).
+const (
+	settleRounds = 10
+	settleStep   = 100 * time.Millisecond
+)
+
+// settle watches, for at most a second, the processes a command whose shell
+// has ended left behind, while their number keeps growing: a fork bomb put in
+// the background (bomb() { bomb | bomb & }; bomb) has its shell end at once,
+// and the commands' scheduling weight being a ninth of the agent's, it would
+// otherwise be judged before it reaches the process limit, and left running
+// as background processes that fill it. A command that leaves nothing, or a
+// steady server, costs nothing, or one step.
+// It returns the processes as it last saw them.
+func (c *agentCmd) settle() []procStat {
+	procs := c.a.markedProcs(c.mark)
+	for i := 0; len(procs) > 0 && i < settleRounds; i++ {
+		if n, ok := forkFailures(); ok && n > c.forks0 {
+			return procs
+		}
+		time.Sleep(settleStep)
+		prev := len(procs)
+		if procs = c.a.markedProcs(c.mark); len(procs) <= prev {
+			return procs
+		}
+	}
+	return procs
+}
+
 // wait waits for the shell, collects the output still in flight, and ends the
 // stream with the exit frame.
 func (c *agentCmd) wait() {
@@ -970,6 +1000,7 @@ func (c *agentCmd) wait() {
 		ex.Cwd = readCwd(c.cwd)
 	}
 	c.drain()
+	left := c.settle()
 	if n, ok := forkFailures(); ok && n > c.forks0 {
 		// A fork bomb (or something as greedy): end all of it, or the
 		// sandbox cannot even start the next command.
@@ -983,7 +1014,7 @@ func (c *agentCmd) wait() {
 		ex.OOMKilled = true
 	}
 	if !ex.ProcessLimit {
-		for _, ps := range c.a.markedProcs(c.mark) {
+		for _, ps := range left {
 			if len(ex.Background) == 50 {
 				break
 			}
