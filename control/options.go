@@ -18,8 +18,9 @@ import (
 )
 
 // config is the configuration of a session with opts: the server's, changed
-// by what opts sets. What it makes on the host (a temporary workspace, a
-// policy file) is undone by the functions it adds to undo.
+// by what opts sets; its Workspace is empty when opts names none (Create
+// makes a fresh one, or takes a sandbox from the pool). What it makes on
+// the host (a policy file) is undone by the functions it adds to undo.
 func (s *Server) config(o SessionOptions, undo *[]func()) (corral.Config, error) {
 	cfg := s.opts.Config
 	cfg.Sandbox.Env = slices.Clone(cfg.Sandbox.Env)
@@ -34,11 +35,16 @@ func (s *Server) config(o SessionOptions, undo *[]func()) (corral.Config, error)
 		}
 		cfg.Sandbox.User = o.User
 	}
-	ws, err := s.workspace(o.Workspace, cfg.Sandbox.User, undo)
-	if err != nil {
-		return corral.Config{}, err
+	// A fresh workspace is made by Create, unless the session's sandbox
+	// comes from the pool, on a slot of its own.
+	cfg.Workspace, cfg.Sandbox.Workspace = "", ""
+	if o.Workspace != "" {
+		ws, err := s.workspace(o.Workspace)
+		if err != nil {
+			return corral.Config{}, err
+		}
+		cfg.Workspace, cfg.Sandbox.Workspace = ws, ws
 	}
-	cfg.Workspace, cfg.Sandbox.Workspace = ws, ws
 
 	if o.Image != "" {
 		cfg.Sandbox.Image = o.Image
@@ -190,40 +196,43 @@ func (s *Server) config(o SessionOptions, undo *[]func()) (corral.Config, error)
 	return cfg, nil
 }
 
-// workspace resolves a session's workspace: below the server's root, or a
-// fresh temporary directory when name is empty (owned by the user commands
-// will run as, when the server can give it away).
-func (s *Server) workspace(name, user string, undo *[]func()) (string, error) {
-	if name == "" {
-		dir, err := os.MkdirTemp("", tempWorkspacePrefix)
-		if err != nil {
-			return "", errorf(CodeInternal, "making a temporary workspace: %v", err)
-		}
-		*undo = append(*undo, func() { os.RemoveAll(dir) })
-		if dir, err = filepath.EvalSymlinks(dir); err == nil {
-			// As a directory made with mkdir: the agent, and commands as
-			// another user, may enter it.
-			err = os.Chmod(dir, 0o755)
-		}
-		if err != nil {
-			return "", errorf(CodeInternal, "making a temporary workspace: %v", err)
-		}
-		if os.Geteuid() == 0 {
-			// Commands run as the workspace's owner; root's would be written
-			// only through a capability, which gVisor before 2023 lacks.
-			if user == "" {
-				user = sandbox.DefaultRootUser
-			}
-			uid, gid, err := sandbox.ParseUser(user)
-			if err == nil {
-				err = os.Chown(dir, int(uid), int(gid))
-			}
-			if err != nil {
-				return "", errorf(CodeInternal, "giving the temporary workspace to %s: %v", user, err)
-			}
-		}
-		return dir, nil
+// tempWorkspace makes a session's fresh workspace, a temporary directory
+// owned by the user commands will run as, when the server can give it away;
+// undo removes it.
+func tempWorkspace(user string, undo *[]func()) (string, error) {
+	dir, err := os.MkdirTemp("", tempWorkspacePrefix)
+	if err != nil {
+		return "", errorf(CodeInternal, "making a temporary workspace: %v", err)
 	}
+	*undo = append(*undo, func() { os.RemoveAll(dir) })
+	if dir, err = filepath.EvalSymlinks(dir); err == nil {
+		// As a directory made with mkdir: the agent, and commands as
+		// another user, may enter it.
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		return "", errorf(CodeInternal, "making a temporary workspace: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		// Commands run as the workspace's owner; root's would be written
+		// only through a capability, which gVisor before 2023 lacks.
+		if user == "" {
+			user = sandbox.DefaultRootUser
+		}
+		uid, gid, err := sandbox.ParseUser(user)
+		if err == nil {
+			err = os.Chown(dir, int(uid), int(gid))
+		}
+		if err != nil {
+			return "", errorf(CodeInternal, "giving the temporary workspace to %s: %v", user, err)
+		}
+	}
+	return dir, nil
+}
+
+// workspace resolves the workspace a session names, below the server's
+// root.
+func (s *Server) workspace(name string) (string, error) {
 	path := name
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(s.root, path)

@@ -163,8 +163,13 @@ type SessionInfo struct {
 	// Copy is an isolated session's copy of the workspace, on the host.
 	Copy    string    `json:"copy,omitempty"`
 	Created time.Time `json:"created"`
-	// StartNS is how long the sandbox took to start, in nanoseconds.
+	// StartNS is how long the sandbox took to start, in nanoseconds; for
+	// a sandbox from the pool, how long the session waited for it (nearly
+	// nothing when it was ready).
 	StartNS int64 `json:"start_ns"`
+	// Warm is set when the session's sandbox was started ahead of it, by
+	// the server's pool (Options.Warm).
+	Warm bool `json:"warm,omitempty"`
 	// Running counts the requests of the session in progress.
 	Running int `json:"running"`
 	// FromSnapshot names the snapshot the session started from.

@@ -9,7 +9,9 @@
 // streaming), reads and writes files as bytes, snapshots a session (an
 // image of its sandbox, a copy of its workspace and of its /tmp) for new
 // sessions to start from, and lists and closes its sessions. Every session
-// is removed when the server closes.
+// is removed when the server closes. With Options.Warm, sandboxes are
+// started ahead (package pool), and a session on a fresh workspace takes
+// one that is ready.
 //
 // `corral serve` only starts it: NewServer takes the configuration its
 // command line makes, Handler serves HTTP and ServeStdio a pipe. Client is
@@ -36,6 +38,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/calls"
+	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/snapshot"
 	"github.com/corralhq/corral/tools"
@@ -68,6 +71,21 @@ type Options struct {
 	// (package snapshot); snapshot.DefaultDir when empty, made on first
 	// use.
 	SnapshotDir string
+	// Warm keeps this many sandboxes of the default session configuration
+	// (Config, as a session that sets no option gets it) started ahead, in a
+	// pool (package pool; the Docker backend only), so that a session's
+	// first command does not wait for one to start. A session that names no
+	// workspace and no snapshot, and whose sandbox is the default one, takes
+	// a ready sandbox (a refill starts behind it) and works on its slot, a
+	// fresh directory of the pool's; every other session starts cold, as
+	// without Warm. The sandboxes alive — ready ones and every session's —
+	// are at most MaxSessions, when set, which Warm must not exceed. None
+	// when zero.
+	Warm int
+	// WorkDir is where the pool of Warm makes its directory of slots, which
+	// Close removes (`corral gc` removes a killed server's); the system's
+	// temporary directory when empty.
+	WorkDir string
 }
 
 // Server serves the control API. Its methods are safe for concurrent use.
@@ -86,6 +104,13 @@ type Server struct {
 	reaper  sync.WaitGroup
 	callSeq atomic.Int64
 	snaps   snapshots
+
+	// pool keeps Options.Warm sandboxes of warmCfg ready, whose pool.Key is
+	// warmKey; nil without Warm. Cold sessions hold room in it too, so that
+	// its Max, MaxSessions, bounds every sandbox alive.
+	pool    *pool.Pool
+	warmCfg sandbox.Config
+	warmKey string
 }
 
 // NewServer checks opts and returns a server with no session.
@@ -121,11 +146,87 @@ func NewServer(opts Options) (*Server, error) {
 		backend = opts.Config.Backend
 	}
 	s := &Server{opts: opts, root: root, log: log, backend: backend.Name(), sessions: map[string]*session{}, stop: make(chan struct{}), snaps: snapshots{dir: opts.SnapshotDir}}
+	if err := s.startPool(backend); err != nil {
+		return nil, err
+	}
 	if opts.IdleTimeout > 0 {
 		s.reaper.Add(1)
 		go s.reap()
 	}
 	return s, nil
+}
+
+// startPool makes the pool of Options.Warm sandboxes of the default
+// session configuration, and starts them; nothing without Warm.
+func (s *Server) startPool(backend sandbox.Backend) error {
+	n := s.opts.Warm
+	switch {
+	case n == 0:
+		return nil
+	case n < 0:
+		return fmt.Errorf("control: %d warm sandboxes: want a number of sandboxes", n)
+	case s.opts.MaxSessions > 0 && n > s.opts.MaxSessions:
+		return fmt.Errorf("control: %d warm sandboxes, more than the %d sessions open at most: the ready sandboxes count against the sessions' limit", n, s.opts.MaxSessions)
+	}
+	var undo []func()
+	cfg, err := s.config(SessionOptions{}, &undo)
+	for _, u := range undo {
+		u()
+	}
+	if err != nil {
+		return fmt.Errorf("control: warm sandboxes: the default session configuration: %w", err)
+	}
+	switch {
+	case cfg.Egress != nil:
+		return errors.New("control: warm sandboxes cannot be made for network allow: each session's egress proxy is its own")
+	case cfg.Isolate != nil:
+		return errors.New("control: a warm sandbox works on a fresh slot, not on an isolated copy of the workspace: isolate cannot be every session's default")
+	case !defaultProtect(cfg.Sandbox.Protect):
+		return errors.New("control: a warm sandbox's workspace has no protected paths (a sandbox makes them of the workspace it starts on, and a slot is empty then): protect nothing beyond the defaults")
+	case cfg.Tools.LogDir != "":
+		return errors.New("control: a warm sandbox's command logs are in its slot, removed with it: give no log directory")
+	}
+	p, err := pool.New(pool.Options{Backend: backend, Dir: s.opts.WorkDir, Max: s.opts.MaxSessions, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("control: warm sandboxes: %w", err)
+	}
+	if err := p.Warm(cfg.Sandbox, n); err != nil {
+		p.Close()
+		return fmt.Errorf("control: warm sandboxes: %w", err)
+	}
+	_, s.warmKey = pool.Key(cfg.Sandbox)
+	s.pool, s.warmCfg = p, cfg.Sandbox
+	return nil
+}
+
+// poolable says whether a session of o, whose configuration is cfg, takes
+// its sandbox from the pool: it names no workspace of its own (a client's
+// directory is worked on in place, never on a copy) and no snapshot, and
+// its sandbox is the one the pool keeps ready — no egress proxy, no
+// isolated copy, no checkpoints asked for, no protected paths beyond the
+// defaults (whose files, in a fresh workspace removed with the session, no
+// one on the host runs), the same image, limits, environment and user.
+func (s *Server) poolable(o SessionOptions, cfg corral.Config) bool {
+	switch {
+	case s.pool == nil, o.Workspace != "", o.FromSnapshot != "",
+		cfg.Egress != nil, cfg.Isolate != nil,
+		o.Checkpoints != nil && *o.Checkpoints,
+		!defaultProtect(cfg.Sandbox.Protect):
+		return false
+	}
+	_, key := pool.Key(cfg.Sandbox)
+	return key == s.warmKey
+}
+
+// defaultProtect says whether protect lists no path beyond the default
+// protected ones.
+func defaultProtect(protect []string) bool {
+	for _, p := range protect {
+		if !slices.Contains(tools.DefaultProtected, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // session is one open session of the server.
@@ -173,6 +274,11 @@ func (s *Server) Close() error {
 		wg.Go(func() { errs[i] = ss.close() })
 	}
 	wg.Wait()
+	if s.pool != nil {
+		// The ready sandboxes, and those being made; the pool's directory
+		// goes with them, the sessions' slots being gone.
+		errs = append(errs, s.pool.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -295,6 +401,29 @@ func (s *Server) Create(ctx context.Context, opts SessionOptions) (_ SessionInfo
 		undo()
 		return SessionInfo{}, err
 	}
+	pooled := s.poolable(opts, cfg)
+	switch {
+	case pooled:
+		// The sandbox's slot is the workspace: a fresh directory, removed
+		// with the session, whose checkpoints no one could restore.
+		cfg.Pool, cfg.Checkpoints = s.pool, nil
+	case opts.Workspace == "":
+		ws, err := tempWorkspace(cfg.Sandbox.User, &ss.undo)
+		if err != nil {
+			undo()
+			return SessionInfo{}, err
+		}
+		cfg.Workspace, cfg.Sandbox.Workspace = ws, ws
+	}
+	if s.pool != nil && !pooled {
+		// A cold sandbox counts against the pool's Max too.
+		release, err := s.pool.Hold(ctx)
+		if err != nil {
+			undo()
+			return SessionInfo{}, createError(err)
+		}
+		ss.undo = append(ss.undo, release)
+	}
 	var snap *snapshot.Snapshot
 	if opts.FromSnapshot != "" {
 		var unlock func()
@@ -309,6 +438,7 @@ func (s *Server) Create(ctx context.Context, opts SessionOptions) (_ SessionInfo
 		undo()
 		return SessionInfo{}, errorf(CodeBadRequest, "%v", err)
 	}
+	opening := time.Now()
 	cs, err := host.Open(ctx, corral.SessionOptions{Events: ss.router})
 	if err != nil {
 		host.Close()
@@ -345,6 +475,20 @@ func (s *Server) Create(ctx context.Context, opts SessionOptions) (_ SessionInfo
 		StartNS:            int64(time.Since(begin)),
 		FromSnapshot:       opts.FromSnapshot,
 	}
+	if ps, ok := box.(*pool.Sandbox); ok {
+		// Its workspace is its slot; its start is what the claim waited
+		// for: nearly nothing for a ready one.
+		ss.info.Workspace, ss.info.Warm = ps.Dir(), ps.Warm()
+		ss.info.Created, ss.info.StartNS = opening, int64(ps.Waited()+ps.StartTime())
+		if !ps.Warm() {
+			// None was ready or being made: a refill failed (a missing
+			// image, since built), or claims outran the refills. Keep
+			// the pool's sandboxes coming.
+			if err := s.pool.Warm(s.warmCfg, s.opts.Warm); err != nil {
+				s.log.Warn("control: warm sandboxes", "err", err)
+			}
+		}
+	}
 	if c := cs.Copy(); c != nil {
 		ss.info.Copy = c.Info().Dir
 	}
@@ -357,7 +501,7 @@ func (s *Server) Create(ctx context.Context, opts SessionOptions) (_ SessionInfo
 	}
 	s.sessions[ss.id] = ss
 	s.mu.Unlock()
-	s.log.Info("control: session created", "session", ss.id, "workspace", ss.info.Workspace, "image", image)
+	s.log.Info("control: session created", "session", ss.id, "workspace", ss.info.Workspace, "image", image, "warm", ss.info.Warm)
 	return ss.snapshot(), nil
 }
 
@@ -370,6 +514,8 @@ func createError(err error) error {
 		return &Error{Code: CodeImageNotFound, Message: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return &Error{Code: CodeCanceled, Message: "the request was cancelled while the session started"}
+	case errors.Is(err, pool.ErrClosed):
+		return &Error{Code: CodeUnavailable, Message: "the server is shutting down"}
 	}
 	return &Error{Code: CodeInternal, Message: "starting the session's sandbox: " + err.Error()}
 }
