@@ -180,11 +180,11 @@ func (s *Server) startPool(backend sandbox.Backend) error {
 	case cfg.Egress != nil:
 		return errors.New("control: warm sandboxes cannot be made for network allow: each session's egress proxy is its own")
 	case cfg.Isolate != nil:
-		return errors.New("control: a warm sandbox works on a fresh slot, not on an isolated copy of the workspace: isolate cannot be every session's default")
+		return errors.New("control: a warm sandbox works on a fresh slot, not on an isolated copy of the workspace: isolation (--isolate) cannot be every session's default")
 	case !defaultProtect(cfg.Sandbox.Protect):
-		return errors.New("control: a warm sandbox's workspace has no protected paths (a sandbox makes them of the workspace it starts on, and a slot is empty then): protect nothing beyond the defaults")
+		return errors.New("control: a warm sandbox's workspace has no protected paths (a sandbox makes them of the workspace it starts on, and a slot is empty then): protect nothing beyond the defaults (no --protect)")
 	case cfg.Tools.LogDir != "":
-		return errors.New("control: a warm sandbox's command logs are in its slot, removed with it: give no log directory")
+		return errors.New("control: a warm sandbox's command logs are in its slot, removed with it: give no log directory (--log-dir)")
 	}
 	p, err := pool.New(pool.Options{Backend: backend, Dir: s.opts.WorkDir, Max: s.opts.MaxSessions, Logger: s.log})
 	if err != nil {

@@ -22,6 +22,8 @@ func newServeCmd() *cobra.Command {
 		maxOutput   string
 		maxRequest  string
 		snapshots   string
+		warm        int
+		workDir     string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve (--http ADDR | --stdio) [flags]",
@@ -35,6 +37,12 @@ exit code, a timeout that ends every process, an output cap, streaming), reads
 and writes files as bytes, snapshots a session (an image of its sandbox, a copy
 of its workspace and of its /tmp) for new sessions to start from, and lists and
 closes its sessions.
+
+With --warm N, N sandboxes of the default configuration (the flags below) are
+kept started ahead, on the Docker backend: a session that names no workspace
+and no snapshot, and changes nothing of its sandbox, takes a ready one, and its
+first command runs at once; others start cold. A session on a directory of
+the workspace root is always cold: it works on that directory itself.
 
 With --http ADDR it speaks HTTP and JSON (streams as NDJSON) on ADDR, loopback
 unless --auth-token is given; with --stdio, JSON-RPC 2.0 on stdin and stdout,
@@ -63,6 +71,16 @@ is removed when the server exits (after a kill -9: by corral gc).`,
 			if maxSessions < 0 {
 				return errors.New("--max-sessions must not be negative")
 			}
+			switch {
+			case warm < 0:
+				return errors.New("--warm must not be negative")
+			case warm > 0 && f.sandbox.backend.kubernetes():
+				return errors.New("--warm keeps Docker sandboxes ready on this machine; on Kubernetes, claim pods from an agent-sandbox warm pool with --warm-pool NAME (corral kube pool create NAME --size N)")
+			case warm > 0 && maxSessions > 0 && warm > maxSessions:
+				return fmt.Errorf("--warm %d is more than --max-sessions %d: the ready sandboxes count against it", warm, maxSessions)
+			case warm == 0 && workDir != "":
+				return errors.New("--work-dir needs --warm")
+			}
 			stopUI, err := f.startUI(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -84,6 +102,8 @@ is removed when the server exits (after a kill -9: by corral gc).`,
 				MaxOutput:   maxOut,
 				MaxRequest:  maxReq,
 				SnapshotDir: snapshots,
+				Warm:        warm,
+				WorkDir:     workDir,
 			})
 			if err != nil {
 				return err
@@ -110,5 +130,7 @@ is removed when the server exits (after a kill -9: by corral gc).`,
 	cmd.Flags().StringVar(&maxOutput, "max-output", "64m", "most bytes a response holds in memory: an exec's output per stream when not streamed, a file read as JSON")
 	cmd.Flags().StringVar(&maxRequest, "max-request", "64m", "most bytes of one request body (HTTP) or line (stdio)")
 	cmd.Flags().StringVar(&snapshots, "snapshots", "", "the snapshot store sessions snapshot into and start from, shared with corral run --tasks and corral snapshot (default $XDG_STATE_HOME/corral/snapshots)")
+	cmd.Flags().IntVar(&warm, "warm", 0, "keep `N` sandboxes of the default configuration started ahead (Docker): a session on a fresh workspace that changes nothing of its sandbox takes one, and starts at once; the ready ones count against --max-sessions")
+	cmd.Flags().StringVar(&workDir, "work-dir", "", "with --warm, where the ready sandboxes' workspaces (slots) are made (default: the system's temporary directory); corral gc removes what a killed server left there")
 	return cmd
 }

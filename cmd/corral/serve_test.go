@@ -148,41 +148,66 @@ func TestServePython(t *testing.T) {
 }
 
 // A server killed with -9 leaves its sandboxes: their agents, hearing
-// nothing more, end their containers, and corral gc removes them.
+// nothing more, end their containers, and corral gc removes them — with
+// --warm, the ready one too, and the pool's directory of slots.
 func TestServeKilled(t *testing.T) {
 	needsDocker(t)
-	srv, url := startServe(t, "--workspace", t.TempDir())
-	c := control.NewClient(url, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for range 2 {
-		info, err := c.Create(ctx, control.SessionOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _, _ = c.Exec(ctx, info.ID, control.ExecRequest{Command: "sleep 1000"}, nil, nil) }()
-	}
-	pid := srv.Process.Pid
-	if n := len(containersOf(t, pid, false)); n != 2 {
-		t.Fatalf("%d running containers, want 2", n)
-	}
-	if err := srv.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = srv.Wait()
-	for range 120 {
-		if len(containersOf(t, pid, false)) == 0 {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if running := containersOf(t, pid, false); len(running) > 0 {
-		t.Errorf("still running after the server was killed: %v", running)
-	}
-	if out, err := exec.Command("corral", "gc").CombinedOutput(); err != nil {
-		t.Fatalf("corral gc: %v %s", err, out)
-	}
-	if left := containersOf(t, pid, true); len(left) > 0 {
-		t.Errorf("left after corral gc: %v", left)
+	for _, warm := range []bool{false, true} {
+		name := map[bool]string{false: "cold", true: "warm"}[warm]
+		t.Run(name, func(t *testing.T) {
+			work := t.TempDir()
+			args := []string{"--workspace", t.TempDir()}
+			want := 2 // running containers: the sessions'
+			if warm {
+				args = append(args, "--warm", "1", "--work-dir", work)
+				want = 3 // and the one ready for the next session
+			}
+			srv, url := startServe(t, args...)
+			c := control.NewClient(url, "")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			for range 2 {
+				info, err := c.Create(ctx, control.SessionOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() { _, _ = c.Exec(ctx, info.ID, control.ExecRequest{Command: "sleep 1000"}, nil, nil) }()
+			}
+			pid := srv.Process.Pid
+			for range 240 {
+				if len(containersOf(t, pid, false)) >= want {
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			if n := len(containersOf(t, pid, false)); n != want {
+				t.Fatalf("%d running containers, want %d", n, want)
+			}
+			if warm && len(poolDirs(t, work)) != 1 {
+				t.Fatalf("the pool's directory in %s: %v", work, poolDirs(t, work))
+			}
+			if err := srv.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = srv.Wait()
+			for range 120 {
+				if len(containersOf(t, pid, false)) == 0 {
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			if running := containersOf(t, pid, false); len(running) > 0 {
+				t.Errorf("still running after the server was killed: %v", running)
+			}
+			if out, err := exec.Command("corral", "gc", "--work-dir", work).CombinedOutput(); err != nil {
+				t.Fatalf("corral gc: %v %s", err, out)
+			}
+			if left := containersOf(t, pid, true); len(left) > 0 {
+				t.Errorf("left after corral gc: %v", left)
+			}
+			if left := poolDirs(t, work); len(left) > 0 {
+				t.Errorf("slots left after corral gc: %v", left)
+			}
+		})
 	}
 }
