@@ -92,7 +92,8 @@ func needsPython(t *testing.T) string {
 // The README's Python client (examples/python/corral_client.py, standard
 // library only) passes the conformance suite (snapshots on Docker) against a
 // real `corral serve`,
-// over HTTP and over stdio, under runc, gVisor where registered, and on the
+// over HTTP and over stdio, under runc (cold, and warm from --warm's pool),
+// gVisor where registered, and on the
 // Kubernetes cluster of KUBECONFIG (which CI must have); the server's
 // sandboxes are gone when it exits.
 func TestServePython(t *testing.T) {
@@ -106,8 +107,9 @@ func TestServePython(t *testing.T) {
 		name  string
 		flags []string
 		py    []string // the script's options
+		warm  bool     // the session must say it started warm
 	}
-	backends := []backend{{name: "runc"}}
+	backends := []backend{{name: "runc"}, {name: "runc-warm", flags: []string{"--warm", "1"}, warm: true}}
 	if out, _ := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output(); strings.Contains(string(out), `"runsc"`) {
 		backends = append(backends, backend{name: "runsc", flags: []string{"--runtime", "runsc"}})
 	}
@@ -115,7 +117,7 @@ func TestServePython(t *testing.T) {
 		testenv.NeedsKube(t)
 		backends = append(backends, backend{name: "kubernetes", flags: []string{"--backend", "kubernetes", "--agent-image", testenv.KubeAgentImage(t)}, py: []string{"--one-user"}})
 	}
-	runPy := func(t *testing.T, args ...string) {
+	runPy := func(t *testing.T, b backend, args ...string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
@@ -125,11 +127,14 @@ func TestServePython(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), "cases passed") {
 			t.Fatalf("the Python conformance suite failed: %v", err)
 		}
+		if b.warm && !regexp.MustCompile(`(?m)^session: \S+ warm `).Match(out) {
+			t.Errorf("the session did not start warm")
+		}
 	}
 	for _, b := range backends {
 		t.Run("http/"+b.name, func(t *testing.T) {
 			srv, url := startServe(t, append([]string{"--workspace", t.TempDir(), "--snapshots", t.TempDir()}, b.flags...)...)
-			runPy(t, append(b.py, "--url", url)...)
+			runPy(t, b, append(b.py, "--url", url)...)
 			if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +147,7 @@ func TestServePython(t *testing.T) {
 		})
 		t.Run("stdio/"+b.name, func(t *testing.T) {
 			args := append(b.py, "--stdio", "--", "corral", "serve", "--stdio", "--workspace", t.TempDir(), "--snapshots", t.TempDir())
-			runPy(t, append(args, b.flags...)...)
+			runPy(t, b, append(args, b.flags...)...)
 		})
 	}
 }

@@ -256,6 +256,7 @@ def main(argv):
     with client:
         print("server:", client.version(), flush=True)
         with client.create_session(**options) as s:
+            print("session:", s.id, "warm" if s.warm else "cold", "start_ns", s.start_ns, flush=True)
             for f in CASES:
                 try:
                     f(s)

@@ -302,13 +302,20 @@ class Client:
 
 
 class Session:
-    """One session: a sandbox and a tools session on a workspace."""
+    """One session: a sandbox and a tools session on a workspace.
+
+    info is the server's session info; warm says whether the sandbox was
+    started ahead of the session (`corral serve --warm N`), start_ns how long
+    the session waited for it to start.
+    """
 
     def __init__(self, client, info):
         self._t = client._t
         self.info = info
         self.id = info["id"]
         self.workspace = info["workspace"]
+        self.warm = info.get("warm", False)
+        self.start_ns = info.get("start_ns", 0)
 
     def exec(self, cmd, stdin=None, cwd=None, env=None, user=None, timeout=None,
              output_limit=None, tty=False, on_output=None):
