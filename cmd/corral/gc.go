@@ -23,7 +23,8 @@ and is gone (killed with -9, crashed, or the host rebooted). Sandboxes of live
 corral processes and of other hosts sharing the engine are left alone. Every corral
 that opens a sandbox does the same once at start-up. gc also removes the
 workspaces a killed batch (run --tasks) left in the system's temporary
-directory (or --work-dir), the pools' slots with them.
+directory (or --work-dir), the pools' slots with them, and the slots of a
+killed corral serve --warm.
 
 With --checkpoints AGE or --keep-checkpoints N, gc removes checkpoints instead:
 those older than AGE (such as 7d or 36h), and those beyond the N newest of each
@@ -55,7 +56,7 @@ were never applied, unless a session still uses one.`,
 	cmd.Flags().IntVar(&keep, "keep-checkpoints", 0, "keep at most `N` checkpoints of each workspace, the newest")
 	cmd.Flags().StringVar(&copies, "copies", "", "remove the isolated sessions' copies older than `AGE` (7d, 36h) that were not applied")
 	cmd.Flags().StringVarP(&workspace, "workspace", "w", "", "only the checkpoints of this workspace")
-	cmd.Flags().StringVar(&workDir, "work-dir", "", "where batches made their tasks' workspaces, as run's --work-dir (default: the system's temporary directory)")
+	cmd.Flags().StringVar(&workDir, "work-dir", "", "where batches made their tasks' workspaces and servers their warm sandboxes' slots, as run's and serve's --work-dir (default: the system's temporary directory)")
 	bf.register(cmd.Flags(), false)
 	return cmd
 }

@@ -125,7 +125,7 @@ is removed when the server exits (after a kill -9: by corral gc).`,
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve HTTP on `ADDR` (e.g. 127.0.0.1:8767; port 0 picks one); a non-loopback address needs --auth-token")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve JSON-RPC 2.0 on stdin and stdout, one message a line")
 	cmd.Flags().StringVar(&f.authToken, "auth-token", "", "require the header \"Authorization: Bearer `TOKEN`\" on every HTTP request, of the API and of --ui (default: $CORRAL_AUTH_TOKEN)")
-	cmd.Flags().IntVar(&maxSessions, "max-sessions", 0, "most sessions open at once; more are refused (too_many_sessions) until one closes (0: no limit)")
+	cmd.Flags().IntVar(&maxSessions, "max-sessions", 0, "most sessions open at once; more are refused (too_many_sessions) until one closes (0: no limit); with --warm, also the most sandboxes alive, the ready ones included")
 	cmd.Flags().DurationVar(&idleTimeout, "idle-timeout", 30*time.Minute, "close a session (and remove its sandbox) after this long without requests; 0 never")
 	cmd.Flags().StringVar(&maxOutput, "max-output", "64m", "most bytes a response holds in memory: an exec's output per stream when not streamed, a file read as JSON")
 	cmd.Flags().StringVar(&maxRequest, "max-request", "64m", "most bytes of one request body (HTTP) or line (stdio)")

@@ -107,6 +107,10 @@ func report(w io.Writer, res map[string]result) {
 		line("session first command", fmt.Sprintf("warm from a pool %.1f ms (%.3fx docker run; goal ≤ 0.2x), %.1f ms while the pool refills | cold %.0f ms (%.2fx) | docker run --rm IMAGE true %.0f ms, through the API %.0f ms",
 			r["warm-ms"], r["warm/docker-run"], r["warm-refilling-ms"], r["cold-ms"], r["cold/docker-run"], r["docker-run-ms"], r["docker-api-ms"]))
 	}
+	if r, ok := res["BenchmarkAPIFirstCommand"]; ok {
+		line("API session's first command", fmt.Sprintf("corral serve --warm %.1f ms (%.3fx docker run), %.1f ms while the pool refills (%.3fx) | cold %.0f ms (%.2fx) | docker run --rm IMAGE true %.0f ms",
+			r["warm-ms"], r["warm/docker-run"], r["warm-refilling-ms"], r["warm-refilling/docker-run"], r["cold-ms"], r["cold/docker-run"], r["docker-run-ms"]))
+	}
 	if r, ok := res["BenchmarkBatch"]; ok {
 		line("batch of 32 tasks", fmt.Sprintf("corral %.1f s (%.2fx the docker run script's %.1f s; start p50 %.0f ms, p99 %.0f ms) | all 32 at once %.1f s (%.2fx; start p50 %.0f ms, p99 %.0f ms) | script's start p50 %.0f ms, p99 %.0f ms",
 			r["corral-wall-ms"]/1e3, r["corral/docker"], r["docker-wall-ms"]/1e3, r["corral-p50-ms"], r["corral-p99-ms"],
