@@ -42,6 +42,18 @@ type agentFS interface {
 	AgentFS(ctx context.Context) (*sandbox.AgentFS, error)
 }
 
+// unwrap returns the backend's sandbox under a pool's, whose methods beyond
+// sandbox.Sandbox's (AgentFS) are the backend's.
+func unwrap(box sandbox.Sandbox) sandbox.Sandbox {
+	for {
+		u, ok := box.(interface{ Unwrap() sandbox.Sandbox })
+		if !ok {
+			return box
+		}
+		box = u.Unwrap()
+	}
+}
+
 // files returns the session's workspace filesystem, opened on first use.
 func (ss *session) filesystem(ctx context.Context) (*filesystem, error) {
 	ss.mu.Lock()
@@ -52,7 +64,7 @@ func (ss *session) filesystem(ctx context.Context) (*filesystem, error) {
 	box := ss.s.Sandbox()
 	var root fsys.Root
 	var err error
-	if a, ok := box.(agentFS); ok {
+	if a, ok := unwrap(box).(agentFS); ok {
 		root, err = a.AgentFS(ctx)
 	} else {
 		// Another backend's workspace lives in the sandbox: its FS is

@@ -124,6 +124,13 @@ type noMounts struct{ sandbox.Backend }
 
 func (noMounts) Name() string { return "elsewhere" }
 
+// sameOwner says whether the output of `stat -c %u:%g A B; id -u; id -g`
+// names the user of the last two lines as the owner of both files.
+func sameOwner(out string) bool {
+	l := strings.Fields(out)
+	return len(l) == 4 && l[0] == l[2]+":"+l[3] && l[1] == l[0]
+}
+
 // waitReady waits until s's pool has n sandboxes ready and none starting.
 func waitReady(t *testing.T, s *Server, n int) {
 	t.Helper()
@@ -171,6 +178,11 @@ func TestWarm(t *testing.T) {
 			}
 			if got := out(t, c, a.ID, "od -An -c dir/f.bin | tr -s ' ' | head -1; stat -c %a dir/f.bin"); !strings.Contains(got, "b y t e s \\r \\n") || !strings.HasSuffix(got, "600\n") {
 				t.Errorf("the written file in the sandbox: %q", got)
+			}
+			// Written through the sandbox's agent, as the session's user,
+			// as every session's files are: not by the server on the host.
+			if got := out(t, c, a.ID, "stat -c %u:%g dir dir/f.bin; id -u; id -g"); !sameOwner(got) {
+				t.Errorf("the owners of what the API wrote, and the session's user: %q", got)
 			}
 			res, err := c.Call(ctx, a.ID, CallRequest{Tool: "write", Args: json.RawMessage(`{"path":"tool.txt","content":"by the tool\n"}`)}, nil)
 			if err != nil || res.IsError {
