@@ -55,6 +55,14 @@ type Options struct {
 	// a refill waits for its turn, so that a batch never starts in a burst.
 	// No limit when zero.
 	Rate float64
+	// OwnSlots, when this process is root, gives each slot's workspace to
+	// the user its sandbox's commands run as (Config.User, or
+	// sandbox.DefaultRootUser) before the sandbox is made, as a directory of
+	// theirs: its commands then work there without CAP_DAC_OVERRIDE, which
+	// a workspace of root's makes them keep. Leave it off when the claimer
+	// fills the slot as root with files the commands must change (a copy,
+	// a clone): those stay root's.
+	OwnSlots bool
 	// Logger receives diagnostics; discarded when nil.
 	Logger *slog.Logger
 }
@@ -67,6 +75,7 @@ type Pool struct {
 	dir     string // the pool's own directory of slots
 	max     int
 	pace    *Pacer
+	give    bool // OwnSlots, as root
 
 	ctx    context.Context // cancelled by Close: ends refills
 	cancel context.CancelFunc
@@ -133,6 +142,7 @@ func New(opts Options) (*Pool, error) {
 		dir:     dir,
 		max:     opts.Max,
 		pace:    NewPacer(opts.Rate),
+		give:    opts.OwnSlots && os.Geteuid() == 0,
 		ctx:     ctx,
 		cancel:  cancel,
 		keys:    map[string]*keyState{},
@@ -327,6 +337,11 @@ func (p *Pool) make(ctx context.Context, cfg sandbox.Config, paced bool) (_ *ent
 		}
 	}()
 	cfg.Workspace = filepath.Join(slot, "ws")
+	if p.give {
+		if err := giveTo(cfg.Workspace, cfg.User); err != nil {
+			return nil, err
+		}
+	}
 	cfg.ReadOnlyMounts = append(append([]string(nil), cfg.ReadOnlyMounts...), filepath.Join(slot, "logs"))
 	// An empty slot has nothing to protect; a protected path's mount point
 	// made in it would stand in the way of the files that fill it.
@@ -361,6 +376,21 @@ func (p *Pool) newSlot() (string, error) {
 		}
 	}
 	return slot, nil
+}
+
+// giveTo gives dir to user ("UID:GID"; sandbox.DefaultRootUser when empty).
+func giveTo(dir, user string) error {
+	if user == "" {
+		user = sandbox.DefaultRootUser
+	}
+	uid, gid, err := sandbox.ParseUser(user)
+	if err == nil {
+		err = os.Chown(dir, int(uid), int(gid))
+	}
+	if err != nil {
+		return fmt.Errorf("pool: giving a slot to %s: %w", user, err)
+	}
+	return nil
 }
 
 // Claim returns a started sandbox of cfg for one session: a ready one when

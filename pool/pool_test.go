@@ -136,6 +136,36 @@ func TestClaimedWorkspaceAtItsPath(t *testing.T) {
 	}
 }
 
+// TestOwnSlots: with OwnSlots, as root, a slot's workspace is its commands'
+// user's, as a directory of theirs, and they work there without overriding
+// file permissions (a file they made unreadable stays so to them); without
+// it, a slot is root's, and they keep CAP_DAC_OVERRIDE to write it.
+func TestOwnSlots(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root gives slots away")
+	}
+	for _, own := range []bool{false, true} {
+		p := newPool(t, Options{OwnSlots: own})
+		for _, user := range []string{"", "1234:1235"} {
+			cfg := testConfig(t)
+			cfg.User = user
+			s := claim(t, context.Background(), p, cfg)
+			got := sh(t, s, "stat -c %u:%g .; id -u; printf s > secret; chmod 000 secret; cat secret 2>/dev/null || echo refused")
+			uid := "65532"
+			if user != "" {
+				uid = "1234"
+			}
+			want := "0:0\n" + uid + "\ns"
+			if own {
+				want = map[string]string{"": "65532:65532", "1234:1235": "1234:1235"}[user] + "\n" + uid + "\nrefused"
+			}
+			if got != want {
+				t.Errorf("OwnSlots %v, user %q: %q, want %q", own, user, got, want)
+			}
+		}
+	}
+}
+
 // TestNothingLeaks: a task's sandbox is never the next task's. A hostile
 // script in the first one tries to leave files (in the workspace, /tmp,
 // HOME, /var/tmp, beside its slot), a process running in the background, a
