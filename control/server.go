@@ -186,7 +186,9 @@ func (s *Server) startPool(backend sandbox.Backend) error {
 	case cfg.Tools.LogDir != "":
 		return errors.New("control: a warm sandbox's command logs are in its slot, removed with it: give no log directory (--log-dir)")
 	}
-	p, err := pool.New(pool.Options{Backend: backend, Dir: s.opts.WorkDir, Max: s.opts.MaxSessions, Logger: s.log})
+	// A slot is given to the user commands run as, as a fresh workspace
+	// is: the session's files are its own.
+	p, err := pool.New(pool.Options{Backend: backend, Dir: s.opts.WorkDir, Max: s.opts.MaxSessions, OwnSlots: true, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("control: warm sandboxes: %w", err)
 	}
