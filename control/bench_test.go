@@ -30,13 +30,14 @@ import (
 // the session, and the pools' refills, are not timed.
 func BenchmarkAPIFirstCommand(b *testing.B) {
 	testenv.NeedsDocker(b)
+	agent := testenv.Agent(b) // built once, outside the run's TMPDIR
 	b.Setenv("TMPDIR", b.TempDir())
 	ctx := context.Background()
 	server := func(warm, max int) (*Server, *Client) {
 		s, err := NewServer(Options{
 			Config: corral.Config{
 				Workspace: b.TempDir(),
-				Sandbox:   sandbox.Config{Agent: testenv.Agent(b), Image: testenv.Image},
+				Sandbox:   sandbox.Config{Agent: agent, Image: testenv.Image},
 			},
 			Warm:        warm,
 			MaxSessions: max,
