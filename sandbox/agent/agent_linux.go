@@ -964,19 +964,25 @@ const (
 // the background (bomb() { bomb | bomb & }; bomb) has its shell end at once,
 // and the commands' scheduling weight being a ninth of the agent's, it would
 // otherwise be judged before it reaches the process limit, and left running
-// as background processes that fill it. A command that leaves nothing, or a
-// steady server, costs nothing, or one step.
+// as background processes that fill it. A command that leaves nothing costs
+// nothing; one that leaves a steady server, two steps.
 // It returns the processes as it last saw them.
+//
+// Steady means two steps without growth in a row: on a loaded host a bomb
+// whose processes wait for the CPU can stall for one step.
 func (c *agentCmd) settle() []procStat {
 	procs := c.a.markedProcs(c.mark)
-	for i := 0; len(procs) > 0 && i < settleRounds; i++ {
+	steady := 0
+	for i := 0; len(procs) > 0 && i < settleRounds && steady < 2; i++ {
 		if n, ok := forkFailures(); ok && n > c.forks0 {
 			return procs
 		}
 		time.Sleep(settleStep)
 		prev := len(procs)
 		if procs = c.a.markedProcs(c.mark); len(procs) <= prev {
-			return procs
+			steady++
+		} else {
+			steady = 0
 		}
 	}
 	return procs

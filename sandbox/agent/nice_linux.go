@@ -32,19 +32,28 @@ func startNiced(start func() error) error {
 	spawner.once.Do(func() {
 		spawner.reqs = make(chan func())
 		ready := make(chan struct{})
-		go func() {
-			// Never unlocked: the thread stays the spawner's alone, and
-			// ends with the agent.
-			runtime.LockOSThread()
-			_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), commandNice)
-			close(ready)
-			for f := range spawner.reqs {
-				f()
-			}
-		}()
+		go spawnerLoop(ready)
 		<-ready
 	})
 	done := make(chan error, 1)
 	spawner.reqs <- func() { done <- start() }
 	return <-done
+}
+
+// spawnerLoop runs the spawner's requests on a thread of its own with
+// commandNice. Never unlocked: the thread stays the spawner's alone, and ends
+// with the agent. Not the main thread, whose nice value is the one ps and
+// /proc show for the whole agent: a goroutine that finds itself there keeps
+// it (so that no other spawner lands there) and starts the spawner anew.
+func spawnerLoop(ready chan<- struct{}) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		go spawnerLoop(ready)
+		select {}
+	}
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), commandNice)
+	close(ready)
+	for f := range spawner.reqs {
+		f()
+	}
 }
