@@ -270,18 +270,20 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	s.reaper.Wait()
-	errs := make([]error, len(all))
-	var wg sync.WaitGroup
-	for i, ss := range all {
-		wg.Go(func() { errs[i] = ss.close() })
-	}
-	wg.Wait()
+	var errs []error
 	if s.pool != nil {
-		// The ready sandboxes, and those being made; the pool's directory
-		// goes with them, the sessions' slots being gone.
+		// First the ready sandboxes and those being made: a session
+		// closing frees room that an open pool would fill again. The
+		// pool's directory goes with the last session's slot.
 		errs = append(errs, s.pool.Close())
 	}
-	return errors.Join(errs...)
+	closed := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, ss := range all {
+		wg.Go(func() { closed[i] = ss.close() })
+	}
+	wg.Wait()
+	return errors.Join(append(errs, closed...)...)
 }
 
 // close ends the session's requests and removes everything it made.

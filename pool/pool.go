@@ -539,8 +539,15 @@ func (p *Pool) claimed(e *entry, begin, roomed time.Time, warm bool) *Sandbox {
 func (p *Pool) release() {
 	p.mu.Lock()
 	p.live--
+	last := p.closed && p.live == 0
 	p.notify()
 	p.mu.Unlock()
+	if last {
+		// Room held by a sandbox made outside the pool (Hold) may be the
+		// last to go after Close: the pool's directory goes with it.
+		_ = removeAll(p.dir)
+		return
+	}
 	p.refill()
 }
 
