@@ -30,6 +30,11 @@ import (
 // its security, its runtime class); and --network allow's proxy reached
 // through the pod's agent.
 
+// testCPUs is the CPU of these tests' pods: the node's two cores are shared
+// with the other packages' tests, and a pod that does not fit is refused at
+// once (a pod asks for a whole core by default).
+const testCPUs = 0.25
+
 // shell runs command in the pod through pipes and returns its stdout,
 // failing the test on a status other than 0.
 func shell(t *testing.T, p *kube.Pod, command string) string {
@@ -74,7 +79,7 @@ func TestSeedTar(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "host-only.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := newPod(t, b, sandbox.Config{Workspace: ws})
+	p := newPod(t, b, sandbox.Config{Workspace: ws, CPUs: testCPUs})
 	err = p.Start(context.Background())
 	if err == nil {
 		out := shell(t, p, "ls -A; ls -A ..")
@@ -101,7 +106,7 @@ func TestSeedTar(t *testing.T) {
 		f.Close()
 	}
 	rewrite()
-	p = newPod(t, b, sandbox.Config{Workspace: t.TempDir()})
+	p = newPod(t, b, sandbox.Config{Workspace: t.TempDir(), CPUs: testCPUs})
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +140,7 @@ func TestSeedGit(t *testing.T) {
 	git("commit", "-qm", "second")
 
 	b := backend(t, kube.Options{Source: &kube.Source{Git: repo, Rev: first}})
-	p := newPod(t, b, sandbox.Config{Workspace: t.TempDir()})
+	p := newPod(t, b, sandbox.Config{Workspace: t.TempDir(), CPUs: testCPUs})
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +151,7 @@ func TestSeedGit(t *testing.T) {
 
 	// A revision that does not exist fails the start, and says which.
 	b = backend(t, kube.Options{Source: &kube.Source{Git: repo, Rev: "no-such-rev"}})
-	p = newPod(t, b, sandbox.Config{Workspace: t.TempDir()})
+	p = newPod(t, b, sandbox.Config{Workspace: t.TempDir(), CPUs: testCPUs})
 	if err := p.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "no-such-rev") {
 		t.Errorf("a start at a missing revision: %v", err)
 	}
@@ -162,20 +167,23 @@ func TestDownload(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "seeded.txt"), []byte("from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := newPod(t, b, sandbox.Config{Workspace: ws})
+	p := newPod(t, b, sandbox.Config{Workspace: ws, CPUs: testCPUs})
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	shell(t, p, `set -e
+	// What a hostile command leaves for the host's git: a hook and an
+	// fsmonitor that would touch marker, a path on the host.
+	marker := filepath.Join(t.TempDir(), "pwned")
+	shell(t, p, fmt.Sprintf(`set -e
 git init -q .
 printf 'made\r\n' > made.txt
 mkdir -p deep/er && printf '#!/bin/sh\n' > deep/er/tool.sh && chmod 755 deep/er/tool.sh
 ln -s /etc/passwd abs-link
 ln -s ../../../../etc/shadow up-link
-printf '#!/bin/sh\ntouch /tmp/pwned\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout
-printf '[core]\n\tfsmonitor = touch /tmp/pwned\n' >> .git/config
+printf '#!/bin/sh\ntouch %[1]s\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout
+printf '[core]\n\tfsmonitor = touch %[1]s\n' >> .git/config
 mkdir -p .vscode .claude && echo '{}' > .vscode/tasks.json && echo '{"hooks":{}}' > .claude/settings.json
-rm seeded.txt`)
+rm seeded.txt`, marker))
 	dir := filepath.Join(t.TempDir(), "back")
 	got, err := p.Download(context.Background(), dir)
 	if err != nil {
@@ -219,8 +227,16 @@ rm seeded.txt`)
 	if _, err := os.Stat(filepath.Join(dir, ".git/HEAD")); err != nil {
 		t.Errorf("the repository's HEAD did not come back: %v", err)
 	}
-	if _, err := os.Stat("/tmp/pwned"); err == nil {
-		t.Error("/tmp/pwned exists on the host")
+	// The host's git in what came back runs neither.
+	for _, args := range [][]string{{"status"}, {"checkout", "-q", "-b", "other"}} {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Logf("git %v in the download: %v\n%s", args, err, out)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the host's git ran what the pod planted")
 	}
 }
 
@@ -235,6 +251,7 @@ func TestPodAsCreated(t *testing.T) {
 	manifest := filepath.Join(t.TempDir(), "rc.yaml")
 	os.WriteFile(manifest, []byte("apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: "+rc+"\nhandler: runc\n"), 0o644)
 	kubectl(t, "apply", "-f", manifest)
+	t.Cleanup(func() { exec.Command(testenv.Kubectl(), "delete", "runtimeclass", rc, "--ignore-not-found").Run() })
 	b := backend(t, kube.Options{EphemeralStorage: 300 << 20})
 	p := newPod(t, b, sandbox.Config{Memory: 384 << 20, CPUs: 0.5, Runtime: rc})
 	if err := p.Start(context.Background()); err != nil {
@@ -331,7 +348,7 @@ func TestEgressThroughPod(t *testing.T) {
 	}
 	t.Cleanup(func() { proxy.Close() })
 	b := backend(t, kube.Options{})
-	p := newPod(t, b, sandbox.Config{Network: "none", Egress: proxy})
+	p := newPod(t, b, sandbox.Config{Network: "none", Egress: proxy, CPUs: testCPUs})
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +373,17 @@ func TestEgressThroughPod(t *testing.T) {
 	if !strings.Contains(out+errOut, "corral: blocked elsewhere.example:80 (not in the allowlist)") {
 		t.Errorf("a host not allowed: status %d, %q %q", res.ExitCode, out, errOut)
 	}
-	// A program that ignores the proxy: no name, no route.
+	// A program that ignores the proxy: no name, no route. (The test
+	// cluster's pods have no route anywhere, and its network plugin does
+	// not enforce NetworkPolicies: what corral owes is a pod that the
+	// deny-all policy selects.)
+	pod := podJSON(t, p.Name())
+	if pod.Labels["corral.network"] != "none" {
+		t.Errorf("the pod's labels %v: want corral.network=none, which the deny-all NetworkPolicy selects", pod.Labels)
+	}
+	if out, err := exec.Command(testenv.Kubectl(), "-n", "default", "get", "networkpolicy", "corral-sandbox-deny-all", "-o", "jsonpath={.spec.podSelector.matchLabels.corral\\.network} {.spec.policyTypes}").Output(); err != nil || string(out) != `none ["Ingress","Egress"]` {
+		t.Errorf("the deny-all NetworkPolicy: %q, %v", out, err)
+	}
 	res, out, errOut = sandboxtest.Exec(t, p, sandbox.ExecRequest{Command: fmt.Sprintf("NO_PROXY='*' curl -sS --max-time 10 http://example.com:%d/", port), Pipes: true})
 	if res.ExitCode == 0 || strings.Contains(out, "hello") {
 		t.Errorf("around the proxy: status %d, %q %q", res.ExitCode, out, errOut)
