@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/fsys"
 	"github.com/corralhq/corral/internal/sanitize"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/internal/envpath"
 	"github.com/corralhq/corral/sandbox/proto"
 )
 
@@ -345,17 +346,15 @@ func (p *Pod) start(ctx context.Context, dir string) (_ *sandbox.Client, err err
 // not to the commands' user, and git refuses a repository there ("dubious
 // ownership"): the commands' git is told that the workspace is safe, in the
 // command scope, where git takes safe.directory from (a repository's own
-// configuration cannot say it). A session that sets GIT_CONFIG_COUNT itself
-// keeps its own.
+// configuration cannot say it), as the Docker backend does for a root-owned
+// workspace. A session's own GIT_CONFIG_* variables are kept.
 func (p *Pod) env(workspace string) []string {
 	env := []string{"HOME=" + commandHome, "TERM=xterm-256color"}
 	if p.cfg.Egress != nil {
 		env = append(env, sandbox.EgressEnv([]string{agentPath})...)
 	}
-	if !slices.ContainsFunc(p.cfg.Env, func(e string) bool { return strings.HasPrefix(e, "GIT_CONFIG_COUNT=") }) {
-		env = append(env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0="+workspace)
-	}
-	return append(env, p.cfg.Env...)
+	env = append(env, p.cfg.Env...)
+	return envpath.WithDefaults(env, []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=" + workspace})
 }
 
 // waitRunning waits for the sandbox container of pod to run, and turns what
