@@ -4,7 +4,7 @@ BIN     := bin/corral
 # The agent inside the sandbox is this binary, cgo on or off: a dynamically linked
 # one brings the host's loader and libraries into the sandbox (sandbox/dynamic.go).
 
-.PHONY: all build setup test unit lint bench demo image test-image agent-image test-toolchains kube-up kube-down clean
+.PHONY: all build setup test test-user unit lint bench demo image test-image agent-image test-toolchains kube-up kube-down clean
 
 all: build
 
@@ -33,6 +33,13 @@ unit:
 
 test: setup lint build test-image
 	CGO_ENABLED=1 $(GO) test -race -timeout 30m ./...
+
+# The sandbox, tools and MCP integration tests again as an ordinary user in the
+# docker group (scripts/test-as-user.sh: needs root once, to make that user),
+# on a copy of the tree the user owns, with corral's state in their home. CI runs
+# it after make test.
+test-user: build test-image
+	bash scripts/test-as-user.sh
 
 # The default sandbox image, corral/dev:bookworm (images/build.sh, which
 # `corral image build` runs too). Quick when it is up to date; where the base image
