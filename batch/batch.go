@@ -66,8 +66,8 @@ type Options struct {
 	// (DefaultRate when zero).
 	Rate float64
 	// WorkDir is where the tasks' workspaces are made, in a directory of
-	// the batch's that `corral gc` removes if the process dies; the
-	// system's temporary directory when empty.
+	// the batch's that `corral gc` removes if the process dies;
+	// pool.DefaultParent, a private directory of the user's, when empty.
 	WorkDir string
 	// Snapshots is where snapshots are kept: needed by tasks that take one
 	// (snapshot) or start from one (from_snapshot).
