@@ -35,6 +35,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/calls"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/internal/records"
 	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/snapshot"
@@ -549,6 +550,11 @@ func (r *runner) taskConfig(t *Task) (tc taskConfig, err error) {
 	}
 	switch {
 	case t.Shared:
+		// The task's commands change this directory itself: the batch's
+		// output there could be rewritten by them.
+		if err := records.Check(t.Workspace, "--out", r.opts.Out); err != nil {
+			return tc, err
+		}
 		cfg.Workspace = t.Workspace
 	case r.pool != nil:
 		if err := src.Check(); err != nil {
