@@ -69,3 +69,30 @@ func TestRecordsOutsideWorkspace(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchOutInSharedWorkspace: a batch whose --out lies inside a shared
+// task's workspace — which its commands change in place — fails that task
+// with a reason naming the fix, before any of its calls runs there.
+func TestBatchOutInSharedWorkspace(t *testing.T) {
+	needsDocker(t)
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "shared")
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tasks := `{"id": "shared", "workspace": "shared", "shared": true, "calls": [{"id": "1", "tool": "bash", "args": {"command": "true"}}]}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "tasks.jsonl"), []byte(tasks), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(shared, "out")
+	cmd := exec.Command("corral", "run", "--tasks", filepath.Join(dir, "tasks.jsonl"), "--out", out, "--work-dir", t.TempDir())
+	stderr, _ := cmd.CombinedOutput()
+	_, by := readSummary(t, out)
+	if r := by["shared"]; r.Status != "failed" || !strings.Contains(r.Reason, "inside the workspace") || !strings.Contains(r.Reason, "put it outside") {
+		t.Fatalf("task: %+v; want failed, naming the fix\n%s", r, stderr)
+	}
+	// Its calls never ran: nothing ran in the workspace that holds --out.
+	if b, _ := os.ReadFile(filepath.Join(out, "shared", "results.jsonl")); len(b) != 0 {
+		t.Errorf("the task ran in the workspace that holds --out: %s", b)
+	}
+}
