@@ -31,6 +31,7 @@ import (
 	"github.com/corralhq/corral/checkpoint"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/images"
+	"github.com/corralhq/corral/internal/statedir"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
@@ -378,7 +379,13 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 	switch {
 	case pooled:
 	case opts.LogDir == "":
-		dir, err := os.MkdirTemp("", "corral-logs-")
+		// In the user's private state directory, not a shared temporary
+		// one (see internal/statedir).
+		base, err := statedir.Dir("logs")
+		if err != nil {
+			return nil, fmt.Errorf("corral: making the log directory: %w", err)
+		}
+		dir, err := os.MkdirTemp(base, "corral-logs-")
 		if err != nil {
 			return nil, fmt.Errorf("corral: making the log directory: %w", err)
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/calls"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/internal/records"
 	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/snapshot"
@@ -66,8 +67,8 @@ type Options struct {
 	// (DefaultRate when zero).
 	Rate float64
 	// WorkDir is where the tasks' workspaces are made, in a directory of
-	// the batch's that `corral gc` removes if the process dies; the
-	// system's temporary directory when empty.
+	// the batch's that `corral gc` removes if the process dies;
+	// pool.DefaultParent, a private directory of the user's, when empty.
 	WorkDir string
 	// Snapshots is where snapshots are kept: needed by tasks that take one
 	// (snapshot) or start from one (from_snapshot).
@@ -549,6 +550,11 @@ func (r *runner) taskConfig(t *Task) (tc taskConfig, err error) {
 	}
 	switch {
 	case t.Shared:
+		// The task's commands change this directory itself: the batch's
+		// output there could be rewritten by them.
+		if err := records.Check(t.Workspace, "--out", r.opts.Out); err != nil {
+			return tc, err
+		}
 		cfg.Workspace = t.Workspace
 	case r.pool != nil:
 		if err := src.Check(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/checkpoint"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/internal/statedir"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/tools"
 )
@@ -113,7 +114,11 @@ func (s *Server) config(o SessionOptions, undo *[]func()) (corral.Config, error)
 		return bad("confirm %q: want deny or allow (no one can be asked through the API; the server's --ui can)", o.Confirm)
 	}
 	if o.Policy != nil {
-		dir, err := os.MkdirTemp("", "corral-policy-")
+		var dir string
+		base, err := statedir.Dir("policies")
+		if err == nil {
+			dir, err = os.MkdirTemp(base, "corral-policy-")
+		}
 		if err != nil {
 			return corral.Config{}, errorf(CodeInternal, "making the session's policy file: %v", err)
 		}

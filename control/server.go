@@ -83,8 +83,8 @@ type Options struct {
 	// when zero.
 	Warm int
 	// WorkDir is where the pool of Warm makes its directory of slots, which
-	// Close removes (`corral gc` removes a killed server's); the system's
-	// temporary directory when empty.
+	// Close removes (`corral gc` removes a killed server's);
+	// pool.DefaultParent, a private directory of the user's, when empty.
 	WorkDir string
 }
 

@@ -309,6 +309,10 @@ type decision struct {
 	addrs  []netip.Addr // vetted, in the order to try
 	reason string       // non-empty: denied
 	rule   string
+	// raw: an allow pattern names this very port (github.com:22,
+	// ssh.github.com:443), so a tunnel to it may carry any protocol. A
+	// tunnel to 443 or 80 under any other rule must carry TLS.
+	raw bool
 }
 
 // judge decides about host:port and, when allowed, resolves and vets the
@@ -332,8 +336,10 @@ func (p *Proxy) judge(ctx context.Context, callID, host string, port int) decisi
 	var d decision
 	for _, a := range p.allow {
 		if a.matchName(name, port, false) {
-			d.rule = a.Text
-			break
+			if d.rule == "" {
+				d.rule = a.Text
+			}
+			d.raw = d.raw || a.Port == port
 		}
 	}
 	if d.rule == "" {
@@ -410,8 +416,10 @@ func (p *Proxy) judgeAddr(ctx context.Context, callID string, a netip.Addr, port
 	var d decision
 	for _, al := range p.allow {
 		if al.matchAddr(a, port, false) {
-			d.rule = al.Text
-			break
+			if d.rule == "" {
+				d.rule = al.Text
+			}
+			d.raw = d.raw || al.Port == port
 		}
 	}
 	if d.rule == "" {

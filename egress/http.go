@@ -112,7 +112,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		p.finish(rec)
 		return
 	}
-	p.tunnel(&bufferedConn{Conn: c, r: brw.Reader}, up, host, rec)
+	p.tunnel(&bufferedConn{Conn: c, r: brw.Reader}, up, host, needsTLS(port, d), rec)
 }
 
 // forwardKey carries a *forwardTarget in a request's context.

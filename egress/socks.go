@@ -77,7 +77,7 @@ func (p *Proxy) ServeSOCKS(c net.Conn) {
 		p.finish(rec)
 		return
 	}
-	p.tunnel(&bufferedConn{Conn: c, r: br}, up, host, rec)
+	p.tunnel(&bufferedConn{Conn: c, r: br}, up, host, needsTLS(port, d), rec)
 }
 
 // socksRequest reads the greeting and the request; on a request it cannot

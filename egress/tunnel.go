@@ -12,10 +12,18 @@ import (
 	"sync"
 )
 
+// needsTLS says whether a tunnel to port, allowed by d, must begin with a TLS
+// ClientHello: the web's ports (what a pattern without a port admits), unless
+// an allow pattern names the port itself and so allows any protocol on it.
+func needsTLS(port int, d decision) bool {
+	return (port == 443 || port == 80) && !d.raw
+}
+
 // tunnel splices a client and the host dialed for it, once the client's first
 // bytes passed inspection. host is the name (or address) the tunnel was opened
-// for. It closes both connections and finishes rec.
-func (p *Proxy) tunnel(client net.Conn, up net.Conn, host string, rec *entry) {
+// for; tls, whether the tunnel must carry TLS. It closes both connections and
+// finishes rec.
+func (p *Proxy) tunnel(client net.Conn, up net.Conn, host string, tls bool, rec *entry) {
 	defer p.finish(rec)
 	if !p.track(up) {
 		client.Close()
@@ -36,7 +44,7 @@ func (p *Proxy) tunnel(client net.Conn, up net.Conn, host string, rec *entry) {
 		closeWrite(client)
 	}()
 	br := bufio.NewReaderSize(client, 4096)
-	first, reason := inspect(br, host)
+	first, reason := inspect(br, host, tls)
 	if reason != "" {
 		rec.deny(reason)
 		client.Close()
@@ -64,15 +72,22 @@ func (p *Proxy) tunnel(client net.Conn, up net.Conn, host string, rec *entry) {
 
 // inspect reads a tunnel's first bytes from the client and decides whether
 // they may go on: a TLS ClientHello must name host (no name at all when host
-// is an address); plain HTTP must use the proxy in absolute form instead, so
-// that its Host header is judged. It returns the bytes it consumed.
-func inspect(br *bufio.Reader, host string) ([]byte, string) {
+// is an address); when tls is set nothing else may go (whatever the spelling
+// of a plain HTTP request, it is not a TLS record); otherwise plain HTTP must
+// use the proxy in absolute form instead, so that its Host header is judged,
+// and other bytes go on. It returns the bytes it consumed.
+func inspect(br *bufio.Reader, host string, tls bool) ([]byte, string) {
 	b, err := br.Peek(1)
 	if err != nil {
 		return nil, "" // the client closed without a word: nothing to judge
 	}
 	if b[0] != 0x16 { // not a TLS handshake record
-		head, _ := br.Peek(8)
+		if tls {
+			return nil, "not TLS in a tunnel to an https port; send plain http to the proxy as an http:// request, or allow the port itself (host:port) for another protocol"
+		}
+		// What has come so far: a client that speaks first and waits
+		// (a database's greeting) must not be kept waiting for more.
+		head, _ := br.Peek(min(br.Buffered(), 64))
 		if looksLikeHTTP(head) {
 			return nil, "plain HTTP inside a tunnel; send it to the proxy as an http:// request"
 		}
@@ -100,14 +115,17 @@ func isAddr(host string) bool {
 	return net.ParseIP(strings.Trim(host, "[]")) != nil
 }
 
-// looksLikeHTTP says whether b starts like an HTTP request line.
+// looksLikeHTTP says whether b starts like an HTTP request line, as lenient
+// servers read one: empty lines first, then a method of token characters in
+// any case, then a space or a tab.
 func looksLikeHTTP(b []byte) bool {
-	i := bytes.IndexByte(b, ' ')
-	if i < 3 {
+	b = bytes.TrimLeft(b, "\r\n")
+	i := bytes.IndexAny(b, " \t")
+	if i < 1 {
 		return false
 	}
 	for _, c := range b[:i] {
-		if c < 'A' || c > 'Z' {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '-' || c == '_') {
 			return false
 		}
 	}

@@ -1,17 +1,31 @@
 package fsys
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
+	"syscall"
 )
 
 // Local is a directory of this machine as a Root, through os.Root.
+//
+// When the process is root and the directory belongs to another user (a
+// user's workspace under a corral run as root), the files and directories it
+// creates are given to the directory's owner and group, on their descriptor,
+// as that user's own tools would have made them — not left to root, which
+// the user could then neither change nor remove.
 type Local struct {
-	root *os.Root
-	name string // the directory's absolute path
+	root  *os.Root
+	name  string // the directory's absolute path
+	owner *owner // who new files and directories belong to; nil: the process
 }
+
+// owner is a user and group.
+type owner struct{ uid, gid int }
 
 // OpenLocal opens the directory dir (symbolic links resolved) as a Root.
 func OpenLocal(dir string) (*Local, error) {
@@ -36,7 +50,44 @@ func OpenLocal(dir string) (*Local, error) {
 		r.Close()
 		return nil, fmt.Errorf("fsys: %s is not a directory", dir)
 	}
-	return &Local{root: r, name: real}, nil
+	return &Local{root: r, name: real, owner: ownerFor(fi)}, nil
+}
+
+// ownerFor is who new files in the directory fi describes belong to: its
+// owner, when the process is root and the directory is another user's; nil
+// otherwise (they are the process's, as the kernel makes them).
+func ownerFor(fi fs.FileInfo) *owner {
+	if os.Geteuid() != 0 {
+		return nil // only root may give files away
+	}
+	uid, gid, ok := Owner(fi)
+	if !ok || (uid == 0 && gid == os.Getegid()) {
+		return nil
+	}
+	return &owner{uid: uid, gid: gid}
+}
+
+// own gives f, just created, to l's owner.
+func (l *Local) own(f *os.File) error {
+	if l.owner == nil {
+		return nil
+	}
+	return f.Chown(l.owner.uid, l.owner.gid)
+}
+
+// ownDir gives the directory name, just made, to l's owner: on a descriptor
+// opened without following a link, so that whatever replaced it meanwhile
+// is not what is given away.
+func (l *Local) ownDir(name string) error {
+	if l.owner == nil {
+		return nil
+	}
+	d, err := l.root.OpenFile(name, os.O_RDONLY|dirNoFollow, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return l.own(d)
 }
 
 // OS returns the os.Root under l.
@@ -48,7 +99,25 @@ func (l *Local) OS() *os.Root { return l.root }
 func (l *Local) Name() string { return l.name }
 
 // OpenFile opens name in the root.
+// A file it creates is given to the root's owner (see Local); one that
+// existed is left as it is.
 func (l *Local) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	if l.owner != nil && flag&os.O_CREATE != 0 {
+		// Create it exclusively to know it is new; when it exists, open it
+		// as asked.
+		f, err := l.root.OpenFile(name, flag|os.O_EXCL, perm)
+		if err == nil {
+			if err := l.own(f); err != nil {
+				f.Close()
+				_ = l.root.Remove(name)
+				return nil, err
+			}
+			return f, nil
+		}
+		if flag&os.O_EXCL != 0 || !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+	}
 	f, err := l.root.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err // not a nil *os.File in a non-nil File
@@ -62,17 +131,54 @@ func (l *Local) OpenRoot(name string) (Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Local{root: r, name: filepath.Join(l.name, filepath.FromSlash(name))}, nil
+	return &Local{root: r, name: filepath.Join(l.name, filepath.FromSlash(name)), owner: l.owner}, nil
 }
 
 func (l *Local) Stat(name string) (fs.FileInfo, error)  { return l.root.Stat(name) }
 func (l *Local) Lstat(name string) (fs.FileInfo, error) { return l.root.Lstat(name) }
 func (l *Local) Readlink(name string) (string, error)   { return l.root.Readlink(name) }
 func (l *Local) Mkdir(name string, perm fs.FileMode) error {
-	return l.root.Mkdir(name, perm)
+	if err := l.root.Mkdir(name, perm); err != nil {
+		return err
+	}
+	return l.ownDir(name)
 }
+
+// MkdirAll makes name and its missing parents; those it makes are given to
+// the root's owner (see Local).
 func (l *Local) MkdirAll(name string, perm fs.FileMode) error {
-	return l.root.MkdirAll(name, perm)
+	if l.owner == nil {
+		return l.root.MkdirAll(name, perm)
+	}
+	clean := path.Clean(filepath.ToSlash(name))
+	if clean == "." {
+		return nil
+	}
+	parts := strings.Split(clean, "/")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		if p == "" || p == ".." || strings.HasSuffix(p, "/..") {
+			continue
+		}
+		err := l.root.Mkdir(p, perm)
+		switch {
+		case err == nil:
+			if err := l.ownDir(p); err != nil {
+				return err
+			}
+		case errors.Is(err, fs.ErrExist):
+			fi, serr := l.root.Stat(p)
+			if serr != nil {
+				return serr
+			}
+			if !fi.IsDir() {
+				return &fs.PathError{Op: "mkdir", Path: p, Err: syscall.ENOTDIR}
+			}
+		default:
+			return err
+		}
+	}
+	return nil
 }
 func (l *Local) Remove(name string) error             { return l.root.Remove(name) }
 func (l *Local) Rename(oldname, newname string) error { return l.root.Rename(oldname, newname) }

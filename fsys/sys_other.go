@@ -16,3 +16,5 @@ func Owner(fi fs.FileInfo) (uid, gid int, ok bool) { return 0, 0, false }
 func processUmask() fs.FileMode { return 0o022 }
 
 func fdPath(f *os.File) string { return "" }
+
+const dirNoFollow = 0

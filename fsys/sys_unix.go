@@ -63,3 +63,6 @@ func fdPath(f *os.File) string {
 	}
 	return p
 }
+
+// dirNoFollow opens only a directory, and not through a last link.
+const dirNoFollow = syscall.O_DIRECTORY | syscall.O_NOFOLLOW

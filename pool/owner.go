@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
+	"github.com/corralhq/corral/internal/statedir"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -18,12 +21,14 @@ const dirPrefix = "corral-pool-"
 // ownerFile holds the labels of the process that owns a pool's directory.
 const ownerFile = "owner.json"
 
-// NewDir makes a directory in parent (the system's temporary directory when
-// empty) that GC removes once this process is gone: a pool's, or one for
-// workspaces made outside a pool's slots.
+// NewDir makes a directory in parent (corral's private state directory,
+// DefaultParent, when empty) that GC removes once this process is gone: a
+// pool's, or one for workspaces made outside a pool's slots. A parent given
+// is checked as GC checks it.
 func NewDir(parent string) (string, error) {
-	if parent == "" {
-		parent = os.TempDir()
+	parent, err := parentDir(parent)
+	if err != nil {
+		return "", err
 	}
 	dir, err := os.MkdirTemp(parent, dirPrefix)
 	if err != nil {
@@ -50,19 +55,22 @@ func writeOwner(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), b, 0o600); err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
 	return nil
 }
 
-// GC removes the pools' directories in parent (the system's temporary
-// directory when empty) whose owner process ran on this host and is gone —
-// the slots a killed batch left, with the workspaces in them — and returns
-// them. Their sandboxes are reaped by the backend's GC, by their labels.
+// GC removes the pools' directories in parent (DefaultParent when empty)
+// whose owner process ran on this host and is gone — the slots a killed batch
+// left, with the workspaces in them — and returns them. Their sandboxes are
+// reaped by the backend's GC, by their labels. Only directories of the
+// running user's are read or removed: what another user made there, or a
+// link, is left alone.
 func GC(ctx context.Context, parent string) ([]string, error) {
-	if parent == "" {
-		parent = os.TempDir()
+	parent, err := parentDir(parent)
+	if err != nil {
+		return nil, err
 	}
 	ents, err := os.ReadDir(parent)
 	if err != nil {
@@ -78,7 +86,10 @@ func GC(ctx context.Context, parent string) ([]string, error) {
 			continue
 		}
 		dir := filepath.Join(parent, e.Name())
-		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if !ownDir(dir) {
+			continue // another user's, or a link: not ours to judge
+		}
+		b, err := readOwner(dir)
 		if err != nil {
 			continue // being made, or not a pool's
 		}
@@ -96,4 +107,81 @@ func GC(ctx context.Context, parent string) ([]string, error) {
 		removed = append(removed, dir)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// DefaultParent is where pools' directories are made and looked for when no
+// parent is given: corral's private state directory (see internal/statedir),
+// never a shared temporary directory, where another local user could plant a
+// directory for GC to read and remove.
+func DefaultParent() (string, error) { return statedir.Dir("pools") }
+
+// parentDir returns parent, checked, or DefaultParent when it is empty.
+func parentDir(parent string) (string, error) {
+	if parent == "" {
+		d, err := DefaultParent()
+		if err != nil {
+			return "", fmt.Errorf("pool: %w", err)
+		}
+		return d, nil
+	}
+	return checkParent(parent)
+}
+
+// checkParent checks a parent directory a caller chose (--work-dir): it must
+// belong to the running user or to root, and others must not be able to
+// rename or remove what is in it — no write permission for group or others,
+// or the sticky bit (as /tmp has). GC then trusts only directories of the
+// running user's in it, which no one else can make or replace.
+func checkParent(parent string) (string, error) {
+	abs, err := filepath.Abs(parent)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("pool: work directory: %w", err)
+	}
+	fd, err := syscall.Open(abs, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "", fmt.Errorf("pool: work directory %s: %w", abs, err)
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return "", fmt.Errorf("pool: work directory %s: %w", abs, err)
+	}
+	if uid := os.Geteuid(); int(st.Uid) != uid && st.Uid != 0 {
+		return "", fmt.Errorf("pool: work directory %s belongs to uid %d, not to uid %d that corral runs as or to root: use a directory of your own", abs, st.Uid, uid)
+	}
+	if st.Mode&0o022 != 0 && st.Mode&syscall.S_ISVTX == 0 {
+		return "", fmt.Errorf("pool: work directory %s is writable by other users without the sticky bit, so they could replace what corral makes there: use a directory of your own (chmod go-w %s)", abs, abs)
+	}
+	return abs, nil
+}
+
+// ownDir says whether dir is a directory, not a link, of the running user's.
+func ownDir(dir string) bool {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
+}
+
+// readOwner reads dir's owner file, not following a link, and only when it
+// is a regular file of the running user's.
+func readOwner(dir string) ([]byte, error) {
+	f, err := os.OpenFile(filepath.Join(dir, ownerFile), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !fi.Mode().IsRegular() || !ok || int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("pool: %s is not a file of this user's", f.Name())
+	}
+	return io.ReadAll(io.LimitReader(f, 1<<16))
 }

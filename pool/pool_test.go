@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -492,5 +493,110 @@ func TestPacer(t *testing.T) {
 	}
 	if err := NewPacer(0).Wait(context.Background()); err != nil {
 		t.Errorf("no limit: %v", err)
+	}
+}
+
+// deadOwner writes into dir the owner file of a process that is gone.
+func deadOwner(t *testing.T, dir string) {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	labels := sandbox.OwnerLabels("", dir)
+	labels[sandbox.LabelPID] = strconv.Itoa(cmd.Process.Pid)
+	b, err := json.Marshal(labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGCPlanted: in a shared directory (world-writable, sticky, as /tmp), a
+// pool's directory another user planted — with the owner file of a dead
+// process — and a link named as a pool's are neither read nor removed; the
+// running user's own dead pool is.
+func TestGCPlanted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to plant a directory as another user")
+	}
+	parent := t.TempDir()
+	if err := os.Chmod(parent, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(parent, dirPrefix+"planted")
+	if err := os.MkdirAll(filepath.Join(planted, "victim"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	deadOwner(t, planted)
+	for _, p := range []string{planted, filepath.Join(planted, "victim"), filepath.Join(planted, ownerFile)} {
+		if err := os.Lchown(p, 1001, 1001); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := t.TempDir()
+	deadOwner(t, target)
+	link := filepath.Join(parent, dirPrefix+"link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Join(parent, dirPrefix+"mine")
+	if err := os.Mkdir(mine, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	deadOwner(t, mine)
+
+	removed, err := GC(context.Background(), parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0] != mine {
+		t.Errorf("GC removed %v, want only %s", removed, mine)
+	}
+	for _, p := range []string{filepath.Join(planted, "victim"), filepath.Join(target, ownerFile), link} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("GC touched what another user planted: %v", err)
+		}
+	}
+}
+
+// TestDefaultParent: with no parent given, pools are made in corral's
+// private state directory (0700, the running user's), not in the system's
+// temporary directory; a parent others may write to without the sticky bit
+// is refused.
+func TestDefaultParent(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	dir, err := NewDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer RemoveDir(dir)
+	want, err := DefaultParent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(dir) != want {
+		t.Fatalf("NewDir(\"\") = %s, want a directory in %s", dir, want)
+	}
+	for _, d := range []string{want, dir} {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o700 || int(fi.Sys().(*syscall.Stat_t).Uid) != os.Geteuid() {
+			t.Errorf("%s: mode %v, uid %d; want 0700 and uid %d", d, fi.Mode().Perm(), fi.Sys().(*syscall.Stat_t).Uid, os.Geteuid())
+		}
+	}
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewDir(open); err == nil || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Errorf("NewDir in a directory anyone may write to: %v, want a refusal that says what to do", err)
+	}
+	if _, err := GC(context.Background(), open); err == nil {
+		t.Error("GC in a directory anyone may write to: no error")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corralhq/corral/internal/sanitize"
+	"github.com/corralhq/corral/internal/statedir"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -114,7 +115,11 @@ func newShell(s *Session) (*shell, error) {
 		sh.policy = p
 	}
 	if sh.logDir == "" {
-		dir, err := os.MkdirTemp("", "corral-logs-")
+		base, err := statedir.Dir("logs")
+		if err != nil {
+			return nil, fmt.Errorf("making the bash log directory: %w", err)
+		}
+		dir, err := os.MkdirTemp(base, "corral-logs-")
 		if err != nil {
 			return nil, fmt.Errorf("making the bash log directory: %w", err)
 		}

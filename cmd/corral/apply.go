@@ -238,5 +238,6 @@ func sessionDiff(cmd *cobra.Command, ws, session string, paths []string) error {
 	if err != nil {
 		return copyError(err, s.Workspace())
 	}
-	return c.Diff(cmd.Context(), cmd.OutOrStdout(), paths...)
+	out, done := diffOutput(cmd.OutOrStdout())
+	return errors.Join(c.Diff(cmd.Context(), out, paths...), done())
 }

@@ -31,7 +31,7 @@ func (b *batchFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&b.max, "max-sandboxes", 0, fmt.Sprintf("with --tasks, the most sandboxes alive at once, ready ones included (default twice the cores: %d)", batch.DefaultMax()))
 	fs.IntVar(&b.warm, "warm", 0, "with --tasks, how many of the sandboxes to start ahead for the tasks to come, so that a task finds its sandbox ready (Docker; --max-sandboxes minus this many tasks run at once)")
 	fs.Float64Var(&b.rate, "start-rate", 0, fmt.Sprintf("with --tasks, the most sandboxes started a second, evenly spaced (default twice the cores: %v)", batch.DefaultRate()))
-	fs.StringVar(&b.workDir, "work-dir", "", "with --tasks, where the tasks' workspaces are made (default: the system's temporary directory); corral gc removes what a killed batch left there")
+	fs.StringVar(&b.workDir, "work-dir", "", "with --tasks, where the tasks' workspaces are made (default: ~/.local/state/corral/pools; one of yours, or root's not writable by others); corral gc removes what a killed batch left there")
 	fs.StringVar(&b.snapshots, "snapshots", "", "with --tasks, the snapshot store of the tasks' snapshot and from_snapshot (default $XDG_STATE_HOME/corral/snapshots)")
 }
 

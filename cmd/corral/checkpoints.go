@@ -154,7 +154,11 @@ given. PATH arguments after -- limit it to those files and directories.
 
 With --session ID, it shows what an isolated session (--isolate) changed in its
 copy of the workspace: what corral apply would bring. ID is the session's id or
-the start of it (corral apply --list lists them).`,
+the start of it (corral apply --list lists them).
+
+On a terminal, control characters in the files' lines are shown escaped (ESC
+as \x1b, a carriage return as \r), so that a file cannot drive the terminal;
+piped or redirected, the diff is written as git makes it, for git apply.`,
 		Args: cobra.RangeArgs(0, 64),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, paths := args, []string(nil)
@@ -184,7 +188,8 @@ the start of it (corral apply --list lists them).`,
 			if err != nil {
 				return err
 			}
-			return s.Diff(cmd.Context(), cmd.OutOrStdout(), from, to, paths...)
+			out, done := diffOutput(cmd.OutOrStdout())
+			return errors.Join(s.Diff(cmd.Context(), out, from, to, paths...), done())
 		},
 	}
 	cmd.Flags().StringVarP(&ws, "workspace", "w", ".", "the workspace")

@@ -22,9 +22,10 @@ func newGCCmd() *cobra.Command {
 and is gone (killed with -9, crashed, or the host rebooted). Sandboxes of live
 corral processes and of other hosts sharing the engine are left alone. Every corral
 that opens a sandbox does the same once at start-up. gc also removes the
-workspaces a killed batch (run --tasks) left in the system's temporary
-directory (or --work-dir), the pools' slots with them, and the slots of a
-killed corral serve --warm.
+workspaces a killed batch (run --tasks) left in corral's state directory
+(~/.local/state/corral/pools, or --work-dir), the pools' slots with them, and
+the slots of a killed corral serve --warm; only directories of the user gc runs
+as, never what another user put there.
 
 With --checkpoints AGE or --keep-checkpoints N, gc removes checkpoints instead:
 those older than AGE (such as 7d or 36h), and those beyond the N newest of each
@@ -56,7 +57,7 @@ were never applied, unless a session still uses one.`,
 	cmd.Flags().IntVar(&keep, "keep-checkpoints", 0, "keep at most `N` checkpoints of each workspace, the newest")
 	cmd.Flags().StringVar(&copies, "copies", "", "remove the isolated sessions' copies older than `AGE` (7d, 36h) that were not applied")
 	cmd.Flags().StringVarP(&workspace, "workspace", "w", "", "only the checkpoints of this workspace")
-	cmd.Flags().StringVar(&workDir, "work-dir", "", "where batches made their tasks' workspaces and servers their warm sandboxes' slots, as run's and serve's --work-dir (default: the system's temporary directory)")
+	cmd.Flags().StringVar(&workDir, "work-dir", "", "where batches made their tasks' workspaces and servers their warm sandboxes' slots, as run's and serve's --work-dir (default: ~/.local/state/corral/pools; one of yours, or root's not writable by others)")
 	bf.register(cmd.Flags(), false)
 	return cmd
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/calls"
+	"github.com/corralhq/corral/internal/records"
 	"github.com/corralhq/corral/sandbox/kube"
 )
 
@@ -77,6 +78,12 @@ and stop.` + batchHelp,
 			h, closeHost, err := f.host(cmd.ErrOrStderr(), logger(cmd))
 			if err != nil {
 				return err
+			}
+			if out, ok := cmd.OutOrStdout().(*os.File); ok {
+				if err := records.CheckFile(h.Workspace(), "the results (standard output)", out); err != nil {
+					closeHost()
+					return err
+				}
 			}
 			s, err := h.Open(cmd.Context(), corral.SessionOptions{})
 			if err == nil {

@@ -131,6 +131,6 @@ is removed when the server exits (after a kill -9: by corral gc).`,
 	cmd.Flags().StringVar(&maxRequest, "max-request", "64m", "most bytes of one request body (HTTP) or line (stdio)")
 	cmd.Flags().StringVar(&snapshots, "snapshots", "", "the snapshot store sessions snapshot into and start from, shared with corral run --tasks and corral snapshot (default $XDG_STATE_HOME/corral/snapshots)")
 	cmd.Flags().IntVar(&warm, "warm", 0, "keep `N` sandboxes of the default configuration started ahead (Docker): a session on a fresh workspace that changes nothing of its sandbox takes one, and starts at once; the ready ones count against --max-sessions")
-	cmd.Flags().StringVar(&workDir, "work-dir", "", "with --warm, where the ready sandboxes' workspaces (slots) are made (default: the system's temporary directory); corral gc removes what a killed server left there")
+	cmd.Flags().StringVar(&workDir, "work-dir", "", "with --warm, where the ready sandboxes' workspaces (slots) are made (default: ~/.local/state/corral/pools; one of yours, or root's not writable by others); corral gc removes what a killed server left there")
 	return cmd
 }

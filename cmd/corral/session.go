@@ -15,6 +15,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/checkpoint"
+	"github.com/corralhq/corral/internal/records"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/tools"
@@ -47,13 +48,13 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	f.sandbox.register(fs)
 	f.policy.register(fs)
 	fs.StringVar(&f.confirm, "confirm", "deny", "what to do with a command the policy wants confirmed: deny (refuse it and tell the model approval was required), allow (run it), or ask (prompt on the terminal: once, session, rule, deny with a reason, or abort); with ask, a host no network list names is asked about there too, while allow never approves a host")
-	fs.StringVar(&f.events, "events", "", "write the event stream (call start and end with diffs, output chunks, outside file changes) to `FILE` as JSON lines")
+	fs.StringVar(&f.events, "events", "", "write the event stream (call start and end with diffs, output chunks, outside file changes) to `FILE` as JSON lines; outside the workspace, where no command can rewrite it")
 	fs.StringVar(&f.writePolicy, "write-policy", string(tools.RequireRead), "when write may overwrite an existing file: require-read (only a file read in this session and unchanged since) or allow (any file)")
 	fs.StringArrayVar(&f.protect, "protect", nil, "a workspace path edit and write must refuse, with what is below it (* matches within a name, ** any number of directories), and commands in the sandbox cannot change or create (paths without patterns); repeatable, added to the defaults "+strings.Join(tools.DefaultProtected, ", "))
 	fs.BoolVar(&f.noProtect, "no-default-protect", false, "do not protect "+strings.Join(tools.DefaultProtected, ", ")+" from edit and write")
 	fs.DurationVar(&f.bashTimeout, "bash-timeout", tools.DefaultBashTimeout, "timeout of a bash command that names none")
 	fs.DurationVar(&f.maxBashTimeout, "max-bash-timeout", tools.DefaultMaxBashTimeout, "the longest timeout a bash call may ask for")
-	fs.StringVar(&f.logDir, "log-dir", "", "keep the full output of each bash command in `DIR` (default: a temporary directory removed when the session ends)")
+	fs.StringVar(&f.logDir, "log-dir", "", "keep the full output of each bash command in `DIR` (default: a new directory in ~/.local/state/corral/logs, removed when the session ends); outside the workspace")
 	fs.StringVar(&f.maxLog, "max-log", "100m", "cap of each command's full log; past it, bytes are only counted")
 	f.checkpoints.register(fs)
 	f.isolate.register(fs)
@@ -191,6 +192,14 @@ func (f *sessionFlags) fullConfig(progress io.Writer, log *slog.Logger) (cfg cor
 		return corral.Config{}, nil, err
 	}
 	cfg.Logger = log
+	// Records a command could rewrite are no records: keep them out of the
+	// workspace.
+	if err := records.Check(cfg.Workspace, "--events", f.events); err != nil {
+		return corral.Config{}, nil, err
+	}
+	if err := records.Check(cfg.Workspace, "--log-dir", f.logDir); err != nil {
+		return corral.Config{}, nil, err
+	}
 	events, closeEvents, err := f.openEvents()
 	if err != nil {
 		return corral.Config{}, nil, err
