@@ -254,13 +254,32 @@ func (c *elicitConfirmer) Confirm(ctx context.Context, a *tools.Approval) (tools
 	}
 	res, err := c.ss.Elicit(ctx, &sdk.ElicitParams{Message: msg.String(), RequestedSchema: elicitSchema(a)})
 	if err != nil {
+		if strings.Contains(err.Error(), "does not match requested schema") {
+			// The SDK checked the form against the schema, on the
+			// client's side or on ours: the decision is no choice.
+			return tools.Answer{}, fmt.Errorf("the MCP client's answer to the approval was refused: its decision is not one of %s (%w); the command was not run", choiceList(a), err)
+		}
 		return tools.Answer{}, fmt.Errorf("asking the user through the MCP client: %w", err)
 	}
 	return elicitAnswer(a, res)
 }
 
+// choiceList names the choices of a: "once, session, deny, abort".
+func choiceList(a *tools.Approval) string {
+	names := make([]string, len(a.Choices))
+	for i, c := range a.Choices {
+		names[i] = string(c)
+	}
+	return strings.Join(names, ", ")
+}
+
 // elicitSchema is the form of an approval: the decision, among those offered,
-// and a reason for the agent.
+// and a reason for the agent. Neither is required: the protocol lets a client
+// accept with no content or an empty one (a client that shows only accept and
+// decline buttons does), and the SDK checks what content there is against
+// this schema, so a required decision would refuse such an accept before
+// elicitAnswer reads it as once. The default says so to the clients that show
+// the form, and the SDK fills it into an accepted form that lacks it.
 func elicitSchema(a *tools.Approval) map[string]any {
 	choices := make([]string, len(a.Choices))
 	for i, c := range a.Choices {
@@ -277,12 +296,11 @@ func elicitSchema(a *tools.Approval) map[string]any {
 				"description": help},
 			"reason": map[string]any{"type": "string", "title": "Reason for the agent", "description": "optional; the agent receives it when you deny or abort"},
 		},
-		"required": []string{"decision"},
 	}
 }
 
 // elicitAnswer reads the user's answer: accept carries the form's decision
-// (once when a client sent none), decline and cancel deny.
+// (once when a client sent none, or no form), decline and cancel deny.
 func elicitAnswer(a *tools.Approval, res *sdk.ElicitResult) (tools.Answer, error) {
 	if res.Action != "accept" {
 		return tools.Answer{Choice: tools.ChoiceDeny, By: "mcp"}, nil
@@ -295,7 +313,7 @@ func elicitAnswer(a *tools.Approval, res *sdk.ElicitResult) (tools.Answer, error
 		ans.Reason = strings.TrimSpace(r)
 	}
 	if err := a.Check(ans); err != nil {
-		return tools.Answer{}, err
+		return tools.Answer{}, fmt.Errorf("the MCP client's answer to the approval was refused: its decision %q is not one of %s (%w); the command was not run", ans.Choice, choiceList(a), err)
 	}
 	return ans, nil
 }

@@ -33,6 +33,7 @@ const ReadDescription = `Read a text file of the workspace, or list a directory.
 - Each line comes as "N<TAB>text", N being its 1-based line number. The number and the tab are not part of the file: never copy them into edit's oldText.
 - One call returns at most 2000 lines or 50 KB. When more remains, the last line says so and names the next call, e.g. "[Showing lines 1-2000 of 5234. Use offset=2001 to continue.]". Use offset and limit to read one part of a large file.
 - A line longer than 2000 characters is cut, with a marker saying how long it was.
+- A file over 64 MB is read only as far as the lines shown: the lines after them are not counted, and a line longer than 16 MB (a hole of a sparse file, say) ends the read inside it; the last line says so, with a bash command to look further.
 - A binary file is not shown: you get its size and type. A directory gives a listing of its entries (subdirectories end with "/").
 - Read a file before you edit or overwrite it: edit and write refuse a file that this session has not read, or that changed since (by the user, a formatter or a command) — then read it again.
 - read also opens the full log of a bash command, at the absolute path bash gives.`
@@ -44,8 +45,15 @@ const (
 	readMaxLineChars = 2000     // characters of one line
 	readMaxEntries   = 1000     // directory entries per call by default
 	sniffBytes       = 8 << 10  // bytes examined to tell text from binary
-	readBufferBytes  = 64 << 10
-	maxLineNumber    = 1 << 53 // offset and limit are taken at most as this
+	// readScanBytes bounds a read of a file over maxHashBytes, which is not
+	// read to its end: no line of it is read past readScanBytes, and no
+	// line is begun past readScanBytes of the lines shown. A longer line
+	// ends the read inside it (a hole of a sparse file is one line of NULs
+	// as long as the hole), so the first lines of any file cost at most
+	// twice this much.
+	readScanBytes   = 16 << 20
+	readBufferBytes = 64 << 10
+	maxLineNumber   = 1 << 53 // offset and limit are taken at most as this
 )
 
 // ReadDetails are the UI's data about a read.
@@ -62,8 +70,13 @@ type ReadDetails struct {
 	LastLine  int `json:"last_line,omitempty"`
 	Total     int `json:"total"`
 	// TotalUnknown is set when the file is too large (over 64 MB) to be
-	// read to its end for a count: Total is then 0.
+	// read to its end for a count: Total is then the lines counted, up to
+	// the last shown.
 	TotalUnknown bool `json:"total_unknown,omitempty"`
+	// StoppedAt is set when read stopped inside a line longer than 16 MB
+	// of a file over 64 MB: the byte offset it read to. The lines after
+	// that line were not counted, and no offset reaches them.
+	StoppedAt int64 `json:"stopped_at,omitempty"`
 	// NextOffset is the offset that continues the read; 0 when all was shown.
 	NextOffset int `json:"next_offset,omitempty"`
 	// CutLines counts shown lines cut at 2000 characters.
@@ -140,7 +153,10 @@ func fileKind(fi fs.FileInfo) string {
 // one cut line. record says to note the hash in the read-state. A file over
 // maxHashBytes is read only as far as the lines shown: its line count is
 // not known and its stat signature is its staleness key, so that the first
-// lines of a file of any size (a sparse terabyte) cost what they show.
+// lines of a file of any size (a sparse terabyte) cost what they show. Nor is
+// a line of it read past readScanBytes, nor is one begun past readScanBytes
+// of shown lines: a line without end (a hole of a sparse file, all NULs)
+// stops the read inside it.
 func (s *Session) readFile(ctx context.Context, f fsys.File, fi fs.FileInfo, t target, p ReadParams, record bool) (Result, error) {
 	h := newHasher()
 	large := fi.Size() > maxHashBytes
@@ -168,18 +184,28 @@ func (s *Session) readFile(ctx context.Context, f fsys.File, fi fs.FileInfo, t t
 	}
 	det := &ReadDetails{Path: t.display, Kind: "file", Size: fi.Size()}
 	var (
-		out       strings.Builder
-		line      []byte // the kept start of the current line
-		chars     int    // characters of the current line
-		lines     int    // lines completed
-		capped    bool   // stopped by readMaxBytes
-		drain     bool   // the window is done: count the rest
-		keepBytes = readMaxLineChars*utf8.UTFMax + 2
+		out        strings.Builder
+		line       []byte      // the kept start of the current line
+		chars      int         // characters of the current line
+		lineBytes  int64       // bytes of the current line
+		pos        int64       // bytes read past the byte-order mark
+		winStart   int64  = -1 // pos where the window's first line starts
+		lines      int         // lines completed
+		capped     bool        // stopped by readMaxBytes
+		drain      bool        // the window is done: count the rest
+		stopped    bool        // stopped by readScanBytes inside a line
+		scanCapped bool        // stopped by readScanBytes between lines
+		keepBytes  = readMaxLineChars*utf8.UTFMax + 2
 	)
 	for !drain {
 		chunk, err := br.ReadSlice('\n')
 		n := lines + 1
 		inWindow := n >= offset && n < offset+limit
+		if inWindow && winStart < 0 {
+			winStart = pos
+		}
+		pos += int64(len(chunk))
+		lineBytes += int64(len(chunk))
 		if inWindow {
 			if room := keepBytes - len(line); room > 0 {
 				line = append(line, chunk[:min(room, len(chunk))]...)
@@ -187,7 +213,10 @@ func (s *Session) readFile(ctx context.Context, f fsys.File, fi fs.FileInfo, t t
 			chars += countChars(chunk)
 		}
 		ended := len(chunk) > 0 && chunk[len(chunk)-1] == '\n'
-		if ended || (err == io.EOF && len(chunk) > 0) {
+		// A line of a large file longer than readScanBytes ends the read
+		// inside it: where it ends is not looked for.
+		stopped = large && !ended && err != io.EOF && lineBytes > readScanBytes
+		if ended || (err == io.EOF && lineBytes > 0) || stopped {
 			lines++
 			if inWindow {
 				if ended {
@@ -196,7 +225,7 @@ func (s *Session) readFile(ctx context.Context, f fsys.File, fi fs.FileInfo, t t
 						chars--
 					}
 				}
-				text, cut, invalid := formatLine(n, line, chars)
+				text, cut, invalid := formatLine(n, line, chars, !stopped)
 				if out.Len()+len(text) > readMaxBytes && det.LastLine > 0 {
 					capped, drain = true, true
 					det.NextOffset = n
@@ -215,7 +244,17 @@ func (s *Session) readFile(ctx context.Context, f fsys.File, fi fs.FileInfo, t t
 					drain = true
 				}
 			}
-			line, chars = line[:0], 0
+			line, chars, lineBytes = line[:0], 0, 0
+			if large && !drain && !stopped && winStart >= 0 && pos-winStart > readScanBytes {
+				// The window's lines are long: no other is begun, as
+				// at the output limit; offset continues there.
+				capped, scanCapped, drain = true, true, true
+				det.NextOffset = n + 1
+			}
+		}
+		if stopped {
+			det.StoppedAt = pos
+			break
 		}
 		if err == io.EOF {
 			break
@@ -229,7 +268,7 @@ func (s *Session) readFile(ctx context.Context, f fsys.File, fi fs.FileInfo, t t
 			}
 		}
 	}
-	if drain && large {
+	if (drain || stopped) && large {
 		det.TotalUnknown = true
 	} else if drain {
 		nl, last, err := countRest(ctx, br)
@@ -257,19 +296,36 @@ func (s *Session) readFile(ctx context.Context, f fsys.File, fi fs.FileInfo, t t
 	switch {
 	case lines == 0:
 		return Result{Content: fmt.Sprintf("[%s is empty.]", t.display), Details: det}, nil
+	case stopped && offset > lines:
+		return errorResult("offset %d lies past line %d of %s, a %s file, and line %d is longer than %s: read stopped inside it, %s into the file, and counts no line after it, so no offset past it can be read. Look further with bash: %s.",
+			offset, lines, t.display, byteSize(fi.Size()), lines, byteSize(readScanBytes), byteSize(pos), lookFurther(t.display, pos)), nil
 	case offset > lines:
 		return errorResult("offset %d is past the end of %s, which has %d line%s. Use an offset from 1 to %d.", offset, t.display, lines, plural(lines), lines), nil
 	}
-	if !capped && (det.LastLine < lines || det.TotalUnknown) {
+	if !capped && !stopped && (det.LastLine < lines || det.TotalUnknown) {
 		det.NextOffset = det.LastLine + 1
 	}
 	var notes []string
 	if det.InvalidUTF8 {
 		notes = append(notes, "[Some bytes of these lines are not valid UTF-8 and are shown as \uFFFD; oldText cannot match them.]")
 	}
-	if det.NextOffset > 0 {
+	if stopped {
+		next := ""
+		if det.LastLine < lines {
+			next = fmt.Sprintf(" It did not fit the %d KB output limit: offset=%d shows its start.", readMaxBytes>>10, lines)
+		}
+		shown := fmt.Sprintf("lines %d-%d", det.FirstLine, det.LastLine)
+		if det.FirstLine == det.LastLine {
+			shown = fmt.Sprintf("line %d", det.FirstLine)
+		}
+		notes = append(notes, fmt.Sprintf("[Showing %s of a %s file. Line %d is longer than %s: read stopped inside it, %s into the file, and did not count the lines after it; no offset past it can be read.%s Look further with bash: %s.]",
+			shown, byteSize(fi.Size()), lines, byteSize(readScanBytes), byteSize(pos), next, lookFurther(t.display, pos)))
+	} else if det.NextOffset > 0 {
 		limitNote := ""
-		if capped {
+		switch {
+		case scanCapped:
+			limitNote = fmt.Sprintf(" (read takes at most %s of a large file's lines a call)", byteSize(readScanBytes))
+		case capped:
 			limitNote = fmt.Sprintf(" (the %d KB output limit)", readMaxBytes>>10)
 		}
 		if det.TotalUnknown {
@@ -297,15 +353,23 @@ func countChars(b []byte) int {
 	return n
 }
 
+// lookFurther suggests bash commands that show what a read that stopped at
+// byte pos did not: the bytes from there, and the file's end.
+func lookFurther(display string, pos int64) string {
+	q := shellQuote(display)
+	return fmt.Sprintf("`tail -c +%d %s | head -c 4000 | cat -v` shows the bytes that follow, `tail -c 4000 %s | cat -v` the file's end", pos+1, q, q)
+}
+
 // formatLine renders line n ("N\ttext\n"), cut at readMaxLineChars characters.
-// line is the kept start of the line, chars its whole length in characters
-// without the line ending.
-func formatLine(n int, line []byte, chars int) (text string, cut, invalid bool) {
+// line is the kept start of the line, chars its length in characters without
+// the line ending: its whole length when whole is set, else the characters
+// read of a line that read stopped in.
+func formatLine(n int, line []byte, chars int, whole bool) (text string, cut, invalid bool) {
 	if bytes.HasSuffix(line, []byte("\n")) {
 		line = line[:len(line)-1]
 		line = bytes.TrimSuffix(line, []byte("\r"))
 	}
-	if chars > readMaxLineChars {
+	if chars > readMaxLineChars || !whole {
 		cut = true
 		i, k := 0, 0
 		for i < len(line) && k < readMaxLineChars {
@@ -320,7 +384,10 @@ func formatLine(n int, line []byte, chars int) (text string, cut, invalid bool) 
 		invalid = true
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	if cut {
+	switch {
+	case cut && !whole:
+		s += fmt.Sprintf(" … [line cut: %d of the %d characters read shown; the line goes on, and read stopped inside it]", min(chars, readMaxLineChars), chars)
+	case cut:
 		s += fmt.Sprintf(" … [line cut: %d of its %d characters shown]", readMaxLineChars, chars)
 	}
 	return fmt.Sprintf("%d\t%s\n", n, s), cut, invalid

@@ -209,3 +209,107 @@ func TestReadSparseTerabyte(t *testing.T) {
 		t.Errorf("write read %d MB of the old file", got>>20)
 	}
 }
+
+// sparseHole makes a file of size bytes whose first lines, 1900 short ones,
+// are text (over the 8 KB read sniffs) and the rest a hole: one line of NULs
+// without end, as long as the file.
+func sparseHole(t *testing.T, dir string, size int64) {
+	t.Helper()
+	var b strings.Builder
+	for i := 1; i <= 1900; i++ {
+		fmt.Fprintf(&b, "%d\n", i)
+	}
+	p := filepath.Join(dir, "hole.txt")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The first lines of a 64 GiB sparse text file, whose hole starts within the
+// lines asked for, come without reading the hole to its end: read stops
+// inside the hole's line, shows its start cut, and says that the lines after
+// it were not counted, the file's size, and how to look further. An offset
+// past that line is refused the same way, and one at it shows it again.
+func TestReadSparseHole(t *testing.T) {
+	s, ws := newTestSession(t, nil)
+	sparseHole(t, ws, 64<<30)
+	before := procReadBytes(t)
+	r := mustOK(t, s, "read", m{"path": "hole.txt"})
+	if got := procReadBytes(t) - before; got > 2*readScanBytes {
+		t.Errorf("read read %d MB of the file", got>>20)
+	}
+	d := r.Details.(*ReadDetails)
+	if !d.TotalUnknown || d.StoppedAt <= readScanBytes || d.StoppedAt > readScanBytes+2*readBufferBytes || d.NextOffset != 0 || d.LastLine != 1901 || d.Total != 1901 {
+		t.Errorf("details %+v", *d)
+	}
+	wantFacts(t, r.Content, "1\t1\n2\t2\n", "1900\t1900\n1901\t",
+		" characters read shown; the line goes on, and read stopped inside it]",
+		fmt.Sprintf("[Showing lines 1-1901 of a 68.7 GB file. Line 1901 is longer than 16.8 MB: read stopped inside it, %s into the file, and did not count the lines after it; no offset past it can be read.", byteSize(d.StoppedAt)),
+		fmt.Sprintf("`tail -c +%d hole.txt | head -c 4000 | cat -v` shows the bytes that follow, `tail -c 4000 hole.txt | cat -v` the file's end.]", d.StoppedAt+1))
+
+	before = procReadBytes(t)
+	mustFail(t, s, "read", m{"path": "hole.txt", "offset": 2001},
+		"offset 2001 lies past line 1901 of hole.txt, a 68.7 GB file, and line 1901 is longer than 16.8 MB: read stopped inside it",
+		"Look further with bash: `tail -c +")
+	if got := procReadBytes(t) - before; got > 2*readScanBytes {
+		t.Errorf("read with an offset read %d MB of the file", got>>20)
+	}
+	r = mustOK(t, s, "read", m{"path": "hole.txt", "offset": 1901, "limit": 1})
+	wantFacts(t, r.Content, "1901\t", "[Showing line 1901 of a 68.7 GB file. Line 1901 is longer")
+	// It was read: edit refuses it for its size, not as unread.
+	mustFail(t, s, "edit", m{"path": "hole.txt", "oldText": "1\n2\n", "newText": "x\n"}, "more than the 64.0 MB that edit and write change in memory")
+}
+
+// A last line without a newline is a line, even when the file ends where
+// read's buffer does.
+func TestReadLongLastLine(t *testing.T) {
+	for _, n := range []int{readBufferBytes, 2 * readBufferBytes, 2*readBufferBytes + 1} {
+		s, _ := newTestSession(t, map[string]string{"one.txt": strings.Repeat("a", n)})
+		r := mustOK(t, s, "read", m{"path": "one.txt"})
+		want := fmt.Sprintf("[line cut: 2000 of its %d characters shown]", n)
+		if !strings.HasPrefix(r.Content, "1\taaa") || !strings.HasSuffix(r.Content, want) {
+			t.Errorf("%d bytes: %s", n, clip(r.Content))
+		}
+		if d := r.Details.(*ReadDetails); d.Total != 1 {
+			t.Errorf("%d bytes: total %d", n, d.Total)
+		}
+	}
+}
+
+// In a file over 64 MB of long lines (1 MiB each, a hole between their
+// newlines), the lines shown are not read past 16 MB in all: read stops
+// between two lines, says why, and offset continues there.
+func TestReadLongLinesOfLargeFile(t *testing.T) {
+	s, ws := newTestSession(t, nil)
+	f, err := os.Create(filepath.Join(ws, "long.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(strings.Repeat("a", 9000) + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(1); i <= 256; i++ {
+		if _, err := f.WriteAt([]byte("\n"), i<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	before := procReadBytes(t)
+	r := mustOK(t, s, "read", m{"path": "long.txt"})
+	if got := procReadBytes(t) - before; got > 2*readScanBytes {
+		t.Errorf("read read %d MB of the file", got>>20)
+	}
+	d := r.Details.(*ReadDetails)
+	if d.LastLine < 10 || d.LastLine > 20 || d.NextOffset != d.LastLine+1 || !d.TotalUnknown || d.StoppedAt != 0 {
+		t.Fatalf("details %+v", *d)
+	}
+	wantFacts(t, r.Content, fmt.Sprintf("[Showing lines 1-%d of a 1.1 GB file, too large to count its lines (read takes at most 16.8 MB of a large file's lines a call). Use offset=%d to continue.]", d.LastLine, d.NextOffset))
+	r = mustOK(t, s, "read", m{"path": "long.txt", "offset": d.NextOffset, "limit": 2})
+	wantFacts(t, r.Content, fmt.Sprintf("%d\t", d.NextOffset), fmt.Sprintf("Use offset=%d to continue.", d.NextOffset+2))
+}

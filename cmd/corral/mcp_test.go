@@ -348,6 +348,8 @@ func TestMCPBashElicitation(t *testing.T) {
 		{"once", []answer{{"accept", map[string]any{"decision": "once"}}, {"accept", map[string]any{"decision": "once"}}}, []string{"git push origin main", "git push origin main"}, 2, []bool{true, true}, ""},
 		{"session", []answer{{"accept", map[string]any{"decision": "session"}}}, []string{"git push origin main", "git push origin main"}, 1, []bool{true, true}, ""},
 		{"accept without a form", []answer{{"accept", nil}}, []string{"git push origin main"}, 1, []bool{true}, ""},
+		{"accept with an empty form", []answer{{"accept", map[string]any{}}}, []string{"git push origin main"}, 1, []bool{true}, ""},
+		{"unknown decision", []answer{{"accept", map[string]any{"decision": "yes"}}}, []string{"git push origin main"}, 1, []bool{false}, "not one of once, session, deny, abort"},
 		{"deny with a reason", []answer{{"accept", map[string]any{"decision": "deny", "reason": "push to the fork instead"}}}, []string{"git push origin main"}, 1, []bool{false}, "The user says: push to the fork instead"},
 		{"abort", []answer{{"accept", map[string]any{"decision": "abort"}}}, []string{"git push origin main"}, 1, []bool{false}, "The user stopped this call"},
 		{"decline", []answer{{"decline", nil}}, []string{"git push origin main"}, 1, []bool{false}, "declined"},
