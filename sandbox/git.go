@@ -39,8 +39,9 @@ import (
 // trust as the user's.
 //
 // So no command ever sees the host's repository directory. Each repository
-// (the workspace's .git, its submodules' repositories in .git/modules and
-// the .git directories of submodules' worktrees) is replaced inside the
+// (the workspace's .git, its submodules' repositories in .git/modules, the
+// .git directories of submodules' worktrees, and every other repository in
+// the workspace a bounded walk finds at the start) is replaced inside the
 // container by a shadow: a copy, in a host directory outside the workspace,
 // of everything but its data. Into the shadow are bind-mounted, shared with
 // the host, only the directories git keeps data in, which git never reads as
@@ -149,10 +150,9 @@ func shadowsDir() (string, error) {
 }
 
 // newGitShadow shadows the workspace's repositories, if it has any, for
-// the session. uid and gid own what the container may write. It returns nil
-// when the workspace is no repository. A workspace whose .git is a file (a
-// linked worktree, a submodule) gets that file read-only: its repository is
-// outside, not visible in the container.
+// the session. uid and gid own what the container may write. A workspace
+// whose .git is a file (a linked worktree, a submodule) gets that file
+// read-only: its repository is outside, not visible in the container.
 func newGitShadow(ws, session string, uid, gid int, protect []string, log *slog.Logger) (*gitShadow, error) {
 	parent, err := shadowsDir()
 	if err != nil {
@@ -193,15 +193,16 @@ func (s *gitShadow) build(ws string, protect []string) error {
 		// visible in the container; the file naming it is read-only.
 		s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: gitDir, Target: gitDir, ReadOnly: true})
 		s.pinned[gitDir] = true
-		return nil
-	case err != nil || !fi.IsDir():
-		return nil
+	case err == nil && fi.IsDir():
+		repos = append(repos, repo{gitDir, ws})
+		s.pinned[gitDir] = true
 	}
-	repos = append(repos, repo{gitDir, ws})
-	s.pinned[gitDir] = true
 	// The submodules' repositories in .git/modules (nested ones included).
 	visited := 0
 	filepath.WalkDir(filepath.Join(ws, ".git", "modules"), func(p string, d fs.DirEntry, err error) error {
+		if len(repos) == 0 {
+			return fs.SkipAll
+		}
 		if visited++; visited > maxGitWalk {
 			return fs.SkipAll // a tree made to slow the start down
 		}
@@ -222,7 +223,20 @@ func (s *gitShadow) build(ws string, protect []string) error {
 	})
 	budget := int64(maxShadowCopy)
 	links := 0
-	for i := 0; i < len(repos); i++ {
+	walked := false
+	for i := 0; ; i++ {
+		if i == len(repos) && !walked {
+			// Then the other repositories anywhere in the workspace (a
+			// clone in a subdirectory, a workspace of several), once those
+			// above are known.
+			walked = true
+			for _, n := range s.nested(ws, maxGitDirs-len(repos)) {
+				repos = append(repos, repo{n, filepath.Dir(n)})
+			}
+		}
+		if i == len(repos) {
+			break
+		}
 		r := repos[i]
 		shadow := filepath.Join(s.dir, "r"+strconv.Itoa(i))
 		sr := &shadowRepo{Host: r.dir, Shadow: shadow, HashLen: 20, Base: map[string]syncKey{}}
@@ -284,9 +298,12 @@ func (s *gitShadow) build(ws string, protect []string) error {
 			g := filepath.Join(sub, ".git")
 			fi, err := os.Lstat(g)
 			switch {
+			case s.pinned[g]:
 			case err == nil && fi.Mode().IsRegular():
+				s.pinned[g] = true
 				s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: g, Target: g, ReadOnly: true})
 			case err == nil && fi.IsDir() && len(repos) < maxGitDirs:
+				s.pinned[g] = true
 				if _, err := os.Lstat(filepath.Join(g, "HEAD")); err == nil {
 					repos = append(repos, repo{g, sub}) // a repository in the worktree: shadowed
 				} else {
@@ -302,6 +319,74 @@ func (s *gitShadow) build(ws string, protect []string) error {
 	}
 	return nil
 }
+
+// maxNestedWalk bounds the entries of the workspace looked at to find the
+// repositories in it.
+const maxNestedWalk = 200_000
+
+// nested finds the repositories elsewhere in the workspace than its .git
+// and its submodules (a clone in a subdirectory, a workspace that is a
+// folder of repositories): git on the host would run their config and hooks
+// as soon as the user runs git there. It returns up to max repository
+// directories to shadow, each with the directories down to it pinned; a
+// .git file there (a linked worktree's) is made read-only; what it cannot
+// cover it says.
+func (s *gitShadow) nested(ws string, max int) []string {
+	var found []string
+	n := 0
+	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if n++; n > maxNestedWalk {
+			return errNestedWalk
+		}
+		if err != nil || d.Name() != ".git" {
+			return nil
+		}
+		if s.pinned[p] || p == filepath.Join(ws, ".git") {
+			if d.IsDir() {
+				return fs.SkipDir // shadowed already, or made read-only
+			}
+			return nil
+		}
+		parent := filepath.Dir(p)
+		switch {
+		case d.IsDir():
+			if fi, err := os.Lstat(filepath.Join(p, "HEAD")); err != nil || !fi.Mode().IsRegular() {
+				return fs.SkipDir // not one git would take for a repository
+			}
+			if len(found) >= max {
+				// Not shadowed: its config and hooks at least read-only.
+				s.log.Warn("too many repositories in the workspace: this one is not shadowed, only its config and hooks are read-only", "path", p)
+				if s.pin(ws, parent) {
+					for _, name := range []string{"config", "hooks"} {
+						if fi, err := os.Lstat(filepath.Join(p, name)); err == nil && (fi.IsDir() || fi.Mode().IsRegular()) {
+							s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(p, name), Target: filepath.Join(p, name), ReadOnly: true})
+						}
+					}
+				}
+				return fs.SkipDir
+			}
+			if !s.pin(ws, parent) {
+				s.log.Warn("cannot shadow a repository of the workspace", "path", p)
+				return fs.SkipDir
+			}
+			s.pinned[p] = true
+			found = append(found, p)
+			return fs.SkipDir
+		case d.Type().IsRegular():
+			if s.pin(ws, parent) {
+				s.pinned[p] = true
+				s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("the workspace is too large to look for every repository in it: those not found are not shadowed, and git on the host would run their config and hooks", "entries", maxNestedWalk)
+	}
+	return found
+}
+
+var errNestedWalk = errors.New("too many entries")
 
 // pin makes every directory from the workspace (exclusive) down to dir
 // (inclusive) a mount point of its own, so that none can be renamed and

@@ -281,3 +281,66 @@ func TestGCIgnoresPlantedShadow(t *testing.T) {
 		t.Errorf("gc removed the planted directory: %v", err)
 	}
 }
+
+// Repositories elsewhere in the workspace than its .git — here a workspace
+// with none of its own, holding a clone and a deeper one — are shadowed as
+// well: a config or a hook a command plants in them never reaches the host,
+// they cannot be moved aside, and a commit made in them does reach it.
+func TestGitShadowNested(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on the host")
+	}
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	marks := t.TempDir()
+	var configs []string
+	for _, d := range []string{"proj", "a/b/deep"} {
+		dir := filepath.Join(ws, filepath.FromSlash(d))
+		os.MkdirAll(dir, 0o755)
+		hostGitT(t, dir, "init", "-q")
+		hostGitT(t, dir, "commit", "-q", "--allow-empty", "-m", "one")
+		b, _ := os.ReadFile(filepath.Join(dir, ".git", "config"))
+		configs = append(configs, string(b))
+	}
+	c := newSandbox(t, cfg)
+	if !hasTool(t, c, "git") {
+		t.Skip("no git in the image")
+	}
+	for _, d := range []string{"proj", "a/b/deep"} {
+		for _, a := range []string{
+			"git -C " + d + " config core.fsmonitor 'touch " + marks + "/fsmonitor; false'",
+			"mkdir -p " + d + "/.git/hooks && printf '#!/bin/sh\\ntouch " + marks + "/hook\\n' > " + d + "/.git/hooks/post-commit && chmod +x " + d + "/.git/hooks/post-commit",
+			"printf '#!/bin/sh\\ntouch " + marks + "/hook\\n' > " + d + "/.git/hooks/pre-commit; chmod +x " + d + "/.git/hooks/pre-commit",
+		} {
+			run(t, c, ExecRequest{Command: a})
+		}
+	}
+	sh(t, c, "git -C proj -c user.name=a -c user.email=a@x -c core.hooksPath=/nonexistent -c core.fsmonitor=false commit -q --allow-empty -m inside")
+	for i, d := range []string{"proj", "a/b/deep"} {
+		dir := filepath.Join(ws, filepath.FromSlash(d))
+		if b, _ := os.ReadFile(filepath.Join(dir, ".git", "config")); string(b) != configs[i] {
+			t.Errorf("%s/.git/config changed on the host:\n%s", d, b)
+		}
+		for _, h := range []string{"post-commit", "pre-commit"} {
+			if _, err := os.Lstat(filepath.Join(dir, ".git", "hooks", h)); err == nil {
+				t.Errorf("the hook %s reached %s on the host", h, d)
+			}
+		}
+		// The user's git in it runs nothing of the command's.
+		cmd := exec.Command("git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "user")
+		cmd.Dir = dir
+		cmd.CombinedOutput()
+		exec.Command("git", "-C", dir, "status").CombinedOutput()
+	}
+	if ents, _ := os.ReadDir(marks); len(ents) > 0 {
+		t.Errorf("git on the host ran what a command planted: %v", ents)
+	}
+	if got := hostGitT(t, filepath.Join(ws, "proj"), "log", "--format=%s"); !strings.Contains(got, "inside\none") {
+		t.Errorf("the commit made inside did not reach the host: %q", got)
+	}
+	for _, d := range []string{"proj", "a/b/deep", "a"} {
+		if res, out := run(t, c, ExecRequest{Command: "mv " + d + " moved"}); res.ExitCode == 0 {
+			t.Errorf("%s could be moved aside (and replaced by one with a hook): %s", d, out)
+		}
+	}
+}
