@@ -264,7 +264,7 @@ func (s *gitShadow) build(ws string, protect []string) error {
 		os.Mkdir(info, 0o755)
 		s.chown(info)
 		infoShadow := filepath.Join(s.dir, "objects-info-"+strconv.Itoa(i))
-		if err := s.copyTree(info, infoShadow, &budget); err != nil {
+		if err := s.copyInfo(ws, info, infoShadow, &budget); err != nil {
 			return err
 		}
 		s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: infoShadow, Target: info})
@@ -551,13 +551,6 @@ func (s *gitShadow) copyTree(src, dst string, budget *int64) error {
 			}
 			return nil
 		}
-		if p == src && !d.IsDir() && filepath.Dir(dst) == s.dir {
-			// The root of a shadow of its own (objects/info, in the shared
-			// objects a command can write) that is not a directory: a link
-			// would be copied as one, and the mount made of it would follow
-			// it. An empty one instead.
-			return os.Mkdir(dst, 0o755)
-		}
 		rel, _ := filepath.Rel(src, p)
 		t := filepath.Join(dst, rel)
 		fi, err := d.Info()
@@ -592,12 +585,108 @@ func (s *gitShadow) copyTree(src, dst string, budget *int64) error {
 	})
 }
 
+// copyInfo copies objects/info (commit-graphs, the packs' list,
+// alternates) into its shadow. It is in the shared objects a command of
+// another session on the workspace can write, so it is read by descriptor
+// (see repoDir), two levels deep: a directory on the way replaced by a link
+// leads nowhere, and a root that is not a directory gives an empty shadow
+// (a link copied as one would be followed by the mount).
+func (s *gitShadow) copyInfo(ws, info, dst string, budget *int64) error {
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		return err
+	}
+	s.chown(dst)
+	d, err := openRepoDir(ws, info)
+	if err != nil {
+		return nil
+	}
+	defer d.close()
+	return s.copyDirAt(d, dst, budget, 2)
+}
+
+func (s *gitShadow) copyDirAt(d *repoDir, dst string, budget *int64, depth int) error {
+	fd, err := unix.Dup(d.fd)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	names, err := f.Readdirnames(maxGitWalk)
+	f.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil
+	}
+	for _, name := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		t := filepath.Join(dst, name)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			b, err := d.read(name, *budget)
+			if err != nil {
+				if errors.Is(err, errTooLarge) {
+					return fmt.Errorf("sandbox: %s holds more than %d MiB: too much to shadow", d.path, maxShadowCopy>>20)
+				}
+				continue
+			}
+			*budget -= int64(len(b))
+			if err := os.WriteFile(t, b, fs.FileMode(st.Mode&0o777)); err != nil {
+				return err
+			}
+		case unix.S_IFLNK:
+			buf := make([]byte, 4096)
+			n, err := unix.Readlinkat(d.fd, name, buf)
+			if err != nil || n == len(buf) {
+				continue
+			}
+			if err := os.Symlink(string(buf[:n]), t); err != nil {
+				return err
+			}
+		case unix.S_IFDIR:
+			if depth <= 1 {
+				continue
+			}
+			sub, err := openBeneathFD(d, name)
+			if err != nil {
+				continue
+			}
+			err = os.Mkdir(t, fs.FileMode(st.Mode&0o777)|0o700)
+			if err == nil {
+				s.chown(t)
+				err = s.copyDirAt(sub, t, budget, depth-1)
+			}
+			sub.close()
+			if err != nil {
+				return err
+			}
+			continue
+		default:
+			continue
+		}
+		s.chown(t)
+	}
+	return nil
+}
+
+// openBeneathFD opens the directory name in d, not following a link.
+func openBeneathFD(d *repoDir, name string) (*repoDir, error) {
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &repoDir{fd: fd, path: filepath.Join(d.path, name)}, nil
+}
+
 func copyFile(src, dst string, perm fs.FileMode) error {
 	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil // gone meanwhile
 	}
 	defer in.Close()
+	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil // replaced meanwhile
+	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
@@ -646,11 +735,11 @@ func readSmall(p string, max int64) ([]byte, error) {
 		return nil, errors.New("not a regular file")
 	}
 	if fi.Size() > max {
-		return nil, errors.New("too large")
+		return nil, errTooLarge
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if int64(len(b)) > max {
-		return nil, errors.New("too large")
+		return nil, errTooLarge
 	}
 	return b, err
 }
@@ -1108,6 +1197,8 @@ func (d *repoDir) read(name string, max int64) ([]byte, error) {
 	return readRegular(f, max)
 }
 
+var errTooLarge = errors.New("too large")
+
 // readRegular reads f, checked on its descriptor to be a regular file of
 // at most max bytes.
 func readRegular(f *os.File, max int64) ([]byte, error) {
@@ -1119,11 +1210,11 @@ func readRegular(f *os.File, max int64) ([]byte, error) {
 		return nil, errors.New("not a regular file")
 	}
 	if fi.Size() > max {
-		return nil, errors.New("too large")
+		return nil, errTooLarge
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if int64(len(b)) > max {
-		return nil, errors.New("too large")
+		return nil, errTooLarge
 	}
 	return b, err
 }

@@ -115,7 +115,9 @@ func TestGitShadowRace(t *testing.T) {
 	hostGitT(t, ws, "add", "f")
 	hostGitT(t, ws, "commit", "-q", "-m", "one")
 	hostGitT(t, ws, "pack-refs", "--all")
+	hostGitT(t, ws, "commit-graph", "write", "--reachable")
 	c := newSandbox(t, cfg)
+	sh(t, c, "test -s .git/objects/info/commit-graph") // objects/info's shadow has it
 	if !hasTool(t, c, "python3") {
 		t.Skip("no python3 in the image")
 	}
