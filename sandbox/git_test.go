@@ -346,3 +346,61 @@ func TestGitShadowNested(t *testing.T) {
 		}
 	}
 }
+
+// checkIndex reads and rewrites every index version git writes: with
+// extended flags (version 3) and with compressed paths (version 4), the
+// flags it clears are cleared on the right entries, the rest kept, and git
+// reads the result.
+func TestCheckIndexVersions(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on the host")
+	}
+	for _, version := range []string{"2", "3", "4"} {
+		t.Run("v"+version, func(t *testing.T) {
+			ws := t.TempDir()
+			hostGitT(t, ws, "init", "-q")
+			for _, n := range []string{"a/one", "a/two", "b", "c/deep/three"} {
+				os.MkdirAll(filepath.Join(ws, filepath.Dir(n)), 0o755)
+				os.WriteFile(filepath.Join(ws, n), []byte(n), 0o644)
+			}
+			hostGitT(t, ws, "add", ".")
+			hostGitT(t, ws, "update-index", "--index-version", version)
+			hostGitT(t, ws, "update-index", "--assume-unchanged", "b")
+			hostIndex, err := os.ReadFile(filepath.Join(ws, ".git", "index"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hostGitT(t, ws, "update-index", "--assume-unchanged", "a/two")
+			os.WriteFile(filepath.Join(ws, "a/one"), []byte("changed"), 0o644)
+			hostGitT(t, ws, "add", "a/one")
+			if version != "2" {
+				hostGitT(t, ws, "update-index", "--skip-worktree", "a/one", "c/deep/three")
+			}
+			b, _ := os.ReadFile(filepath.Join(ws, ".git", "index"))
+			out, err := checkIndex(b, 20, nil, hostIndex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, ".git", "index"), out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got := hostGitT(t, ws, "ls-files", "-v")
+			if want := "H a/one\nH a/two\nh b\nH c/deep/three\n"; got != want {
+				t.Errorf("ls-files -v:\n%s\nwant\n%s", got, want)
+			}
+			// The stat data of a/one, changed, is not trusted; that of the
+			// others, the same as the host's once the flags are cleared, is
+			// kept.
+			entries, _, _, err := parseIndex(out, 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				zero := allZero(out[e.off : e.off+24])
+				if (e.path == "a/one") != zero {
+					t.Errorf("%s: stat data zeroed %v", e.path, zero)
+				}
+			}
+		})
+	}
+}

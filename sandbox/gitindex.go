@@ -254,7 +254,10 @@ func checkIndex(b []byte, hashLen int, links map[string]bool, hostIndex []byte) 
 		if flags&indexFlagExtended != 0 {
 			ext = binary.BigEndian.Uint16(body[fl+2:])
 		}
-		same := had(func(h hostEntry) bool { return bytes.Equal(h.fixed, fixed) && h.flags == flags && h.ext == ext })
+		// (An extended flags word of 0 is as none.)
+		same := had(func(h hostEntry) bool {
+			return bytes.Equal(h.fixed, fixed) && h.flags&^indexFlagExtended == flags&^indexFlagExtended && h.ext == ext
+		})
 		if !same && !(allZero(fixed[:indexStatModeOff]) && allZero(fixed[indexStatModeEnd:indexStatSize])) {
 			clear(fixed[:indexStatModeOff])
 			clear(fixed[indexStatModeEnd:indexStatSize])
