@@ -3,7 +3,9 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,8 +21,10 @@ import (
 	"syscall"
 
 	"github.com/docker/docker/api/types/mount"
+	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/internal/sanitize"
+	"github.com/corralhq/corral/internal/statedir"
 
 	"github.com/corralhq/corral/sandbox/internal/envpath"
 )
@@ -35,8 +39,9 @@ import (
 // trust as the user's.
 //
 // So no command ever sees the host's repository directory. Each repository
-// (the workspace's .git, its submodules' repositories in .git/modules and
-// the .git directories of submodules' worktrees) is replaced inside the
+// (the workspace's .git, its submodules' repositories in .git/modules, the
+// .git directories of submodules' worktrees, and every other repository in
+// the workspace a bounded walk finds at the start) is replaced inside the
 // container by a shadow: a copy, in a host directory outside the workspace,
 // of everything but its data. Into the shadow are bind-mounted, shared with
 // the host, only the directories git keeps data in, which git never reads as
@@ -132,23 +137,34 @@ type gitShadow struct {
 	pinned map[string]bool // mount targets so far, while building
 }
 
-// shadowPrefix starts the name of every session's shadow directory, in the
-// host's temporary directory.
+// shadowPrefix starts the name of every session's shadow directory, in
+// shadowsDir.
 const shadowPrefix = "corral-git-"
 
+// shadowsDir is the directory of the shadows of the running user's
+// sessions: private to the user (statedir), never a shared temporary
+// directory, where any local user could plant a shadow and a state.json for
+// `corral gc` (often root) to act on, or take the name of one.
+func shadowsDir() (string, error) {
+	return statedir.Dir("shadows")
+}
+
 // newGitShadow shadows the workspace's repositories, if it has any, for
-// the session. uid and gid own what the container may write. It returns nil
-// when the workspace is no repository. A workspace whose .git is a file (a
-// linked worktree, a submodule) gets that file read-only: its repository is
-// outside, not visible in the container.
+// the session. uid and gid own what the container may write. A workspace
+// whose .git is a file (a linked worktree, a submodule) gets that file
+// read-only: its repository is outside, not visible in the container.
 func newGitShadow(ws, session string, uid, gid int, protect []string, log *slog.Logger) (*gitShadow, error) {
-	dir, err := os.MkdirTemp("", shadowPrefix+session+"-")
+	parent, err := shadowsDir()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: shadow of the repository: %w", err)
+	}
+	dir, err := os.MkdirTemp(parent, shadowPrefix+session+"-")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: shadow of the repository: %w", err)
 	}
 	if envpath.Within(ws, dir) {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("sandbox: the temporary directory %s is inside the workspace: the repository's shadow must be outside", filepath.Dir(dir))
+		return nil, fmt.Errorf("sandbox: corral's state directory %s is inside the workspace: the repository's shadow must be outside (set XDG_STATE_HOME to a directory outside it)", parent)
 	}
 	s := &gitShadow{dir: dir, log: log, st: shadowState{Workspace: ws, Owner: OwnerLabels(session, ws), UID: uid, GID: gid}}
 	if err := s.build(ws, protect); err != nil {
@@ -177,15 +193,16 @@ func (s *gitShadow) build(ws string, protect []string) error {
 		// visible in the container; the file naming it is read-only.
 		s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: gitDir, Target: gitDir, ReadOnly: true})
 		s.pinned[gitDir] = true
-		return nil
-	case err != nil || !fi.IsDir():
-		return nil
+	case err == nil && fi.IsDir():
+		repos = append(repos, repo{gitDir, ws})
+		s.pinned[gitDir] = true
 	}
-	repos = append(repos, repo{gitDir, ws})
-	s.pinned[gitDir] = true
 	// The submodules' repositories in .git/modules (nested ones included).
 	visited := 0
 	filepath.WalkDir(filepath.Join(ws, ".git", "modules"), func(p string, d fs.DirEntry, err error) error {
+		if len(repos) == 0 {
+			return fs.SkipAll
+		}
 		if visited++; visited > maxGitWalk {
 			return fs.SkipAll // a tree made to slow the start down
 		}
@@ -206,7 +223,20 @@ func (s *gitShadow) build(ws string, protect []string) error {
 	})
 	budget := int64(maxShadowCopy)
 	links := 0
-	for i := 0; i < len(repos); i++ {
+	walked := false
+	for i := 0; ; i++ {
+		if i == len(repos) && !walked {
+			// Then the other repositories anywhere in the workspace (a
+			// clone in a subdirectory, a workspace of several), once those
+			// above are known.
+			walked = true
+			for _, n := range s.nested(ws, maxGitDirs-len(repos)) {
+				repos = append(repos, repo{n, filepath.Dir(n)})
+			}
+		}
+		if i == len(repos) {
+			break
+		}
 		r := repos[i]
 		shadow := filepath.Join(s.dir, "r"+strconv.Itoa(i))
 		sr := &shadowRepo{Host: r.dir, Shadow: shadow, HashLen: 20, Base: map[string]syncKey{}}
@@ -234,17 +264,23 @@ func (s *gitShadow) build(ws string, protect []string) error {
 		os.Mkdir(info, 0o755)
 		s.chown(info)
 		infoShadow := filepath.Join(s.dir, "objects-info-"+strconv.Itoa(i))
-		if err := s.copyTree(info, infoShadow, &budget); err != nil {
+		if err := s.copyInfo(ws, info, infoShadow, &budget); err != nil {
 			return err
 		}
 		s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: infoShadow, Target: info})
+		hd, sd, err := s.openRepo(sr)
+		if err != nil {
+			return fmt.Errorf("sandbox: shadow of %s: %w", r.dir, err)
+		}
 		for _, name := range gitSynced {
-			k, _ := s.keyOf(filepath.Join(r.dir, name), filepath.Join(shadow, name))
+			k, _ := s.keyOf(hd, sd, name)
 			sr.Base[name] = k
 		}
 		// The submodules of this repository's worktree: their .git must not
 		// be the command's.
-		b, _ := readSmall(filepath.Join(r.dir, "index"), indexMaxSize)
+		b, _ := hd.read("index", indexMaxSize)
+		hd.close()
+		sd.close()
 		sr.Links = map[string]bool{}
 		for _, l := range indexLinks(b, sr.HashLen) {
 			sr.Links[l] = true
@@ -262,9 +298,12 @@ func (s *gitShadow) build(ws string, protect []string) error {
 			g := filepath.Join(sub, ".git")
 			fi, err := os.Lstat(g)
 			switch {
+			case s.pinned[g]:
 			case err == nil && fi.Mode().IsRegular():
+				s.pinned[g] = true
 				s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: g, Target: g, ReadOnly: true})
 			case err == nil && fi.IsDir() && len(repos) < maxGitDirs:
+				s.pinned[g] = true
 				if _, err := os.Lstat(filepath.Join(g, "HEAD")); err == nil {
 					repos = append(repos, repo{g, sub}) // a repository in the worktree: shadowed
 				} else {
@@ -280,6 +319,74 @@ func (s *gitShadow) build(ws string, protect []string) error {
 	}
 	return nil
 }
+
+// maxNestedWalk bounds the entries of the workspace looked at to find the
+// repositories in it.
+const maxNestedWalk = 200_000
+
+// nested finds the repositories elsewhere in the workspace than its .git
+// and its submodules (a clone in a subdirectory, a workspace that is a
+// folder of repositories): git on the host would run their config and hooks
+// as soon as the user runs git there. It returns up to max repository
+// directories to shadow, each with the directories down to it pinned; a
+// .git file there (a linked worktree's) is made read-only; what it cannot
+// cover it says.
+func (s *gitShadow) nested(ws string, max int) []string {
+	var found []string
+	n := 0
+	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if n++; n > maxNestedWalk {
+			return errNestedWalk
+		}
+		if err != nil || d.Name() != ".git" {
+			return nil
+		}
+		if s.pinned[p] || p == filepath.Join(ws, ".git") {
+			if d.IsDir() {
+				return fs.SkipDir // shadowed already, or made read-only
+			}
+			return nil
+		}
+		parent := filepath.Dir(p)
+		switch {
+		case d.IsDir():
+			if fi, err := os.Lstat(filepath.Join(p, "HEAD")); err != nil || !fi.Mode().IsRegular() {
+				return fs.SkipDir // not one git would take for a repository
+			}
+			if len(found) >= max {
+				// Not shadowed: its config and hooks at least read-only.
+				s.log.Warn("too many repositories in the workspace: this one is not shadowed, only its config and hooks are read-only", "path", p)
+				if s.pin(ws, parent) {
+					for _, name := range []string{"config", "hooks"} {
+						if fi, err := os.Lstat(filepath.Join(p, name)); err == nil && (fi.IsDir() || fi.Mode().IsRegular()) {
+							s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(p, name), Target: filepath.Join(p, name), ReadOnly: true})
+						}
+					}
+				}
+				return fs.SkipDir
+			}
+			if !s.pin(ws, parent) {
+				s.log.Warn("cannot shadow a repository of the workspace", "path", p)
+				return fs.SkipDir
+			}
+			s.pinned[p] = true
+			found = append(found, p)
+			return fs.SkipDir
+		case d.Type().IsRegular():
+			if s.pin(ws, parent) {
+				s.pinned[p] = true
+				s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("the workspace is too large to look for every repository in it: those not found are not shadowed, and git on the host would run their config and hooks", "entries", maxNestedWalk)
+	}
+	return found
+}
+
+var errNestedWalk = errors.New("too many entries")
 
 // pin makes every directory from the workspace (exclusive) down to dir
 // (inclusive) a mount point of its own, so that none can be renamed and
@@ -478,12 +585,108 @@ func (s *gitShadow) copyTree(src, dst string, budget *int64) error {
 	})
 }
 
+// copyInfo copies objects/info (commit-graphs, the packs' list,
+// alternates) into its shadow. It is in the shared objects a command of
+// another session on the workspace can write, so it is read by descriptor
+// (see repoDir), two levels deep: a directory on the way replaced by a link
+// leads nowhere, and a root that is not a directory gives an empty shadow
+// (a link copied as one would be followed by the mount).
+func (s *gitShadow) copyInfo(ws, info, dst string, budget *int64) error {
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		return err
+	}
+	s.chown(dst)
+	d, err := openRepoDir(ws, info)
+	if err != nil {
+		return nil
+	}
+	defer d.close()
+	return s.copyDirAt(d, dst, budget, 2)
+}
+
+func (s *gitShadow) copyDirAt(d *repoDir, dst string, budget *int64, depth int) error {
+	fd, err := unix.Dup(d.fd)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	names, err := f.Readdirnames(maxGitWalk)
+	f.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil
+	}
+	for _, name := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		t := filepath.Join(dst, name)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			b, err := d.read(name, *budget)
+			if err != nil {
+				if errors.Is(err, errTooLarge) {
+					return fmt.Errorf("sandbox: %s holds more than %d MiB: too much to shadow", d.path, maxShadowCopy>>20)
+				}
+				continue
+			}
+			*budget -= int64(len(b))
+			if err := os.WriteFile(t, b, fs.FileMode(st.Mode&0o777)); err != nil {
+				return err
+			}
+		case unix.S_IFLNK:
+			buf := make([]byte, 4096)
+			n, err := unix.Readlinkat(d.fd, name, buf)
+			if err != nil || n == len(buf) {
+				continue
+			}
+			if err := os.Symlink(string(buf[:n]), t); err != nil {
+				return err
+			}
+		case unix.S_IFDIR:
+			if depth <= 1 {
+				continue
+			}
+			sub, err := openBeneathFD(d, name)
+			if err != nil {
+				continue
+			}
+			err = os.Mkdir(t, fs.FileMode(st.Mode&0o777)|0o700)
+			if err == nil {
+				s.chown(t)
+				err = s.copyDirAt(sub, t, budget, depth-1)
+			}
+			sub.close()
+			if err != nil {
+				return err
+			}
+			continue
+		default:
+			continue
+		}
+		s.chown(t)
+	}
+	return nil
+}
+
+// openBeneathFD opens the directory name in d, not following a link.
+func openBeneathFD(d *repoDir, name string) (*repoDir, error) {
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &repoDir{fd: fd, path: filepath.Join(d.path, name)}, nil
+}
+
 func copyFile(src, dst string, perm fs.FileMode) error {
 	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil // gone meanwhile
 	}
 	defer in.Close()
+	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil // replaced meanwhile
+	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
@@ -532,41 +735,51 @@ func readSmall(p string, max int64) ([]byte, error) {
 		return nil, errors.New("not a regular file")
 	}
 	if fi.Size() > max {
-		return nil, errors.New("too large")
+		return nil, errTooLarge
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if int64(len(b)) > max {
-		return nil, errors.New("too large")
+		return nil, errTooLarge
 	}
 	return b, err
 }
 
-func statOf(p string) (statKey, bool) {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return statKey{}, false
-	}
-	k := statKey{Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Mode: uint32(fi.Mode())}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		k.Ino = st.Ino
-	}
-	return k, true
-}
-
 // keyOf is the sync key of a file present (or absent) alike on both sides.
-func (s *gitShadow) keyOf(host, shadow string) (syncKey, error) {
+func (s *gitShadow) keyOf(hd, sd *repoDir, name string) (syncKey, error) {
 	var k syncKey
-	hk, ok := statOf(host)
+	hk, ok := hd.stat(name)
 	if !ok {
 		return syncKey{}, nil
 	}
-	b, err := readSmall(host, maxSyncFile)
+	b, err := hd.read(name, maxSyncFile)
 	if err != nil {
 		return syncKey{}, err
 	}
 	k.Present, k.Host, k.HostSum, k.ShadowSum = true, hk, sha256.Sum256(b), sha256.Sum256(b)
-	k.Shadow, _ = statOf(shadow)
+	k.Shadow, _ = sd.stat(name)
 	return k, nil
+}
+
+// openRepo opens a repository's directory on the host (beneath the
+// workspace) and its shadow (beneath the shadows' directory).
+func (s *gitShadow) openRepo(r *shadowRepo) (hd, sd *repoDir, err error) {
+	if hd, err = openRepoDir(s.st.Workspace, r.Host); err != nil {
+		return nil, nil, err
+	}
+	if sd, err = openRepoDir(s.dir, r.Shadow); err != nil {
+		hd.close()
+		return nil, nil, err
+	}
+	return hd, sd, nil
+}
+
+// owner is the uid and gid to give what a command may write (-1: the
+// running user's).
+func (s *gitShadow) owner() (int, int) {
+	if os.Geteuid() == 0 && s.st.UID != 0 {
+		return s.st.UID, s.st.GID
+	}
+	return -1, -1
 }
 
 // syncIn copies into the shadows what changed on the host since the last
@@ -579,11 +792,18 @@ func (s *gitShadow) syncIn() {
 	defer s.mu.Unlock()
 	changed := false
 	for _, r := range s.st.Repos {
+		hd, sd, err := s.openRepo(r)
+		if err != nil {
+			s.log.Warn("cannot open a repository or its shadow", "path", r.Host, "err", err)
+			continue
+		}
 		for _, name := range gitSynced {
-			if s.pull(r, name) {
+			if s.pull(r, hd, sd, name) {
 				changed = true
 			}
 		}
+		hd.close()
+		sd.close()
 	}
 	if changed {
 		s.save()
@@ -591,19 +811,18 @@ func (s *gitShadow) syncIn() {
 }
 
 // pull copies one file from the host into the shadow if the host's changed.
-func (s *gitShadow) pull(r *shadowRepo, name string) bool {
+func (s *gitShadow) pull(r *shadowRepo, hd, sd *repoDir, name string) bool {
 	base := r.Base[name]
-	host, shadow := filepath.Join(r.Host, name), filepath.Join(r.Shadow, name)
-	hk, present := statOf(host)
+	hk, present := hd.stat(name)
 	if present == base.Present && hk == base.Host {
 		return false
 	}
 	if !present {
-		os.Remove(shadow)
+		sd.removeAll(name)
 		r.Base[name] = syncKey{}
 		return true
 	}
-	b, err := readSmall(host, maxSyncFile)
+	b, err := hd.read(name, maxSyncFile)
 	if err != nil {
 		return false
 	}
@@ -613,28 +832,20 @@ func (s *gitShadow) pull(r *shadowRepo, name string) bool {
 		r.Base[name] = base
 		return true
 	}
-	if err := s.writeShadow(shadow, b); err != nil {
-		s.log.Warn("cannot copy a file of the repository into its shadow", "path", host, "err", err)
+	if err := s.writeShadow(sd, name, b); err != nil {
+		s.log.Warn("cannot copy a file of the repository into its shadow", "path", filepath.Join(r.Host, name), "err", err)
 		return false
 	}
-	sk, _ := statOf(shadow)
+	sk, _ := sd.stat(name)
 	r.Base[name] = syncKey{Present: true, Host: hk, Shadow: sk, HostSum: sum, ShadowSum: sum}
 	return true
 }
 
 // writeShadow replaces a file of a shadow (a command may have made it a
 // directory or a link: it goes).
-func (s *gitShadow) writeShadow(p string, b []byte) error {
-	tmp := p + ".corral-tmp"
-	os.RemoveAll(tmp)
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	s.chown(tmp)
-	if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
-		os.RemoveAll(p)
-	}
-	return os.Rename(tmp, p)
+func (s *gitShadow) writeShadow(sd *repoDir, name string, b []byte) error {
+	uid, gid := s.owner()
+	return sd.write(name, b, 0o644, uid, gid, true)
 }
 
 // syncOut copies back to the host, after validation, what commands changed
@@ -647,18 +858,29 @@ func (s *gitShadow) syncOut() (refused []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	changed := false
+	refuse := func(r *shadowRepo, name, why string) {
+		rel, err := filepath.Rel(s.st.Workspace, filepath.Join(r.Host, name))
+		if err != nil {
+			rel = filepath.Join(r.Host, name)
+		}
+		refused = append(refused, sanitize.Text(fmt.Sprintf("%s (%s)", filepath.ToSlash(rel), why)))
+	}
 	for _, r := range s.st.Repos {
+		hd, sd, err := s.openRepo(r)
+		if err != nil {
+			s.log.Warn("cannot open a repository or its shadow", "path", r.Host, "err", err)
+			refuse(r, "", "cannot open it: "+err.Error())
+			continue
+		}
 		for _, name := range gitSynced {
-			ch, why := s.push(r, name)
+			ch, why := s.push(r, hd, sd, name)
 			changed = changed || ch
 			if why != "" {
-				rel, err := filepath.Rel(s.st.Workspace, filepath.Join(r.Host, name))
-				if err != nil {
-					rel = filepath.Join(r.Host, name)
-				}
-				refused = append(refused, sanitize.Text(fmt.Sprintf("%s (%s)", filepath.ToSlash(rel), why)))
+				refuse(r, name, why)
 			}
 		}
+		hd.close()
+		sd.close()
 	}
 	if changed {
 		s.save()
@@ -669,10 +891,10 @@ func (s *gitShadow) syncOut() (refused []string) {
 // push copies one file from the shadow to the host when a command changed it
 // and it is valid; why says why not, when a change was refused. A refused
 // file is put back in the shadow from the host.
-func (s *gitShadow) push(r *shadowRepo, name string) (changed bool, why string) {
+func (s *gitShadow) push(r *shadowRepo, hd, sd *repoDir, name string) (changed bool, why string) {
 	base := r.Base[name]
-	host, shadow := filepath.Join(r.Host, name), filepath.Join(r.Shadow, name)
-	sk, present := statOf(shadow)
+	host := filepath.Join(r.Host, name)
+	sk, present := sd.stat(name)
 	if present == base.Present && (!present || sk == base.Shadow) {
 		return false, ""
 	}
@@ -680,7 +902,7 @@ func (s *gitShadow) push(r *shadowRepo, name string) (changed bool, why string) 
 	var sum [32]byte
 	if present {
 		var err error
-		if b, err = readSmall(shadow, maxSyncFile); err != nil {
+		if b, err = sd.read(name, maxSyncFile); err != nil {
 			why = err.Error()
 		}
 		sum = sha256.Sum256(b)
@@ -690,9 +912,9 @@ func (s *gitShadow) push(r *shadowRepo, name string) (changed bool, why string) 
 			return true, ""
 		}
 	}
-	hk, hostPresent := statOf(host)
+	hk, hostPresent := hd.stat(name)
 	if hostPresent != base.Present || hostPresent && hk != base.Host {
-		if hb, err := readSmall(host, maxSyncFile); err != nil || !base.Present || sha256.Sum256(hb) != base.HostSum {
+		if hb, err := hd.read(name, maxSyncFile); err != nil || !base.Present || sha256.Sum256(hb) != base.HostSum {
 			why = "changed on the host too; the host's is kept"
 		}
 	}
@@ -711,8 +933,10 @@ func (s *gitShadow) push(r *shadowRepo, name string) (changed bool, why string) 
 				why = err.Error()
 			}
 		case name == "index":
+			// The host's index tells which flags the user set.
+			hostIndex, _ := hd.read(name, maxSyncFile)
 			var err error
-			if out, err = checkIndex(b, r.HashLen, r.Links); err != nil {
+			if out, err = checkIndex(b, r.HashLen, r.Links, hostIndex); err != nil {
 				why = err.Error()
 			}
 		}
@@ -720,78 +944,52 @@ func (s *gitShadow) push(r *shadowRepo, name string) (changed bool, why string) 
 	if why == "" {
 		var err error
 		if present {
-			err = s.writeHost(host, out)
-		} else if err = os.Remove(host); errors.Is(err, fs.ErrNotExist) {
-			err = nil
+			err = s.writeHost(hd, name, out)
+		} else {
+			err = hd.remove(name)
 		}
 		if err != nil {
 			why = "cannot write it: " + err.Error()
 		} else {
-			hk, _ := statOf(host)
+			hk, _ := hd.stat(name)
 			r.Base[name] = syncKey{Present: present, Host: hk, Shadow: sk, HostSum: sha256.Sum256(out), ShadowSum: sum}
 			return true, ""
 		}
 	}
 	s.log.Warn("not copied to the host's repository", "path", host, "why", why)
-	s.reset(r, name)
+	s.reset(r, hd, sd, name)
 	return true, why
 }
 
 // reset puts a file of the shadow back to what the host has.
-func (s *gitShadow) reset(r *shadowRepo, name string) {
-	host, shadow := filepath.Join(r.Host, name), filepath.Join(r.Shadow, name)
-	b, err := readSmall(host, maxSyncFile)
+func (s *gitShadow) reset(r *shadowRepo, hd, sd *repoDir, name string) {
+	b, err := hd.read(name, maxSyncFile)
 	if err != nil {
-		os.RemoveAll(shadow)
+		sd.removeAll(name)
 		r.Base[name] = syncKey{}
 		return
 	}
-	if err := s.writeShadow(shadow, b); err != nil {
-		s.log.Warn("cannot copy a file of the repository into its shadow", "path", host, "err", err)
+	if err := s.writeShadow(sd, name, b); err != nil {
+		s.log.Warn("cannot copy a file of the repository into its shadow", "path", filepath.Join(r.Host, name), "err", err)
 	}
-	hk, _ := statOf(host)
-	sk, _ := statOf(shadow)
+	hk, _ := hd.stat(name)
+	sk, _ := sd.stat(name)
 	sum := sha256.Sum256(b)
 	r.Base[name] = syncKey{Present: true, Host: hk, Shadow: sk, HostSum: sum, ShadowSum: sum}
 }
 
 // writeHost replaces a file of the host's repository atomically, keeping its
 // mode and owner.
-func (s *gitShadow) writeHost(p string, b []byte) error {
+func (s *gitShadow) writeHost(hd *repoDir, name string, b []byte) error {
 	mode, uid, gid := fs.FileMode(0o644), -1, -1
-	if fi, err := os.Lstat(p); err == nil {
-		mode = fi.Mode().Perm()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			uid, gid = int(st.Uid), int(st.Gid)
-		}
-	} else if os.Getuid() == 0 {
-		uid, gid = s.st.UID, s.st.GID
+	var st unix.Stat_t
+	if err := unix.Fstatat(hd.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+		mode = fs.FileMode(st.Mode & 0o777)
+		uid, gid = int(st.Uid), int(st.Gid)
+	} else {
+		uid, gid = s.owner()
 	}
-	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".corral-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil && uid >= 0 && os.Getuid() == 0 {
-		err = f.Chown(uid, gid)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return hd.write(name, b, mode, uid, gid, false)
 }
 
 // close copies back what is left to copy and removes the shadows and the
@@ -805,8 +1003,13 @@ func (s *gitShadow) close() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range slices.Backward(s.st.Made) {
-		os.Remove(p) // only when still empty: the user may have used it meanwhile
-
+		// Only when still empty: the user may have used it meanwhile. By a
+		// descriptor of its parent, opened beneath the workspace without
+		// following a link: a directory on the way may have been replaced.
+		if d, err := openRepoDir(s.st.Workspace, filepath.Dir(p)); err == nil {
+			unix.Unlinkat(d.fd, filepath.Base(p), unix.AT_REMOVEDIR)
+			d.close()
+		}
 	}
 	if err := os.RemoveAll(s.dir); err != nil {
 		s.log.Warn("cannot remove the repository's shadow", "dir", s.dir, "err", err)
@@ -819,7 +1022,11 @@ func (s *gitShadow) close() []string {
 // copied back (validated as after every command), then they are removed. It
 // returns the workspaces repaired.
 func repairShadows(log *slog.Logger) (repaired []string, err error) {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), shadowPrefix+"*"))
+	parent, err := shadowsDir()
+	if err != nil {
+		return nil, err
+	}
+	dirs, _ := filepath.Glob(filepath.Join(parent, shadowPrefix+"*"))
 	var errs []error
 	for _, dir := range dirs {
 		b, err := readSmall(filepath.Join(dir, "state.json"), 64<<20)
@@ -874,4 +1081,207 @@ func gitConfigValue(file, section, key string) string {
 		value = strings.Trim(strings.TrimSpace(v), `"`)
 	}
 	return value
+}
+
+// Every file of a repository the host reads or writes around a command is
+// in a directory a command can write: the shadow (the repository as the
+// container sees it) and the workspace. Between a check and a use a command
+// running in the background can put a symbolic link there (to any file of
+// the host, which corral, often root, would then read or overwrite), a named
+// pipe (which would block corral) or a directory. So these files are never
+// reached by path: each repository directory is opened as a descriptor,
+// component by component from a directory corral trusts (the shadows' own
+// directory, the workspace), refusing links and "..", and each file is then
+// looked at, opened (without following a link, without blocking) and
+// checked on its descriptor, and replaced by a new file made beside it and
+// renamed over it, all relative to that descriptor.
+
+// repoDir is an open directory of a repository or of its shadow.
+type repoDir struct {
+	fd   int
+	path string // for messages, and the removal of a directory in a shadow
+}
+
+// openBeneath opens root (a directory corral made or was given) and then
+// rel, one component at a time, each a directory and none a link.
+func openBeneath(root, rel string) (*repoDir, error) {
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
+	}
+	if rel != "." {
+		for _, part := range strings.Split(filepath.ToSlash(rel), "/") {
+			if part == "" || part == "." || part == ".." {
+				unix.Close(fd)
+				return nil, fmt.Errorf("%s: not a path beneath %s", rel, root)
+			}
+			next, err := unix.Openat(fd, part, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			unix.Close(fd)
+			if err != nil {
+				return nil, &fs.PathError{Op: "open", Path: filepath.Join(root, rel), Err: err}
+			}
+			fd = next
+		}
+	}
+	return &repoDir{fd: fd, path: filepath.Join(root, rel)}, nil
+}
+
+// openRepoDir opens dir, which must be within root.
+func openRepoDir(root, dir string) (*repoDir, error) {
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || !envpath.Within(root, dir) {
+		return nil, fmt.Errorf("%s is not within %s", dir, root)
+	}
+	return openBeneath(root, rel)
+}
+
+func (d *repoDir) close() {
+	if d != nil && d.fd >= 0 {
+		unix.Close(d.fd)
+		d.fd = -1
+	}
+}
+
+// stat is the stat key of name, not following a link; ok is false when it
+// is absent.
+func (d *repoDir) stat(name string) (k statKey, ok bool) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return statKey{}, false
+	}
+	return keyOfStat(&st), true
+}
+
+func keyOfStat(st *unix.Stat_t) statKey {
+	return statKey{Size: st.Size, MTime: st.Mtim.Nano(), Ino: st.Ino, Mode: uint32(fileMode(st.Mode))}
+}
+
+// fileMode turns a stat mode into an fs.FileMode as os.Lstat does (the type
+// bits that matter here).
+func fileMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		mode |= fs.ModeSocket
+	case unix.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		mode |= fs.ModeDevice
+	}
+	return mode
+}
+
+// read reads the regular file name, up to max bytes: a link is not
+// followed, a named pipe or a device not opened (or, if one is put there
+// meanwhile, opened without blocking and refused).
+func (d *repoDir) read(name string, max int64) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, errors.New("not a regular file")
+	}
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(d.path, name))
+	defer f.Close()
+	return readRegular(f, max)
+}
+
+var errTooLarge = errors.New("too large")
+
+// readRegular reads f, checked on its descriptor to be a regular file of
+// at most max bytes.
+func readRegular(f *os.File, max int64) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if fi.Size() > max {
+		return nil, errTooLarge
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if int64(len(b)) > max {
+		return nil, errTooLarge
+	}
+	return b, err
+}
+
+// write replaces name atomically with b: a new file, made beside it under
+// a name no one else can have made, written, given mode and owner (uid -1:
+// unchanged), then renamed over name. A directory at name is removed first
+// when removeDir is set (in a shadow, where a command may have made it);
+// elsewhere it is an error.
+func (d *repoDir) write(name string, b []byte, mode fs.FileMode, uid, gid int, removeDir bool) error {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := "." + name + ".corral-" + hex.EncodeToString(rnd[:])
+	fd, err := unix.Openat(d.fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(d.path, tmp))
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil && uid >= 0 && os.Geteuid() == 0 {
+		err = f.Chown(uid, gid)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(d.fd, tmp, d.fd, name)
+		if err != nil && removeDir && (errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST)) {
+			if err = d.removeAll(name); err == nil {
+				err = unix.Renameat(d.fd, tmp, d.fd, name)
+			}
+		}
+	}
+	if err != nil {
+		unix.Unlinkat(d.fd, tmp, 0)
+	}
+	return err
+}
+
+// remove removes name, a file or a link (never followed); absent is no
+// error.
+func (d *repoDir) remove(name string) error {
+	err := unix.Unlinkat(d.fd, name, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
+}
+
+// removeAll removes name, whatever it is, in a shadow. os.Root removes a
+// tree by descriptors, following no link; the root is opened by the path
+// of the shadow, a directory of corral's own that no command can replace
+// (it is the root of a mount in the container).
+func (d *repoDir) removeAll(name string) error {
+	if err := unix.Unlinkat(d.fd, name, 0); err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	r, err := os.OpenRoot(d.path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.RemoveAll(name)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"strings"
 )
 
@@ -21,9 +22,30 @@ import (
 
 // gitIndexEntry is what checkIndex keeps of an entry.
 type gitIndexEntry struct {
-	path string
-	mode uint32
+	path  string
+	mode  uint32
+	off   int    // where the entry starts
+	flags uint16 // its flags
+	ext   uint16 // its extended flags (version 3 and up), 0 when none
 }
+
+// Entry flags (read-cache.c, cache.h) that make git on the host look away
+// from a path: assume-unchanged (CE_VALID) and skip-worktree. With either,
+// git status and git diff show no change to the file, whatever it holds.
+// (fsmonitor-valid lives in the FSMN extension, never copied;
+// intent-to-add only makes a path show as new.)
+const (
+	indexFlagValid        = 0x8000 // in flags
+	indexFlagExtended     = 0x4000 // in flags: an extended flags word follows
+	indexExtSkipWorktree  = 0x4000 // in the extended flags
+	indexExtIntentToAdd   = 0x2000 // in the extended flags
+	indexStatSize         = 40     // ctime, mtime, dev, ino, mode, uid, gid, size
+	indexStatModeOff      = 24
+	indexStatModeEnd      = 28
+	indexExtKnown         = indexExtSkipWorktree | indexExtIntentToAdd
+	indexHidingExtFlags   = indexExtSkipWorktree
+	indexHidingEntryFlags = indexFlagValid
+)
 
 const (
 	gitModeLink  = 0o160000
@@ -53,13 +75,21 @@ func parseIndex(b []byte, hashLen int) (entries []gitIndexEntry, exts [][]byte, 
 		if off+fixed > end {
 			return nil, nil, 0, errors.New("index entries run past the end")
 		}
+		start := off
 		mode := binary.BigEndian.Uint32(b[off+24:])
 		flags := binary.BigEndian.Uint16(b[off+40+hashLen:])
-		if flags&0x4000 != 0 {
+		var ext uint16
+		if flags&indexFlagExtended != 0 {
 			if version < 3 {
 				return nil, nil, 0, errors.New("extended index entry in a version 2 index")
 			}
 			fixed += 2
+			if off+fixed > end {
+				return nil, nil, 0, errors.New("index entries run past the end")
+			}
+			if ext = binary.BigEndian.Uint16(b[off+40+hashLen+2:]); ext&^indexExtKnown != 0 {
+				return nil, nil, 0, fmt.Errorf("unknown extended flags %#x in index", ext)
+			}
 		}
 		p := off + fixed
 		var name string
@@ -90,7 +120,7 @@ func parseIndex(b []byte, hashLen int) (entries []gitIndexEntry, exts [][]byte, 
 		if err := checkIndexPath(name, mode); err != nil {
 			return nil, nil, 0, err
 		}
-		entries = append(entries, gitIndexEntry{path: name, mode: mode})
+		entries = append(entries, gitIndexEntry{path: name, mode: mode, off: start, flags: flags, ext: ext})
 		prev = name
 	}
 	bodyEnd = off
@@ -158,7 +188,18 @@ func checkIndexPath(name string, mode uint32) error {
 // the host: unknown and pointer-bearing extensions dropped (a split index,
 // whose entries live in another file, is refused), the checksum remade.
 // Every gitlink must be one of links, the submodules the host's index had.
-func checkIndex(b []byte, hashLen int, links map[string]bool) ([]byte, error) {
+//
+// Nothing in it may hide a change from the user's git status and git diff
+// (hostIndex is the host's index, nil when there is none):
+//   - assume-unchanged and skip-worktree are cleared on every entry whose
+//     path did not have them in the host's index (a sparse directory entry,
+//     which cannot be without skip-worktree, is refused);
+//   - the stat data of every entry not the same as the host's (stat data,
+//     mode, object id and flags) is zeroed, as git's read-tree leaves it, so
+//     that git on the host compares the file's content with the entry's
+//     object instead of trusting a size, times and inode a command wrote
+//     to match a file it changed.
+func checkIndex(b []byte, hashLen int, links map[string]bool, hostIndex []byte) ([]byte, error) {
 	if len(b) > indexMaxSize {
 		return nil, errors.New("the index is too large")
 	}
@@ -171,9 +212,58 @@ func checkIndex(b []byte, hashLen int, links map[string]bool) ([]byte, error) {
 			return nil, fmt.Errorf("it adds a submodule at %s", e.path)
 		}
 	}
+	// What the host's index had, by path (a path has up to 3 stages during
+	// a merge; each is looked at).
+	type hostEntry struct {
+		fixed        []byte // stat data, mode, object id
+		flags, ext   uint16
+		valid, skipW bool
+	}
+	host := map[string][]hostEntry{}
+	if hostEntries, _, _, err := parseIndex(hostIndex, hashLen); err == nil {
+		for _, e := range hostEntries {
+			host[e.path] = append(host[e.path], hostEntry{
+				fixed: hostIndex[e.off : e.off+indexStatSize+hashLen],
+				flags: e.flags, ext: e.ext,
+				valid: e.flags&indexFlagValid != 0, skipW: e.ext&indexExtSkipWorktree != 0,
+			})
+		}
+	}
 	out := bytes.NewBuffer(make([]byte, 0, len(b)))
 	out.Write(b[:bodyEnd])
+	body := out.Bytes()
 	changed := false
+	for _, e := range entries {
+		hs := host[e.path]
+		had := func(f func(hostEntry) bool) bool { return slices.ContainsFunc(hs, f) }
+		fl := e.off + indexStatSize + hashLen
+		if e.flags&indexFlagValid != 0 && !had(func(h hostEntry) bool { return h.valid }) {
+			binary.BigEndian.PutUint16(body[fl:], e.flags&^indexFlagValid)
+			changed = true
+		}
+		if e.ext&indexExtSkipWorktree != 0 && !had(func(h hostEntry) bool { return h.skipW }) {
+			if e.mode&gitModeMask == 0o040000 {
+				return nil, fmt.Errorf("it makes %s a sparse directory", e.path)
+			}
+			binary.BigEndian.PutUint16(body[fl+2:], e.ext&^indexExtSkipWorktree)
+			changed = true
+		}
+		fixed := body[e.off : e.off+indexStatSize+hashLen]
+		flags := binary.BigEndian.Uint16(body[fl:])
+		var ext uint16
+		if flags&indexFlagExtended != 0 {
+			ext = binary.BigEndian.Uint16(body[fl+2:])
+		}
+		// (An extended flags word of 0 is as none.)
+		same := had(func(h hostEntry) bool {
+			return bytes.Equal(h.fixed, fixed) && h.flags&^indexFlagExtended == flags&^indexFlagExtended && h.ext == ext
+		})
+		if !same && !(allZero(fixed[:indexStatModeOff]) && allZero(fixed[indexStatModeEnd:indexStatSize])) {
+			clear(fixed[:indexStatModeOff])
+			clear(fixed[indexStatModeEnd:indexStatSize])
+			changed = true
+		}
+	}
 	for _, x := range exts {
 		sig := string(x[:4])
 		if sig == "link" {
@@ -293,4 +383,13 @@ func checkPackedRefs(b []byte, hashLen int) error {
 		}
 	}
 	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/statedir"
 )
 
 // plantScript keeps planting, in the background, every file that would make
@@ -130,7 +132,11 @@ func TestTrustGitAfterKill(t *testing.T) {
 	if got := strings.TrimSpace(hostGit(ws, "rev-parse", "--abbrev-ref", "HEAD")); got != "late" {
 		t.Errorf("the host's HEAD is %q, want the branch the background process checked out", got)
 	}
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "corral-git-*", "state.json"))
+	base, err := statedir.Base()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(base, "shadows", "corral-git-*", "state.json"))
 	for _, d := range dirs {
 		if b, _ := os.ReadFile(d); strings.Contains(string(b), `"workspace":"`+ws+`"`) {
 			t.Errorf("corral gc left the shadow %s", filepath.Dir(d))
