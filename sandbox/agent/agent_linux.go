@@ -1235,6 +1235,9 @@ func (a *agent) monitor(ctx context.Context) {
 	if !canDetectInputWait() {
 		return
 	}
+	// sessionKind changes the thread's file-system uid as it goes: the
+	// thread is the monitor's alone, and ends with it.
+	lockThread()
 	t := time.NewTicker(monitorEvery)
 	defer t.Stop()
 	for {
