@@ -16,7 +16,8 @@ import (
 // waiting on each other (a child, a pipe, a futex). A thread that runs, sleeps
 // on purpose (nanosleep), or waits on a socket, a file or anything else counts
 // as working. The agent reads this from /proc/<pid>/task/<tid>/syscall and the
-// fd links; where those are missing (gVisor) the detection is off.
+// fd links, as each process's owner (readAsOwner); where those are missing
+// (gVisor) the detection is off.
 
 // waitKind is what one thread (or process) is doing, as far as input wait goes.
 type waitKind int
