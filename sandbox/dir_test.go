@@ -67,6 +67,52 @@ func TestWorkingDirectory(t *testing.T) {
 	}
 }
 
+// The directory persists, call after call with no pause between, in a
+// workspace only its user may enter (mode 0700, theirs): the agent, root
+// without CAP_DAC_OVERRIDE there, resolves the directories as the commands
+// see them. Directories they made private (mkdir -m 700) too, and a Dir a
+// request names in them.
+func TestWorkingDirectoryPrivate(t *testing.T) {
+	cfg := testConfig(t)
+	privateWorkspace(t, cfg)
+	c := newSandbox(t, cfg)
+	ws := c.Workspace()
+	sh(t, c, "mkdir -p a/b && mkdir -m 700 p && mkdir -m 700 p/q")
+	steps := []struct {
+		cmd  string
+		dir  string // where it must start
+		want string // its output
+	}{
+		{cmd: "cd a", dir: ws},
+		{cmd: "pwd", dir: ws + "/a", want: ws + "/a"},
+		{cmd: "cd b", dir: ws + "/a"},
+		{cmd: "pwd", dir: ws + "/a/b", want: ws + "/a/b"},
+		{cmd: "cd " + ws + "/p", dir: ws + "/a/b"},
+		{cmd: "pwd", dir: ws + "/p", want: ws + "/p"},
+		{cmd: "cd q; pwd", dir: ws + "/p", want: ws + "/p/q"},
+		{cmd: "pwd", dir: ws + "/p/q", want: ws + "/p/q"},
+		{cmd: "cd ../..", dir: ws + "/p/q"},
+		{cmd: "pwd", dir: ws, want: ws},
+	}
+	for round := range 5 {
+		for i, s := range steps {
+			res, out := run(t, c, ExecRequest{Command: s.cmd})
+			if res.Dir != s.dir || res.DirReset || res.ExitCode != 0 {
+				t.Errorf("round %d step %d %q: started in %q (reset %v, exit %d), want %q", round, i, s.cmd, res.Dir, res.DirReset, res.ExitCode, s.dir)
+			}
+			if s.want != "" && clean(out) != s.want {
+				t.Errorf("round %d step %d %q: output %q, want %q", round, i, s.cmd, clean(out), s.want)
+			}
+		}
+	}
+	for _, dir := range []string{"p/q", ws + "/p/q"} {
+		res, out := run(t, c, ExecRequest{Command: "pwd", Dir: dir})
+		if res.ExitCode != 0 || clean(out) != ws+"/p/q" {
+			t.Errorf("Dir %q: exit %d, output %q", dir, res.ExitCode, clean(out))
+		}
+	}
+}
+
 // The next command's shell goes ahead to the directory the last one ended in;
 // a directory replaced meanwhile (same path, another directory) is entered
 // anew, never run in while it is gone.

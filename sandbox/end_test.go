@@ -158,6 +158,51 @@ func TestInputWait(t *testing.T) {
 	}
 }
 
+// Input wait is detected whatever user the commands run as: the workspace's
+// owner when it is not root (the agent then holds no CAP_DAC_OVERRIDE, and
+// what /proc shows of a process's system calls and fds is its owner's
+// alone), or another user a request names.
+func TestInputWaitAsUser(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.InputWait = 2 * time.Second
+	uid := privateWorkspace(t, cfg)
+	c := newSandbox(t, cfg)
+	c.mu.Lock()
+	supported := c.client.hello.InputWait
+	c.mu.Unlock()
+	if !supported {
+		t.Skip("this kernel does not expose /proc/<pid>/syscall")
+	}
+	if got := sh(t, c, "id -u"); got != strconv.Itoa(uid) {
+		t.Fatalf("commands run as %s, want %d", got, uid)
+	}
+	cases := []ExecRequest{
+		{Command: "read x"},
+		{Command: "cat"},
+		{Command: "head -n1 | sort"},
+		{Command: "echo before; read -p 'Password: ' -s pw"},
+		// Another user, who may not enter the private workspace.
+		{Command: "id -u; read x", User: "4321:8765", Dir: "/tmp"},
+	}
+	if hasTool(t, c, "python3") {
+		cases = append(cases, ExecRequest{Command: "python3 -c 'import select,sys; select.select([sys.stdin],[],[])'"})
+	}
+	for _, req := range cases {
+		t.Run(req.Command+" "+req.User, func(t *testing.T) {
+			t.Parallel()
+			req.Timeout = 50 * time.Second
+			res, out := run(t, c, req)
+			if !res.InputWait || res.TimedOut || res.ExitCode == 0 {
+				t.Errorf("not ended for input wait: %+v, output %q", res, out)
+			}
+		})
+	}
+	// A quiet working command is not ended.
+	if res, out := run(t, c, ExecRequest{Command: "sleep 5", Timeout: 50 * time.Second}); res.InputWait || res.TimedOut || res.ExitCode != 0 {
+		t.Errorf("sleep ended early: %+v, output %q", res, out)
+	}
+}
+
 func TestForkBomb(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.PidsLimit = 128

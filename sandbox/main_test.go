@@ -143,6 +143,25 @@ func testConfig(t testing.TB) Config {
 	}
 }
 
+// privateWorkspace makes cfg's workspace belong to an ordinary user, mode
+// 0700 (as mktemp -d makes it): the caller's own when the test does not run
+// as root, else uid 1001's. Its commands run as that user, and the agent
+// holds no CAP_DAC_OVERRIDE. It returns the owner.
+func privateWorkspace(t testing.TB, cfg Config) int {
+	t.Helper()
+	uid := os.Getuid()
+	if uid == 0 {
+		uid = 1001
+		if err := os.Chown(cfg.Workspace, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(cfg.Workspace, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return uid
+}
+
 // newSandbox starts a sandbox for the test and removes it afterwards.
 func newSandbox(t testing.TB, cfg Config) *Container {
 	t.Helper()

@@ -526,19 +526,39 @@ func (a *agent) start(id uint32, m proto.StartMsg) {
 	go c.wait()
 }
 
-// resolveDir clamps a requested directory to the workspace.
+// resolveDir clamps a requested directory to the workspace, as the
+// commands see it.
 func (a *agent) resolveDir(dir string) (string, bool) {
 	if dir == "" {
 		return a.workspace, false
 	}
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil || !envpath.Within(a.workspace, real) {
-		return a.workspace, true
-	}
-	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+	var real string
+	var ok bool
+	a.asCommands(func() {
+		var err error
+		if real, err = filepath.EvalSymlinks(dir); err != nil || !envpath.Within(a.workspace, real) {
+			return
+		}
+		fi, err := os.Stat(real)
+		ok = err == nil && fi.IsDir()
+	})
+	if !ok {
 		return a.workspace, true
 	}
 	return real, false
+}
+
+// asCommands runs f with the commands' credentials, on a worker of the file
+// server: the directories the agent resolves for commands (where one
+// starts, where the last one ended) it sees as they do. As root it holds
+// CAP_DAC_OVERRIDE only when the workspace belongs to root: a directory of
+// the commands' user that only they may enter (mode 0700, as mktemp -d
+// makes it) is closed to it otherwise, and a cd into it would be lost.
+// Where the workers cannot take the credentials, f runs as the agent.
+func (a *agent) asCommands(f func()) {
+	if err := a.fs.asUser(f); err != nil {
+		f()
+	}
 }
 
 // shellProc is a shell started in its own session, on its own terminal or
@@ -764,8 +784,8 @@ func (p *shellProc) kill(a *agent) {
 
 // begin hands a waiting bash its directory and command. The directory is
 // left empty when the shell is in it already.
-func (p *shellProc) begin(dir, command string) error {
-	if p.isIn(dir) {
+func (p *shellProc) begin(a *agent, dir, command string) error {
+	if p.isIn(a, dir) {
 		dir = ""
 	}
 	_, err := p.dir.WriteString(dir)
@@ -791,16 +811,20 @@ func (p *shellProc) begin(dir, command string) error {
 // isIn reports whether the waiting shell's working directory is dir: the one
 // it went to ahead, and still the same directory (not one removed and made
 // again since).
-func (p *shellProc) isIn(dir string) bool {
+func (p *shellProc) isIn(a *agent, dir string) bool {
 	if p.in != dir {
 		return false
 	}
-	cwd, err := os.Stat("/proc/" + strconv.Itoa(p.pid) + "/cwd")
-	if err != nil {
-		return false
-	}
-	fi, err := os.Stat(dir)
-	return err == nil && os.SameFile(cwd, fi)
+	in := false
+	a.asCommands(func() {
+		cwd, err := os.Stat("/proc/" + strconv.Itoa(p.pid) + "/cwd")
+		if err != nil {
+			return
+		}
+		fi, err := os.Stat(dir)
+		in = err == nil && os.SameFile(cwd, fi)
+	})
+	return in
 }
 
 // takeSpare returns a live spare bash, one that went ahead to dir if there
@@ -918,7 +942,7 @@ func (c *agentCmd) fork() error {
 			p, err = a.spawn(o)
 		}
 		if err == nil {
-			if err = p.begin(dir, command); err != nil {
+			if err = p.begin(a, dir, command); err != nil {
 				p.kill(a)
 			}
 		}
@@ -1003,7 +1027,7 @@ func (c *agentCmd) wait() {
 		ex.ExitCode = st.ExitStatus()
 	}
 	if c.cwd != nil {
-		ex.Cwd = readCwd(c.cwd)
+		ex.Cwd = c.a.readCwd(c.cwd)
 	}
 	c.drain()
 	left := c.settle()
@@ -1095,7 +1119,7 @@ func noCRLF(tty *os.File) error {
 
 // readCwd takes the directory the shell reported on exit, without waiting:
 // background processes may hold the pipe's write end forever.
-func readCwd(r *os.File) string {
+func (a *agent) readCwd(r *os.File) string {
 	defer r.Close()
 	var buf [8192]byte
 	n := 0
@@ -1114,11 +1138,14 @@ func readCwd(r *os.File) string {
 		return ""
 	}
 	// The shell reports its logical directory: the physical one is the
-	// agent's to find, as root, cheaply.
-	real, err := filepath.EvalSymlinks(last)
-	if err != nil {
-		return ""
-	}
+	// agent's to find, cheaply, as the commands would.
+	var real string
+	a.asCommands(func() {
+		var err error
+		if real, err = filepath.EvalSymlinks(last); err != nil {
+			real = ""
+		}
+	})
 	return real
 }
 
@@ -1235,6 +1262,9 @@ func (a *agent) monitor(ctx context.Context) {
 	if !canDetectInputWait() {
 		return
 	}
+	// sessionKind changes the thread's file-system uid as it goes: the
+	// thread is the monitor's alone, and ends with it.
+	lockThread()
 	t := time.NewTicker(monitorEvery)
 	defer t.Stop()
 	for {

@@ -33,7 +33,8 @@ func (a *agent) checkStart(m proto.StartMsg) error {
 }
 
 // exactDir resolves a directory the caller chose: relative to the workspace,
-// or absolute anywhere in the sandbox. It must be a directory.
+// or absolute anywhere in the sandbox. It must be a directory, as the
+// session's commands see it.
 func (a *agent) exactDir(dir string) (string, error) {
 	if dir == "" {
 		return a.workspace, nil
@@ -42,7 +43,9 @@ func (a *agent) exactDir(dir string) (string, error) {
 		dir = filepath.Join(a.workspace, dir)
 	}
 	dir = filepath.Clean(dir)
-	fi, err := os.Stat(dir)
+	var fi os.FileInfo
+	var err error
+	a.asCommands(func() { fi, err = os.Stat(dir) })
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return "", fmt.Errorf("working directory %s does not exist", dir)

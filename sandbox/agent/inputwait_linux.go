@@ -16,7 +16,8 @@ import (
 // waiting on each other (a child, a pipe, a futex). A thread that runs, sleeps
 // on purpose (nanosleep), or waits on a socket, a file or anything else counts
 // as working. The agent reads this from /proc/<pid>/task/<tid>/syscall and the
-// fd links; where those are missing (gVisor) the detection is off.
+// fd links, as each process's owner (readAsOwner); where those are missing
+// (gVisor) the detection is off.
 
 // waitKind is what one thread (or process) is doing, as far as input wait goes.
 type waitKind int
@@ -244,10 +245,14 @@ func processKind(pid int, tty string) waitKind {
 	return kind
 }
 
-// sessionKind classifies a whole command from its processes.
+// sessionKind classifies a whole command from its processes. It runs on a
+// thread of its own (the monitor's), whose file-system uid it changes to
+// each process's owner (readAsOwner), and back.
 func sessionKind(procs []procStat, tty string) waitKind {
+	defer readAsAgent()
 	kind := waitNeutral
 	for _, ps := range procs {
+		readAsOwner(ps.pid)
 		switch processKind(ps.pid, tty) {
 		case waitBusy:
 			return waitBusy
@@ -257,3 +262,27 @@ func sessionKind(procs []procStat, tty string) waitKind {
 	}
 	return kind
 }
+
+// readAsOwner makes the calling thread read /proc/<pid> as the process's
+// owner: its file-system uid that owner's. What the detection reads there —
+// the threads' system calls (mode 0400), the fd directory (0500) and its
+// links, the fd info — is the owner's alone; the kernel checks the mode with
+// the reader's file-system uid, then, for the calls and the fds, that the
+// reader may trace the process (CAP_SYS_PTRACE, or the same user). The agent
+// runs as root with CAP_DAC_OVERRIDE only when the workspace belongs to root,
+// so without this it could read none of it for commands of any other user,
+// and every command waiting for input ran to its timeout. A process that
+// made itself non-dumpable has /proc/<pid> owned by root: read as root, with
+// CAP_SYS_PTRACE. The change is of this thread only (setfsuid); an agent
+// without CAP_SETUID (one that runs as its commands' user) keeps its own
+// uid, which owns their processes already.
+func readAsOwner(pid int) {
+	var st unix.Stat_t
+	if unix.Stat("/proc/"+strconv.Itoa(pid), &st) == nil {
+		_ = unix.Setfsuid(int(st.Uid))
+	}
+}
+
+// readAsAgent gives the calling thread back the agent's file-system uid
+// (the effective capabilities of root's come back with it).
+func readAsAgent() { _ = unix.Setfsuid(os.Geteuid()) }

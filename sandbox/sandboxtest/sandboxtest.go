@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +43,10 @@ type Limits struct {
 	// agent runs as that user): a command as another is refused with a
 	// *sandbox.StartError that says so.
 	OneUser bool
+	// NoSessionDir says a command that names no directory starts in the
+	// workspace, and a cd does not carry over to the next one (the control
+	// API's exec, which leaves the model's bash directory alone).
+	NoSessionDir bool
 }
 
 type limitsKey struct{}
@@ -173,6 +178,9 @@ var execCases = []execCase{
 	{"OutputLimit", testOutputLimit},
 	{"Streaming", testStreaming},
 	{"Terminal", testTerminal},
+	{"SessionDir", testSessionDir},
+	{"BackToBack", testBackToBack},
+	{"InputWait", testInputWait},
 }
 
 func testStdoutApart(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
@@ -505,6 +513,101 @@ func testTerminal(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
 	if res.ExitCode != 0 || !strings.Contains(out, "got typed") {
 		t.Errorf("typed into the terminal: %q", out)
 	}
+}
+
+// A cd carries over to the next command that names no directory, sent the
+// moment the last one's result arrives (as replays, harnesses and API
+// clients send it): on a terminal and with pipes, into a directory anyone
+// may enter and into one only the commands' user may (mkdir -m 700, as a
+// workspace made by mktemp -d is). A Dir inside the private one works too.
+func testSessionDir(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
+	ws := sb.Workspace()
+	sh(t, sb, "mkdir -p conformance-cd/open && mkdir -m 700 conformance-cd/private && mkdir conformance-cd/private/sub")
+	dirs := []string{"conformance-cd/open", "conformance-cd/private/sub"}
+	for _, d := range dirs {
+		for _, pipes := range []bool{true, false} {
+			res, out, _ := Exec(t, sb, sandbox.ExecRequest{Command: "pwd", Dir: d, Pipes: pipes})
+			if res.ExitCode != 0 || strings.TrimSpace(out) != ws+"/"+d {
+				t.Errorf("pwd with Dir %q (pipes %v): exit %d, %q", d, pipes, res.ExitCode, out)
+			}
+		}
+	}
+	if l, _ := ctx.Value(limitsKey{}).(Limits); l.NoSessionDir {
+		return
+	}
+	// Back at the workspace's root whatever happens, for the cases after.
+	defer Exec(t, sb, sandbox.ExecRequest{Command: "cd -- " + shellQuote(ws), Pipes: true})
+	for round := range 3 {
+		for _, d := range dirs {
+			for _, pipes := range []bool{false, true} {
+				res, out, _ := Exec(t, sb, sandbox.ExecRequest{Command: "cd " + d, Pipes: pipes})
+				if res.ExitCode != 0 {
+					t.Errorf("round %d: cd %s (pipes %v): exit %d, %q", round, d, pipes, res.ExitCode, out)
+				}
+				res, out, _ = Exec(t, sb, sandbox.ExecRequest{Command: "pwd", Pipes: pipes})
+				if want := ws + "/" + d; strings.TrimSpace(out) != want || res.Dir != want {
+					t.Errorf("round %d: right after cd %s (pipes %v), pwd says %q and the result's dir is %q, want %q", round, d, pipes, strings.TrimSpace(out), res.Dir, want)
+				}
+				res, out, _ = Exec(t, sb, sandbox.ExecRequest{Command: "cd ..; pwd", Pipes: pipes})
+				if want := ws + "/" + path.Dir(d); strings.TrimSpace(out) != want || res.Dir != ws+"/"+d {
+					t.Errorf("round %d: cd .. from %s (pipes %v): %q, started in %q", round, d, pipes, strings.TrimSpace(out), res.Dir)
+				}
+				res, out, _ = Exec(t, sb, sandbox.ExecRequest{Command: "cd -- " + shellQuote(ws), Pipes: pipes})
+				if res.ExitCode != 0 {
+					t.Fatalf("cd back to the workspace: exit %d, %q", res.ExitCode, out)
+				}
+			}
+		}
+	}
+}
+
+// Calls back to back, each sent the moment the last one's result arrives,
+// on a terminal and with pipes in turn: each sees what the last one left in
+// the workspace, and none of its shell's variables, exported or not.
+func testBackToBack(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
+	prev := ""
+	for i := range 20 {
+		cmd := fmt.Sprintf(`printf '%%s|%%s|%%s' "${CORRAL_EXPORTED-unset}" "${CORRAL_SET-unset}" "$(cat conformance-seq 2>/dev/null)"; export CORRAL_EXPORTED=%[1]d; CORRAL_SET=%[1]d; echo %[1]d > conformance-seq`, i)
+		res, out, _ := Exec(t, sb, sandbox.ExecRequest{Command: cmd, Pipes: i%2 == 1})
+		if want := "unset|unset|" + prev; res.ExitCode != 0 || out != want {
+			t.Errorf("call %d: exit %d, %q, want %q", i, res.ExitCode, out, want)
+		}
+		prev = strconv.Itoa(i)
+	}
+}
+
+// A command waiting for terminal input it will never get is ended before
+// its timeout, whatever user it runs as — the session's (the workspace's
+// owner) or another a request names — where the kernel shows what a
+// process waits for (/proc/<pid>/syscall, on amd64 and arm64; gVisor's does
+// not).
+func testInputWait(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
+	probe := strings.Fields(sh(t, sb, "uname -m; head -c 32 /proc/self/syscall 2>/dev/null | cut -d' ' -f1"))
+	if len(probe) < 2 || probe[0] != "x86_64" && probe[0] != "aarch64" {
+		t.Skipf("the sandbox's kernel does not show what a process waits for (uname -m, /proc/self/syscall: %q)", probe)
+	}
+	if _, err := strconv.ParseUint(probe[1], 10, 64); err != nil {
+		t.Skipf("the sandbox's /proc/self/syscall reads %q", probe[1])
+	}
+	reqs := []sandbox.ExecRequest{
+		{Command: "read x"},
+		{Command: "echo prompt; cat"},
+	}
+	if l, _ := ctx.Value(limitsKey{}).(Limits); !l.OneUser {
+		reqs = append(reqs, sandbox.ExecRequest{Command: "read x", User: "4321:8765"})
+	}
+	for _, req := range reqs {
+		req.Timeout = time.Minute
+		res, out, _ := Exec(t, sb, req)
+		if res.TimedOut || res.ExitCode == 0 {
+			t.Errorf("%q (user %q): ran to its timeout or exited 0, not ended for waiting on the terminal: %+v, output %q", req.Command, req.User, res, out)
+		}
+	}
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // oddReader reads in pieces of changing, odd sizes.
