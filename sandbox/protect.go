@@ -6,6 +6,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/corralhq/corral/internal/agentconf"
 )
 
 // Bounds of the walk that finds what the patterns of Config.Protect match.
@@ -27,7 +29,7 @@ var protectSkipped = map[string]bool{".git": true, "node_modules": true}
 // did not reach is left unprotected in the sandbox, and said in the log.
 func expandProtect(dir, workspace string, list []string, log *slog.Logger) []string {
 	var out []string
-	var pats [][]string
+	var pats []string
 	for _, raw := range list {
 		if !strings.ContainsAny(raw, `*?[\`) {
 			out = append(out, raw)
@@ -47,7 +49,7 @@ func expandProtect(dir, workspace string, list []string, log *slog.Logger) []str
 		if rest, ok := strings.CutPrefix(e, "**/"); ok && !strings.ContainsAny(rest, `*?[\`) {
 			out = append(out, rest) // the root's, present or absent
 		}
-		pats = append(pats, strings.Split(strings.ToLower(e), "/"))
+		pats = append(pats, e)
 	}
 	if len(pats) == 0 {
 		return out
@@ -68,16 +70,16 @@ func expandProtect(dir, workspace string, list []string, log *slog.Logger) []str
 		if err != nil {
 			return nil
 		}
-		name := strings.Split(strings.ToLower(filepath.ToSlash(rel)), "/")
+		rel = filepath.ToSlash(rel)
 		for _, pat := range pats {
-			if !matchPath(pat, name) {
+			if !agentconf.Match(pat, rel) {
 				continue
 			}
 			if found++; found > maxProtectFound {
 				log.Warn("the workspace has too many protected paths to mount them all read-only; those past the first ones are not protected in the sandbox", "mounted", maxProtectFound)
 				return fs.SkipAll
 			}
-			out = append(out, filepath.ToSlash(rel))
+			out = append(out, rel)
 			if d.IsDir() {
 				return fs.SkipDir // protected whole
 			}
@@ -86,28 +88,4 @@ func expandProtect(dir, workspace string, list []string, log *slog.Logger) []str
 		return nil
 	})
 	return out
-}
-
-// matchPath reports whether the components of name match those of pattern:
-// "*" and the like within one component (path.Match), "**" for any number
-// of them.
-func matchPath(pattern, name []string) bool {
-	if len(pattern) == 0 {
-		return len(name) == 0
-	}
-	if pattern[0] == "**" {
-		for i := 0; i <= len(name); i++ {
-			if matchPath(pattern[1:], name[i:]) {
-				return true
-			}
-		}
-		return false
-	}
-	if len(name) == 0 {
-		return false
-	}
-	if ok, _ := path.Match(pattern[0], name[0]); !ok {
-		return false
-	}
-	return matchPath(pattern[1:], name[1:])
 }

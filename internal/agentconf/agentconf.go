@@ -68,7 +68,7 @@ var Entries = []Entry{
 	{".vscode/settings.json", true, Editor, "VS Code", "settings name programs extensions start (formatters, interpreters, terminal profiles)"},
 	{".vscode/mcp.json", true, Editor, "VS Code", "each MCP server entry names a program it starts"},
 	{".vscode/launch.json", true, Editor, "VS Code", "the programs the debugger starts, and the task it runs first"},
-	{".devcontainer", true, Editor, "dev containers", "devcontainer.json's lifecycle commands run on the host at build"},
+	{".devcontainer", true, Editor, "dev containers", "devcontainer.json's initializeCommand runs on the host, its other lifecycle commands in the container it builds"},
 	{".devcontainer.json", true, Editor, "dev containers", "as .devcontainer/devcontainer.json"},
 	{".envrc", true, Direnv, "direnv", "the user's shell runs it on cd into the directory"},
 
@@ -118,4 +118,33 @@ func Lookup(rel string) (e Entry, holds, ok bool) {
 		}
 	}
 	return Entry{}, false, false
+}
+
+// Match reports whether rel, a slash-separated relative path, or a
+// directory above it matches pattern, an entry of a protected-path list:
+// "*" and the like within one component (path.Match), "**" for any number
+// of components. Case is ignored.
+func Match(pattern, rel string) bool {
+	return matchPrefix(strings.Split(strings.ToLower(pattern), "/"), strings.Split(strings.ToLower(rel), "/"))
+}
+
+func matchPrefix(pattern, name []string) bool {
+	if len(pattern) == 0 {
+		return true
+	}
+	if pattern[0] == "**" {
+		for i := 0; i <= len(name); i++ {
+			if matchPrefix(pattern[1:], name[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(name) == 0 {
+		return false
+	}
+	if ok, _ := path.Match(pattern[0], name[0]); !ok {
+		return false
+	}
+	return matchPrefix(pattern[1:], name[1:])
 }
