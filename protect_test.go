@@ -95,6 +95,7 @@ echo "$h" > svc/.mcp.json
 mv pkg/.claude pkg/claude-aside && mkdir pkg/.claude && echo "$h" > pkg/.claude/settings.json
 mv pkg pkg-aside && mkdir -p pkg/.claude && echo "$h" > pkg/.claude/settings.json
 mv svc svc-aside && mkdir svc && echo "$h" > svc/.mcp.json
+mkdir -p fresh/.cursor && echo "$h" > fresh/.cursor/hooks.json
 echo done`
 	if r := protectCall(t, s, "write", map[string]any{"path": "h.sh", "content": script}); r.IsError {
 		t.Fatal(r.Content)
@@ -115,6 +116,14 @@ echo done`
 		}
 	}
 	check("during the session")
+	// What no mount can stop, a directory of configuration made where none
+	// was, is reported.
+	if !strings.Contains(r.Content, "Agent configuration appeared below the workspace's root") || !strings.Contains(r.Content, "\n  fresh/.cursor (Cursor: ") {
+		t.Errorf("the result does not report fresh/.cursor:\n%s", r.Content)
+	}
+	if det, ok := r.Details.(*tools.BashDetails); !ok || !slices.Equal(det.AgentConfigCreated, []string{"fresh/.cursor"}) {
+		t.Errorf("details: %#v", r.Details)
+	}
 	// The write tool refuses the same, with its reason.
 	if r := protectCall(t, s, "write", map[string]any{"path": "sub/.vscode/mcp.json", "content": hook}); !r.IsError || !strings.Contains(r.Content, "protected path (**/.vscode/mcp.json)") || !strings.Contains(r.Content, "VS Code") {
 		t.Errorf("write sub/.vscode/mcp.json: %s", r.Content)
