@@ -194,7 +194,8 @@ type BashDetails struct {
 	NetworkBlocked []string `json:"network_blocked,omitempty"`
 	// AgentConfigCreated lists the protected paths of agent configuration
 	// that appeared below the workspace's root while the command ran (or
-	// since the last command), which the sandbox cannot protect.
+	// since the last command the policy did not find read-only), which the
+	// sandbox cannot protect.
 	AgentConfigCreated []string `json:"agent_config_created,omitempty"`
 }
 
@@ -436,7 +437,12 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	if len(det.NetworkBlocked) > 0 {
 		h.WriteString("Only the hosts the user allowed can be reached (through the proxy in HTTPS_PROXY and ALL_PROXY); ask the user to allow another one if the task needs it.\n")
 	}
-	if det.AgentConfigCreated = s.configScan.created(); len(det.AgentConfigCreated) > 0 {
+	// A command the policy is sure changes nothing is not followed by a
+	// walk: what a background process wrote is found after the next one.
+	if det.Verdict == nil || !det.Verdict.ReadOnly {
+		det.AgentConfigCreated = s.configScan.created()
+	}
+	if len(det.AgentConfigCreated) > 0 {
 		h.WriteString(createdText(det.AgentConfigCreated))
 	}
 	if len(res.NotCopied) > 0 {
