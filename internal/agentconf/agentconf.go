@@ -84,6 +84,15 @@ var Entries = []Entry{
 	{".idea/workspace.xml", false, Editor, "JetBrains IDEs", "run configurations, started by the user's own click"},
 }
 
+// entryParts are the components of each entry's Path, lower-case.
+var entryParts = func() [][]string {
+	l := make([][]string, len(Entries))
+	for i, e := range Entries {
+		l[i] = strings.Split(strings.ToLower(e.Path), "/")
+	}
+	return l
+}()
+
 // Protected returns the protected entries as patterns of every depth
 // ("**/.claude"), in the list's order: the paths the sandbox and the file
 // tools protect by default.
@@ -105,8 +114,8 @@ func Protected() []string {
 // case-insensitive file system .Claude is .claude.
 func Lookup(rel string) (e Entry, holds, ok bool) {
 	parts := strings.Split(strings.ToLower(path.Clean(rel)), "/")
-	for _, e := range Entries {
-		ep := strings.Split(strings.ToLower(e.Path), "/")
+	for k, e := range Entries {
+		ep := entryParts[k]
 		for i := range parts {
 			n := min(len(ep), len(parts)-i)
 			if !slices.Equal(parts[i:i+n], ep[:n]) {

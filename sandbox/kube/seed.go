@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/corralhq/corral/internal/agentconf"
@@ -230,7 +231,11 @@ func (p *Pod) protected() func(rel string, isDir bool) bool {
 	var paths, pats []string
 	for _, e := range list {
 		if strings.ContainsAny(e, "*?[") {
-			pats = append(pats, strings.Trim(path.Clean(e), "/"))
+			// A repository's own files come down but for its hooks and
+			// config (below): "**/.git" is the file tools'.
+			if e := strings.Trim(path.Clean(e), "/"); !slices.Contains(strings.Split(e, "/"), ".git") {
+				pats = append(pats, e)
+			}
 			continue
 		}
 		if rel, ok := strings.CutPrefix(path.Clean(e), p.cfg.Workspace+"/"); ok {
