@@ -46,7 +46,9 @@ type Config struct {
 	// directory; symlinks are resolved.
 	Workspace string
 
-	// Sandbox configures each session's container. Open sets its Workspace,
+	// Sandbox configures each session's container. Its Protect, when set,
+	// is added to Tools.Protected, and the sandbox protects that one list
+	// (see Tools). Open sets its Workspace,
 	// sets its Logger when nil, gives each session its own Session id (unless
 	// set here, when there is only ever one session) and adds the session's log
 	// directory to its ReadOnlyMounts.
@@ -60,6 +62,14 @@ type Config struct {
 	// Policy and Events, sets its Logger when nil, and its LogDir: when empty,
 	// each session gets a fresh temporary directory, removed by Session.Close;
 	// when given, it is created if missing and kept, and sessions share it.
+	//
+	// Its Protected (tools.DefaultProtected when nil; an empty, non-nil slice
+	// protects nothing) is the one setting of the protected paths: edit and
+	// write refuse them, and the sandbox mounts them read-only, so that
+	// commands cannot change or create them either (sandbox.Config.Protect),
+	// as the corral command's --protect does. Sandbox.Protect, when set, and
+	// the repository's hooks directory in the workspace (see New) are added
+	// to it.
 	Tools tools.Options
 
 	// Policy configures the policy engine New builds once for all sessions.
@@ -170,14 +180,21 @@ func New(cfg Config) (*Host, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	hooks := ""
 	if ws != "" && cfg.Pool == nil {
-		if hooks := hooksDir(ws); hooks != "" {
+		if hooks = hooksDir(ws); hooks != "" {
 			// The repository's hooks are in the worktree: protected as
 			// .git is (see hooksDir).
-			cfg.Sandbox.Protect = protecting(cfg.Sandbox.Protect, sandbox.DefaultProtect, hooks)
-			cfg.Tools.Protected = protecting(cfg.Tools.Protected, tools.DefaultProtected, hooks)
 			log.Info("protecting the repository's hooks in the workspace", "dir", hooks)
 		}
+	}
+	// One list for the file tools and the sandbox: what edit and write
+	// refuse, commands cannot change. A pooled sandbox protects nothing of
+	// its slot (see Pool).
+	protect := protection(cfg.Tools.Protected, cfg.Sandbox.Protect, hooks)
+	cfg.Tools.Protected = protect
+	if cfg.Pool == nil {
+		cfg.Sandbox.Protect = protect
 	}
 	popts := cfg.Policy
 	popts.Workspace = ws

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral/tools"
 )
 
 // hooksDir returns the directory, relative to ws, in which git on the host
@@ -54,13 +56,20 @@ func hooksDir(ws string) string {
 	return rel
 }
 
-// protecting returns list (defaults when nil) with path added.
-func protecting(list, defaults []string, path string) []string {
+// protection returns the one list of protected paths that the file tools
+// and the sandbox both get: files, the file tools' (tools.DefaultProtected
+// when nil; an empty, non-nil slice protects nothing), with what box, the
+// sandbox's, adds to it, and hooks when not "".
+func protection(files, box []string, hooks string) []string {
+	list := files
 	if list == nil {
-		list = defaults
+		list = tools.DefaultProtected
 	}
-	if slices.Contains(list, path) {
-		return list
+	list = append([]string{}, list...)
+	for _, p := range append(slices.Clip(box), hooks) {
+		if p != "" && !slices.Contains(list, p) {
+			list = append(list, p)
+		}
 	}
-	return append(slices.Clone(list), path)
+	return list
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/corralhq/corral/internal/agentconf"
 )
 
 // pathClass says what a path names, from the policy's point of view. What each
@@ -509,42 +511,24 @@ func isUnder(c string, dirs []string) bool {
 	return false
 }
 
-// Where AI agents and editors keep configuration that makes them run
-// programs, grant permissions or start servers: a command that writes there
-// reconfigures the agent or the user's tools.
-var (
-	agentConfigDirs = set(".claude", ".codex", ".gemini", ".cursor", ".windsurf", ".continue", ".roo", ".kiro",
-		".amazonq", ".aider", ".opencode", ".goose", ".qwen", ".crush", ".zed")
-	agentConfigFiles = set(".mcp.json", ".envrc", ".claude.json", ".aider.conf.yml", ".cursorrules", ".windsurfrules",
-		".clinerules", ".roomodes", "opencode.json", ".crush.json")
-	editorConfigFiles = set(".vscode/tasks.json", ".vscode/mcp.json", ".vscode/settings.json", ".vscode/launch.json",
-		".idea/workspace.xml", ".devcontainer/devcontainer.json", ".devcontainer.json")
-)
-
 // agentConfig says what c, a path relative to the workspace or home, is when
 // it is an agent's or an editor's configuration (or a directory holding
-// some), and "" otherwise. Every directory level is looked at:
-// sub/.claude/settings.json configures an agent started in sub. Names are
+// some), and "" otherwise: the names of package agentconf, the list the
+// sandbox and the file tools protect too. Every directory level is looked
+// at: sub/.claude/settings.json configures an agent started in sub. Names are
 // compared without case: on a host with a case-insensitive file system
 // (macOS, Windows) .Claude is .claude.
 func agentConfig(c string) string {
-	parts := strings.Split(strings.ToLower(c), "/")
-	for i, p := range parts {
-		if agentConfigDirs[p] {
-			return "an AI agent's configuration (its permissions, hooks and MCP servers)"
-		}
-		if i == len(parts)-1 && agentConfigFiles[p] {
-			if p == ".envrc" {
-				return "which direnv runs on entering the directory"
-			}
-			return "an AI agent's configuration (its permissions, hooks and MCP servers)"
-		}
-		if i+1 < len(parts) && editorConfigFiles[p+"/"+parts[i+1]] {
-			return "an editor's configuration, whose tasks and servers it runs"
-		}
-		if (p == ".vscode" || p == ".devcontainer" || p == ".idea") && i == len(parts)-1 {
-			return "a directory of an editor's configuration, whose tasks and servers it runs"
-		}
+	e, holds, ok := agentconf.Lookup(c)
+	switch {
+	case !ok:
+		return ""
+	case e.Kind == agentconf.Direnv:
+		return "which direnv runs on entering the directory"
+	case e.Kind == agentconf.Editor && holds:
+		return "a directory of an editor's configuration, whose tasks and servers it runs"
+	case e.Kind == agentconf.Editor:
+		return "an editor's configuration, whose tasks and servers it runs"
 	}
-	return ""
+	return "an AI agent's configuration (its permissions, hooks and MCP servers)"
 }

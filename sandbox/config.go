@@ -10,6 +10,8 @@ package sandbox
 import (
 	"log/slog"
 	"time"
+
+	"github.com/corralhq/corral/internal/agentconf"
 )
 
 // Defaults of Config.
@@ -97,11 +99,16 @@ type Config struct {
 	// absent — they cannot create them either: each is mounted read-only (a
 	// missing one, or its topmost missing directory, as an empty read-only
 	// directory, removed at the end when still empty), and no directory on
-	// its way can be moved aside. Entries are relative
-	// to the workspace (or absolute inside it); patterns ("*", "**") and
-	// paths in a .git are skipped (the file tools match patterns; the
-	// repository has its shadow). DefaultProtect when nil; an empty,
-	// non-nil slice protects nothing.
+	// its way can be moved aside. Entries are relative to the workspace (or
+	// absolute inside it), slash-separated. An entry with patterns ("*"
+	// within a name, "**" for any number of directories) protects what
+	// matches it when the sandbox starts (a bounded walk of the workspace
+	// that skips .git and node_modules); "**/NAME" protects NAME at the root
+	// present or absent, as an entry without patterns, and NAME at every
+	// depth where it exists then. What a command creates at depth later is
+	// not protected (the file tools and the policy still see it). Paths in a
+	// .git are skipped (the repository has its shadow). DefaultProtect when
+	// nil; an empty, non-nil slice protects nothing.
 	Protect []string
 	// Logger receives diagnostics; discarded when nil.
 	Logger *slog.Logger
@@ -112,15 +119,10 @@ type Bind struct {
 	Source, Target string
 }
 
-// DefaultProtect are the files that the user's own tools on the host run or
-// trust without review: Claude Code's project settings (hooks run shell
-// commands), MCP server lists (each names a program to start), VS Code's
-// tasks and settings (tasks run on folder open; settings name programs),
-// direnv's .envrc (run by the user's shell on cd) and dev container
-// definitions (lifecycle commands).
-var DefaultProtect = []string{
-	".claude/settings.json", ".claude/settings.local.json",
-	".mcp.json", ".cursor/mcp.json",
-	".vscode/tasks.json", ".vscode/settings.json",
-	".envrc", ".devcontainer", ".devcontainer.json",
-}
+// DefaultProtect are the files and directories that the user's own tools
+// on the host run or trust without review, at every depth: AI agents' and
+// editors' configuration (hooks, MCP servers, tasks, permissions), direnv's
+// .envrc and dev container definitions. They are package agentconf's
+// protected entries, which the file tools refuse and the policy asks about
+// too; the README's table gives each one's reason.
+var DefaultProtect = agentconf.Protected()

@@ -444,6 +444,7 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 		if protect == nil {
 			protect = DefaultProtect
 		}
+		protect = expandProtect(c.cfg.Source, c.cfg.Workspace, protect, c.log)
 		if g, err = newGitShadow(c.cfg.Source, c.cfg.Session, int(c.uid), int(c.gid), protect, c.log); err != nil {
 			return nil, err
 		}

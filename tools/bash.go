@@ -197,6 +197,11 @@ type BashDetails struct {
 	// NetworkBlocked lists the connections the egress proxy refused while the
 	// command ran, as "host:port (reason)".
 	NetworkBlocked []string `json:"network_blocked,omitempty"`
+	// AgentConfigCreated lists the protected paths of agent configuration
+	// that appeared below the workspace's root while the command ran (or
+	// since the last command the policy did not find read-only), which the
+	// sandbox cannot protect.
+	AgentConfigCreated []string `json:"agent_config_created,omitempty"`
 }
 
 func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {
@@ -436,6 +441,14 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	}
 	if len(det.NetworkBlocked) > 0 {
 		h.WriteString("Only the hosts the user allowed can be reached (through the proxy in HTTPS_PROXY and ALL_PROXY); ask the user to allow another one if the task needs it.\n")
+	}
+	// A command the policy is sure changes nothing is not followed by a
+	// walk: what a background process wrote is found after the next one.
+	if det.Verdict == nil || !det.Verdict.ReadOnly {
+		det.AgentConfigCreated = s.configScan.created()
+	}
+	if len(det.AgentConfigCreated) > 0 {
+		h.WriteString(createdText(det.AgentConfigCreated))
 	}
 	if len(res.NotCopied) > 0 {
 		fmt.Fprintf(&h, "Not copied to the host's repository: %s. Commands work on a copy of the repository's state; a change git itself would not write, or a new submodule, stays out and was undone.\n", strings.Join(res.NotCopied, ", "))

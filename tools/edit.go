@@ -32,7 +32,7 @@ const EditDescription = `Replace text in a file you have read in this session.
 - The file keeps its line endings (a CRLF file stays CRLF), byte-order mark, mode and final newline: write oldText and newText with plain "\n".
 - When oldText is not found, the error quotes the most similar lines of the current file with their numbers; correct oldText from them. A match that differs only in line endings, trailing spaces or typographic quotes, dashes and spaces is applied to that text alone, and the result says so.
 - Prefer edit to write for changes to an existing file; make several small edits rather than one huge one.
-- Protected paths (by default everything in .git, and any .git at any depth: git's hooks, its config and what sends it elsewhere for them) cannot be edited; run git commands with bash instead.`
+- Protected paths (by default, at any depth: everything in .git — git's hooks, its config and what sends it elsewhere for them — and the configuration of AI agents and editors that runs programs: .claude/, .mcp.json, .vscode/tasks.json, .envrc and the like) cannot be edited; run git commands with bash instead, and ask the user to change an agent's configuration.`
 
 // maxEditBytes caps the files edit and write hold in memory. A larger file is
 // left to bash (sed, a script).
@@ -75,8 +75,8 @@ func (s *Session) edit(ctx context.Context, p EditParams) (Result, error) {
 	if err != nil {
 		return resultOf(err)
 	}
-	if _, ok := s.protect.lexical(t.canon); ok {
-		return resultOf(s.protect.error(t.display, "edit"))
+	if e, ok := s.protect.lexical(t.canon); ok {
+		return resultOf(s.protect.error(t.display, "edit", e))
 	}
 	switch {
 	case p.OldText == "":
@@ -103,8 +103,8 @@ func (s *Session) edit(ctx context.Context, p EditParams) (Result, error) {
 	if err != nil {
 		return resultOf(err)
 	}
-	if _, ok := s.protect.identity(s.ws.root, dir.info, dir.path, t.name(), fi); ok {
-		return resultOf(s.protect.error(t.display, "edit"))
+	if e, ok := s.protect.identity(s.ws.root, dir.info, dir.path, t.name(), fi); ok {
+		return resultOf(s.protect.error(t.display, "edit", e))
 	}
 	have := hashBytes(old)
 	want, read := s.state.lookup(t.key)
@@ -205,9 +205,9 @@ func (s *Session) openParent(t target, verb string) (parentDir, error) {
 			where = filepath.ToSlash(rel)
 		}
 	}
-	if _, ok := s.protect.identity(s.ws.root, fi, where, t.name(), nil); ok {
+	if e, ok := s.protect.identity(s.ws.root, fi, where, t.name(), nil); ok {
 		r.Close()
-		return parentDir{}, s.protect.error(t.display, verb)
+		return parentDir{}, s.protect.error(t.display, verb, e)
 	}
 	if fi.Mode().Perm()&0o222 == 0 {
 		// Root could write in it; no one is meant to.

@@ -93,7 +93,7 @@ func TestEditMessages(t *testing.T) {
 			files: map[string]string{".git/config": "[core]\n"},
 			read:  []string{".git/config"},
 			args:  m{"path": ".git/config", "oldText": "[core]", "newText": "[x]"},
-			facts: []string{"Cannot edit .git/config", "protected", "(protected: **/.git, .claude/settings.json, ", "Ask the user"},
+			facts: []string{"Cannot edit .git/config", "it is a protected path (**/.git)", "git on the host runs a repository's hooks", "Ask the user"},
 		},
 	}
 	for _, tt := range tests {

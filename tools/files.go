@@ -19,6 +19,7 @@ type fileTools struct {
 	logs              *fsys.Local
 	logsAbs, logsReal string
 	protect           protection
+	configScan        *configScan // nil when not scanning
 	state             *readState
 	queue             *writeQueue
 	watch             *watcher
@@ -42,6 +43,7 @@ func (s *Session) openFiles() {
 		protected = append(protected, p)
 	}
 	s.protect = newProtection(protected)
+	s.configScan = newConfigScan(s)
 	s.state = newReadState()
 	s.queue = newWriteQueue()
 	s.openLogs()

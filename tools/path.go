@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/corralhq/corral/fsys"
+	"github.com/corralhq/corral/internal/agentconf"
 	"github.com/corralhq/corral/internal/sanitize"
 )
 
@@ -403,7 +404,8 @@ type protection struct {
 	// ("**/.git" as .git). Patterns have none (the lexical check covers
 	// them).
 	files []string
-	shown string // the list as the user configured it, for messages
+	// shown is each entry as the user configured it, for messages.
+	shown map[string]string
 }
 
 // statsOf returns Stat for root, answering the names of files and their
@@ -436,20 +438,21 @@ func statsOf(root fsys.Root, files []string) func(string) (fs.FileInfo, error) {
 }
 
 func newProtection(list []string) protection {
-	var p protection
-	var shown []string
+	p := protection{shown: map[string]string{}}
 	for _, e := range list {
 		c := strings.Trim(filepath.ToSlash(filepath.Clean(e)), "/")
 		if c == "" || c == "." {
 			continue
 		}
-		p.entries = append(p.entries, strings.ToLower(c))
-		if f := strings.TrimPrefix(strings.ToLower(c), "**/"); !isPattern(f) {
+		lc := strings.ToLower(c)
+		p.entries = append(p.entries, lc)
+		if f := strings.TrimPrefix(lc, "**/"); !isPattern(f) {
 			p.files = append(p.files, f)
 		}
-		shown = append(shown, e)
+		if _, ok := p.shown[lc]; !ok {
+			p.shown[lc] = e
+		}
 	}
-	p.shown = strings.Join(shown, ", ")
 	return p
 }
 
@@ -527,6 +530,20 @@ func (p protection) identity(root fsys.Root, dirInfo fs.FileInfo, dirPath, name 
 	return "", false
 }
 
-func (p protection) error(display, verb string) error {
-	return userErrorf("Cannot %s %s: it is a protected path (protected: %s), because the user's own tools run or trust what it holds. Ask the user to make this change.", verb, display, p.shown)
+// error is the refusal of display, protected by entry (as matched: lexical's
+// or identity's answer). It names the entry and, for an agent's or
+// editor's configuration or a repository, why it is protected.
+func (p protection) error(display, verb, entry string) error {
+	shown, ok := p.shown[entry]
+	if !ok {
+		shown = entry
+	}
+	why := "the user's own tools run or trust what it holds"
+	rest := strings.TrimPrefix(entry, "**/")
+	if rest == ".git" || strings.HasPrefix(rest, ".git/") {
+		why = "git on the host runs a repository's hooks, and its config names programs; use git through bash to change a repository"
+	} else if e, _, ok := agentconf.Lookup(rest); ok && strings.EqualFold(e.Path, rest) {
+		why = e.Who + " reads it without review: " + e.Why
+	}
+	return userErrorf("Cannot %s %s: it is a protected path (%s), because %s. Ask the user to make this change.", verb, display, shown, why)
 }

@@ -272,3 +272,35 @@ func TestProtectedGitRedirections(t *testing.T) {
 		t.Errorf("git on the host ran a planted program (%d times)", len(ents))
 	}
 }
+
+// Agent configuration is protected at every depth (an agent started in pkg
+// reads pkg/.claude/settings.json), each refusal naming the entry and why;
+// instruction files and the rest of .vscode are not.
+func TestProtectedAgentConfigAtDepth(t *testing.T) {
+	s, ws := newTestSession(t, map[string]string{"pkg/.claude/x.md": "x\n", "sub/.vscode/extensions.json": "{}\n"})
+	for _, tt := range []struct{ path, entry, who string }{
+		{"sub/.vscode/mcp.json", "**/.vscode/mcp.json", "VS Code reads it without review: each MCP server entry names a program"},
+		{"pkg/.claude/settings.json", "**/.claude", "Claude Code reads it without review: settings.json"},
+		{"pkg/.Claude/settings.local.json", "**/.claude", "Claude Code"},
+		{".gemini/settings.json", "**/.gemini", "Gemini CLI"},
+		{"a/b/.codex/config.toml", "**/.codex", "Codex CLI"},
+		{"a/.cursor/hooks.json", "**/.cursor", "Cursor"},
+		{"svc/.mcp.json", "**/.mcp.json", "MCP server"},
+		{"svc/.envrc", "**/.envrc", "direnv"},
+		{"svc/.devcontainer/devcontainer.json", "**/.devcontainer", "dev containers"},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			mustFail(t, s, "write", m{"path": tt.path, "content": `{"hooks": {}}`}, "Cannot write "+tt.path, "it is a protected path ("+tt.entry+")", tt.who, "Ask the user")
+			if _, err := os.Lstat(filepath.Join(ws, tt.path)); err == nil {
+				t.Errorf("%s was written", tt.path)
+			}
+		})
+	}
+	mustOK(t, s, "read", m{"path": "pkg/.claude/x.md"})
+	mustFail(t, s, "edit", m{"path": "pkg/.claude/x.md", "oldText": "x", "newText": "y"}, "Cannot edit pkg/.claude/x.md", "(**/.claude)")
+	// Instructions, and the rest of an editor's directory, are ordinary work.
+	mustOK(t, s, "write", m{"path": "pkg/CLAUDE.md", "content": "x\n"})
+	mustOK(t, s, "write", m{"path": "pkg/AGENTS.md", "content": "x\n"})
+	mustOK(t, s, "read", m{"path": "sub/.vscode/extensions.json"})
+	mustOK(t, s, "write", m{"path": "sub/.vscode/extensions.json", "content": "{\"recommendations\": []}\n"})
+}

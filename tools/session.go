@@ -145,10 +145,10 @@ const (
 // hooks git runs, whose config names programs (core.fsmonitor, core.pager) and
 // whose commondir, config.worktree and worktrees send git elsewhere for them; or
 // a .git file, which names the repository of a submodule or a worktree — and
-// the agent tooling files the user's tools run without review
-// (sandbox.DefaultProtect: .claude/settings.json, .mcp.json, .vscode/tasks.json,
-// .envrc, .devcontainer, ...), which the sandbox also keeps commands from
-// changing.
+// the configuration of AI agents and editors that the user's tools run without
+// review, at any depth (sandbox.DefaultProtect: **/.claude, **/.mcp.json,
+// **/.vscode/tasks.json, **/.envrc, **/.devcontainer, ...), which the sandbox
+// also keeps commands from changing.
 var DefaultProtected = append([]string{"**/.git"}, sandbox.DefaultProtect...)
 
 // ErrClosed is returned by calls on a closed Session.

@@ -25,7 +25,7 @@ const WriteDescription = `Create a file, or replace the whole content of a file.
 - To change part of an existing file, use edit: it is safer and costs far fewer tokens.
 - Overwriting an existing file requires that you read it in this session and that it has not changed since (by the user, a formatter or a command); otherwise the write is refused — read it, then retry.
 - The write is atomic and keeps the file's mode. An existing CRLF file keeps its CRLF line endings, and a byte-order mark is kept, when content uses plain "\n".
-- Protected paths (by default everything in .git, and any .git at any depth: git's hooks, its config and what sends it elsewhere for them) cannot be written; run git commands with bash instead.`
+- Protected paths (by default, at any depth: everything in .git — git's hooks, its config and what sends it elsewhere for them — and the configuration of AI agents and editors that runs programs: .claude/, .mcp.json, .vscode/tasks.json, .envrc and the like) cannot be written; run git commands with bash instead, and ask the user to change an agent's configuration.`
 
 // WriteDetails are the UI's data about a write.
 type WriteDetails struct {
@@ -61,8 +61,8 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 	if t.canon == "." {
 		return errorResult("%s is the workspace root, a directory. Give the path of a file in it.", t.display), nil
 	}
-	if _, ok := s.protect.lexical(t.canon); ok {
-		return resultOf(s.protect.error(t.display, "write"))
+	if e, ok := s.protect.lexical(t.canon); ok {
+		return resultOf(s.protect.error(t.display, "write", e))
 	}
 	if !t.exists {
 		if err := checkNewName(p.Path); err != nil {
@@ -113,8 +113,8 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 		if err != nil {
 			return resultOf(err)
 		}
-		if _, ok := s.protect.identity(s.ws.root, dir.info, dir.path, t.name(), oldInfo); ok {
-			return resultOf(s.protect.error(t.display, "write"))
+		if e, ok := s.protect.identity(s.ws.root, dir.info, dir.path, t.name(), oldInfo); ok {
+			return resultOf(s.protect.error(t.display, "write", e))
 		}
 		if err := checkWritable(t.display, oldInfo, "overwrite"); err != nil {
 			return resultOf(err)

@@ -50,7 +50,7 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.confirm, "confirm", "deny", "what to do with a command the policy wants confirmed: deny (refuse it and tell the model approval was required), allow (run it), or ask (prompt on the terminal: once, session, rule, deny with a reason, or abort); with ask, a host no network list names is asked about there too, while allow never approves a host")
 	fs.StringVar(&f.events, "events", "", "write the event stream (call start and end with diffs, output chunks, outside file changes) to `FILE` as JSON lines; outside the workspace, where no command can rewrite it")
 	fs.StringVar(&f.writePolicy, "write-policy", string(tools.RequireRead), "when write may overwrite an existing file: require-read (only a file read in this session and unchanged since) or allow (any file)")
-	fs.StringArrayVar(&f.protect, "protect", nil, "a workspace path edit and write must refuse, with what is below it (* matches within a name, ** any number of directories), and commands in the sandbox cannot change or create (paths without patterns); repeatable, added to the defaults "+strings.Join(tools.DefaultProtected, ", "))
+	fs.StringArrayVar(&f.protect, "protect", nil, "a workspace path edit and write must refuse, with what is below it (* matches within a name, ** any number of directories), and commands in the sandbox cannot change or create (a pattern: what matches it when the session starts); repeatable, added to the defaults "+strings.Join(tools.DefaultProtected, ", "))
 	fs.BoolVar(&f.noProtect, "no-default-protect", false, "do not protect "+strings.Join(tools.DefaultProtected, ", ")+" from edit and write")
 	fs.DurationVar(&f.bashTimeout, "bash-timeout", tools.DefaultBashTimeout, "timeout of a bash command that names none")
 	fs.DurationVar(&f.maxBashTimeout, "max-bash-timeout", tools.DefaultMaxBashTimeout, "the longest timeout a bash call may ask for")
@@ -119,8 +119,8 @@ func (f *sessionFlags) config(progress io.Writer) (corral.Config, error) {
 	if err != nil {
 		return corral.Config{}, err
 	}
-	// What edit and write refuse, commands in the sandbox cannot change.
-	box.Protect = opts.Protected
+	// What edit and write refuse (opts.Protected), commands in the sandbox
+	// cannot change: package corral gives the sandbox the same list.
 	eg, err := f.sandbox.egress()
 	if err != nil {
 		return corral.Config{}, err

@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strings"
 
+	"github.com/corralhq/corral/internal/agentconf"
 	"github.com/corralhq/corral/internal/sanitize"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/sandbox/internal/wsarchive"
@@ -226,9 +228,14 @@ func (p *Pod) protected() func(rel string, isDir bool) bool {
 	if list == nil {
 		list = sandbox.DefaultProtect
 	}
-	var paths []string
+	var paths, pats []string
 	for _, e := range list {
 		if strings.ContainsAny(e, "*?[") {
+			// A repository's own files come down but for its hooks and
+			// config (below): "**/.git" is the file tools'.
+			if e := strings.Trim(path.Clean(e), "/"); !slices.Contains(strings.Split(e, "/"), ".git") {
+				pats = append(pats, e)
+			}
 			continue
 		}
 		if rel, ok := strings.CutPrefix(path.Clean(e), p.cfg.Workspace+"/"); ok {
@@ -241,6 +248,11 @@ func (p *Pod) protected() func(rel string, isDir bool) bool {
 	return func(rel string, isDir bool) bool {
 		for _, q := range paths {
 			if rel == q || strings.HasPrefix(rel, q+"/") {
+				return true
+			}
+		}
+		for _, q := range pats {
+			if agentconf.Match(q, rel) {
 				return true
 			}
 		}
