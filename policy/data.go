@@ -325,7 +325,7 @@ func (w *walker) fileData(f field) data {
 	case "/etc/hostname", "/etc/machine-id", "/proc/sys/kernel/hostname", "/etc/hosts", "/proc/version":
 		return data{kind: dEnv}
 	}
-	if dotenvFile(c) {
+	if projectSecretFile(c) {
 		return data{kind: dSecret | dFile}
 	}
 	switch w.classifyPath(f).class {

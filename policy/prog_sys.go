@@ -417,12 +417,13 @@ func checkGrep(w *walker, c *call) {
 		}
 	}
 	c.judgedPaths = true
+	namesOnly := p.has("-l", "--files-with-matches", "-L", "--files-without-match", "-c", "--count", "-q", "--quiet")
 	for _, f := range ops {
+		if namesOnly && f.known() && projectSecretFile(w.canon(f.s)) && w.classifyPath(f).class == pcWorkspace {
+			continue // only its name or a count is printed
+		}
 		if d := w.pathOp(opRead, f, actor(c), false); d == Deny {
 			continue
-		}
-		if f.known() && dotenvFile(w.canon(f.s)) && !p.has("-l", "--files-with-matches", "-L", "--files-without-match", "-c", "--count", "-q", "--quiet") {
-			w.readDotenv(c, f)
 		}
 		if !recursive {
 			continue

@@ -38,6 +38,7 @@ const (
 	ruleCrontabRemove
 	ruleCrypto
 	ruleDatabase
+	ruleDataLoss
 	ruleDbWipe
 	ruleDebugAttach
 	ruleDecodedCode
@@ -195,6 +196,7 @@ var ruleTable = [ruleCount]struct{ id, covers string }{
 	ruleCrontabRemove:         {"crontab-remove", "deleting every scheduled job of the user"},
 	ruleCrypto:                {"crypto", "working with keys, certificates and signatures locally"},
 	ruleDatabase:              {"database", "connecting to a database server"},
+	ruleDataLoss:              {"data-loss", "an ORM, migration tool or framework dropping, wiping or resetting a database"},
 	ruleDbWipe:                {"db-wipe", "dropping databases or their users"},
 	ruleDebugAttach:           {"debug-attach", "attaching a debugger or tracer to a running process"},
 	ruleDecodedCode:           {"decoded-code", "running code that is decoded (base64, hex) at run time"},

@@ -768,6 +768,10 @@ func (w *walker) substs(node syntax.Node) {
 			return false
 		case *syntax.ArithmExp:
 			w.arith = true
+			// $(( x='a[$(cmd)]' )) and $[ ... ]: a quoted string in the
+			// expression is evaluated again, and a subscript in it runs
+			// the command substitution inside.
+			w.arithStrings(n.X, w.text(n))
 		case *syntax.ProcSubst:
 			in := data{}
 			if n.Op == syntax.CmdOut {
@@ -1217,6 +1221,7 @@ func (w *walker) command(c *call) {
 		w.dynamicName(c, name)
 		return
 	}
+	w.dataLoss(c)
 	w.run(c, name.s, name.quoted)
 }
 
@@ -1502,7 +1507,8 @@ func (w *walker) generic(c *call) {
 				w.add(Deny, ruleExfil, fmt.Sprintf("%s would send %s, which holds the environment or credentials written earlier in the command; do not send them anywhere", c.name, cand.s), c.part)
 				break
 			}
-			if cand.known() && dotenvFile(w.canon(cand.s)) && cand.s != "" {
+			info := w.classifyPath(cand)
+			if cand.known() && info.class != pcSecret && projectSecretFile(w.canon(cand.s)) && cand.s != "" {
 				switch {
 				case c.network:
 					w.add(Deny, ruleExfil, fmt.Sprintf("%s would send %s, the project's secrets (API keys, passwords), over the network; never send credentials off the machine", c.name, cand.show()), c.part)
@@ -1511,9 +1517,12 @@ func (w *walker) generic(c *call) {
 				}
 				break
 			}
-			info := w.classifyPath(cand)
 			if info.class == pcSecret {
 				w.add(Deny, ruleSecretRead, fmt.Sprintf("%s would read %s; credentials must not be read, copied or sent — ask the user if the task needs them", c.name, info.what), c.part)
+				break
+			}
+			if (info.class == pcDevice || info.class == pcKernel) && rawStorage(info.canon) && !c.network {
+				w.pathOp(opRead, cand, c.name, false)
 				break
 			}
 			if info.class == pcHistory {
@@ -1539,7 +1548,7 @@ func (w *walker) readDotenv(c *call, f field) {
 
 // sendsDotenv denies sending a project's environment file to another machine.
 func (w *walker) sendsDotenv(c *call, f field) bool {
-	if !f.known() || !dotenvFile(w.canon(f.s)) {
+	if !f.known() || !projectSecretFile(w.canon(f.s)) {
 		return false
 	}
 	w.add(Deny, ruleExfil, fmt.Sprintf("%s would send %s, the project's secrets (API keys, passwords), to another machine; never send credentials off the machine", c.name, f.show()), c.part)
