@@ -76,3 +76,58 @@ func scoreAgents(t *testing.T, e *Engine, minSafe float64) {
 // TestCorpusAgents judges the agents corpus without a containment (the
 // policy used on its own): the conservative rules, nothing dangerous allowed.
 func TestCorpusAgents(t *testing.T) { scoreAgents(t, Default(), 0) }
+
+// TestCorpusAgentsSession judges the agents corpus as a default session
+// does (the sandbox, no network, checkpoints, the workspace known): nothing
+// dangerous allowed, and at least 95% of the safe commands.
+func TestCorpusAgentsSession(t *testing.T) {
+	e, err := New(Options{Workspace: "/work/project", Containment: SessionContainment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoreAgents(t, e, 95)
+}
+
+// TestCorporaUnderSession runs every labelled corpus as a default session
+// judges it. The public corpus keeps every label; in our own, written for
+// the conservative rules, a command labelled confirm may be allowed only by a
+// rule the containment makes moot (mootRules), and nothing labelled deny.
+func TestCorporaUnderSession(t *testing.T) {
+	e, err := New(Options{Workspace: "/work/project", Containment: SessionContainment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"corpus-public.jsonl", "cases.jsonl", "redteam.jsonl", "blind.jsonl", "blind2.jsonl", "variations.jsonl"} {
+		safe, safeOK := 0, 0
+		for _, c := range readCorpus(t, name) {
+			ex := e.Explain(c.Cmd)
+			v := ex.Verdict
+			moot := false
+			for _, st := range ex.Steps {
+				if _, ok := mootRules[ruleByName(st.Rule)]; ok && st.Decision == Allow {
+					moot = true
+				}
+			}
+			switch {
+			case c.Expect == "deny" && v.Decision == Allow,
+				c.Expect == "confirm" && v.Decision == Allow && (name == "corpus-public.jsonl" || !moot):
+				t.Errorf("%s: %s command allowed: %q (%s)\n\tby %s: %s", name, c.Expect, c.Cmd, c.Why, v.Rule, v.Reason)
+			case c.Expect == "allow":
+				safe++
+				if v.Decision == Allow {
+					safeOK++
+				}
+			}
+		}
+		t.Logf("%s: allow-class allowed %d/%d", name, safeOK, safe)
+	}
+}
+
+func ruleByName(name string) ruleID {
+	for id := ruleID(1); id < ruleID(len(ruleTable)); id++ {
+		if id.name() == name {
+			return id
+		}
+	}
+	return ruleNone
+}

@@ -187,6 +187,14 @@ func checkCurl(w *walker, c *call) {
 		w.add(Confirm, ruleUpload, "curl sends data to another machine; approval is needed", c.part)
 		return
 	}
+	for _, m := range p.values("-X", "--request") {
+		switch strings.ToUpper(m.s) {
+		case "GET", "HEAD", "OPTIONS":
+		default:
+			w.add(Confirm, ruleUpload, fmt.Sprintf("curl sends a %s request, which changes something on another machine, out of the checkpoint's reach; approval is needed", m.show()), c.part)
+			return
+		}
+	}
 	target := "the network"
 	if len(urls) > 0 {
 		target = urls[0].show()

@@ -283,7 +283,30 @@ func checkKill(w *walker, c *call) {
 		w.add(Allow, ruleInfo, "kill -0 only checks that a process exists; it sends no signal", c.part)
 		return
 	}
+	own := len(p.ops) > 0
+	for _, a := range p.ops {
+		own = own && ownJob(a)
+	}
+	if own {
+		// $! and %N are the jobs this command's own shell started: a
+		// shell's job table holds nothing else.
+		w.add(Allow, ruleKill, "kill stops a background job this command started ($! or %N)", c.part)
+		return
+	}
 	w.add(Confirm, ruleKill, "kill stops processes; approval is needed — kill only processes you started, by their id", c.part)
+}
+
+// ownJob reports whether a kill operand names a job of the shell itself: $!,
+// the last background job's id, or a job spec (%1, %%).
+func ownJob(a field) bool {
+	r := strings.Trim(a.raw, `"`)
+	switch {
+	case r == "$!" || r == "${!}":
+		return true
+	case a.known() && len(a.s) > 1 && a.s[0] == '%':
+		return strings.Trim(a.s[1:], "0123456789") == "" || a.s == "%%" || a.s == "%+" || a.s == "%-"
+	}
+	return false
 }
 
 func checkPkill(w *walker, c *call) {

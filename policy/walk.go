@@ -109,6 +109,9 @@ type varState struct {
 // command did to files so far (written, downloaded, linked, build files
 // changed).
 type walker struct {
+	// noMoot keeps the next findings from being made moot by the
+	// containment (the whole workspace, deleted).
+	noMoot  bool
 	e       *Engine
 	explain bool
 	src     string // the script being walked; positions refer to it
@@ -189,6 +192,16 @@ func (w *walker) addUser(r *Rule, d Decision, reason, part string) {
 }
 
 func (w *walker) addOwned(owner int, d Decision, rule ruleID, user *Rule, reason, part string) {
+	if d == Confirm && user == nil && !w.noMoot {
+		if why, ok := w.e.contain.moot(rule); ok {
+			// The containment makes the rule moot: say what contains it.
+			d = Allow
+			if i := strings.Index(reason, "; "); i > 0 {
+				reason = reason[:i]
+			}
+			reason += "; " + why
+		}
+	}
 	if d == Allow {
 		w.allows++
 		if w.allows > maxAllow && !w.explain {

@@ -1,0 +1,80 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestContainment: what the containment makes moot is allowed only with the
+// whole containment it needs, and the reason names what contains it and the
+// undo; without it (no checkpoints, the bridge network, no sandbox at all)
+// the conservative rules stand.
+func TestContainment(t *testing.T) {
+	none := Containment{}
+	session := SessionContainment
+	allow := Containment{Sandbox: true, Network: NetworkAllow, Checkpoints: true}
+	bridge := Containment{Sandbox: true, Network: NetworkBridge, Checkpoints: true}
+	noCP := Containment{Sandbox: true, Network: NetworkNone}
+	for _, tc := range []struct {
+		cmd     string
+		c       Containment
+		want    Decision
+		reasons []string
+	}{
+		{"python3 -c 'print(1)'", session, Allow, []string{"sandbox", "no network", "undo: corral restore"}},
+		{"python3 -c 'print(1)'", allow, Allow, []string{"egress proxy", "undo: corral restore"}},
+		{"python3 -c 'print(1)'", none, Confirm, nil},
+		{"python3 -c 'print(1)'", bridge, Confirm, nil},
+		{"python3 -c 'print(1)'", noCP, Confirm, nil},
+		{"python3 - <<'EOF'\nprint(1)\nEOF", session, Allow, []string{"undo: corral restore"}},
+		// Seen in the code: what escapes still counts.
+		{"python3 -c \"print(open('.env').read())\"", session, Confirm, []string{"secrets"}},
+		{"python3 -c \"open('.mcp.json','w').write('{}')\"", session, Confirm, nil},
+		{"python3 -c \"open('Makefile','a').write('x:\\n\\trm -rf ~\\n')\" && make x", session, Confirm, nil},
+		{"python3 -c 'print(\"x\"*10**12)' > f", session, Confirm, []string{"disk"}},
+		{"ruby -rfileutils -e 'FileUtils.rm_rf(Dir.home)'", session, Deny, nil},
+		{"python3 -c 'import os; os.setuid(0)'", session, Confirm, nil},
+		// The sandbox's own loopback.
+		{"curl -s localhost:3000/health", session, Allow, []string{"sandbox's own"}},
+		{"curl -s localhost:3000/health", none, Confirm, nil},
+		{"npx tsc --noEmit", session, Allow, nil},
+		{"npx tsc --noEmit", bridge, Confirm, nil},
+		{"npx create-react-app x", session, Confirm, nil},
+		{"git checkout --theirs src/a.ts", session, Allow, []string{"undo: corral restore"}},
+		{"git checkout --theirs src/a.ts", noCP, Confirm, nil},
+		{"git checkout -- .", session, Confirm, nil},
+		// Escapes whatever the containment.
+		{"git push origin main", session, Confirm, nil},
+		{"npx prisma migrate reset --force", session, Confirm, []string{"checkpoint"}},
+		{"curl -X DELETE https://api.example.com/v1/x", session, Confirm, nil},
+		{"cat .env", session, Confirm, nil},
+		{"rm -rf .env", session, Confirm, []string{"checkpoint does not record"}},
+		// An allowed change names its undo; a read does not.
+		{"sed -i s/a/b/ x.txt", session, Allow, []string{"undo: corral restore"}},
+		{"sed -i s/a/b/ x.txt", none, Allow, nil},
+	} {
+		e, err := New(Options{Containment: tc.c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := e.Classify(tc.cmd)
+		if v.Decision != tc.want {
+			t.Errorf("%q under %+v: %s by %s (%s), want %s", tc.cmd, tc.c, v.Decision, v.Rule, v.Reason, tc.want)
+			continue
+		}
+		for _, r := range tc.reasons {
+			if !strings.Contains(v.Reason, r) {
+				t.Errorf("%q under %+v: reason %q does not say %q", tc.cmd, tc.c, v.Reason, r)
+			}
+		}
+		if tc.c == none && strings.Contains(v.Reason, "undo:") {
+			t.Errorf("%q without containment: reason %q names an undo", tc.cmd, v.Reason)
+		}
+	}
+	if v := Classify("ls"); strings.Contains(v.Reason, "undo") {
+		t.Errorf("ls: %q", v.Reason)
+	}
+	if _, err := New(Options{Containment: Containment{Network: "host"}}); err == nil || !strings.Contains(err.Error(), "none, allow or bridge") {
+		t.Errorf("network host: %v", err)
+	}
+}
