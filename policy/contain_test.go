@@ -78,3 +78,27 @@ func TestContainment(t *testing.T) {
 		t.Errorf("network host: %v", err)
 	}
 }
+
+// TestExplainIn: a command is judged from the directory it starts in.
+func TestExplainIn(t *testing.T) {
+	e, err := New(Options{Workspace: "/work/p", Containment: SessionContainment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cwd, cmd string
+		want     Decision
+	}{
+		{"", "rm -f x.txt", Allow},
+		{"/work/p", "rm -f x.txt", Allow},
+		{"/work/p/src", "rm -f x.txt", Allow},
+		{"src", "cat ../.env", Confirm},
+		{"/work", "rm -rf p", Confirm}, // the workspace itself, from above
+		{"/home/u", "cat .ssh/id_rsa", Deny},
+		{"/etc", "rm -f passwd", Deny},
+	} {
+		if v := e.ExplainIn(tc.cwd, tc.cmd); v.Decision != tc.want {
+			t.Errorf("in %q, %q: %s by %s (%s), want %s", tc.cwd, tc.cmd, v.Decision, v.Rule, v.Reason, tc.want)
+		}
+	}
+}

@@ -135,7 +135,18 @@ func (e *Engine) Explain(command string) Explanation {
 	return e.explain(command, true)
 }
 
+// ExplainIn is Explain for a command that starts in the directory cwd: a
+// path relative to the workspace, or an absolute one (inside the workspace
+// when the engine knows it). An empty cwd is the workspace.
+func (e *Engine) ExplainIn(cwd, command string) Explanation {
+	return e.explainIn(cwd, command, true)
+}
+
 func (e *Engine) explain(command string, all bool) (ex Explanation) {
+	return e.explainIn("", command, all)
+}
+
+func (e *Engine) explainIn(cwd, command string, all bool) (ex Explanation) {
 	defer func() {
 		// A bug must not let a command through: deny what the engine could
 		// not finish classifying. (Tests turn this off to see the bug.)
@@ -152,6 +163,11 @@ func (e *Engine) explain(command string, all bool) (ex Explanation) {
 			Reason: fmt.Sprintf("the command is %d bytes long, more than the policy checks (%d); write long scripts to a file in the workspace and run that", len(command), maxInput)}}
 	}
 	w := &walker{e: e, explain: all, top: command}
+	if cwd != "" {
+		if c := w.canon(cwd); c != "." {
+			w.sh.cwd = c
+		}
+	}
 	w.script(command, command)
 	w.runExitTraps(command)
 	w.finishArith()

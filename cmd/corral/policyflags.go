@@ -27,7 +27,12 @@ func (f *policyFlags) engine() (*policy.Engine, error) {
 // engineIn is engine for commands that see the workspace at the absolute path
 // workspace: absolute paths inside it count as the workspace's.
 func (f *policyFlags) engineIn(workspace string) (*policy.Engine, error) {
-	opts := policy.Options{Strict: f.strict, Workspace: workspace}
+	return f.engineFor(workspace, policy.Containment{})
+}
+
+// engineFor is engineIn for commands contained as c says.
+func (f *policyFlags) engineFor(workspace string, c policy.Containment) (*policy.Engine, error) {
+	opts := policy.Options{Strict: f.strict, Workspace: workspace, Containment: c}
 	if f.file != "" {
 		rs, err := policy.LoadRules(f.file)
 		if err != nil {
