@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 )
 
 // pathClass says what a path names, from the policy's point of view. What each
@@ -484,14 +485,18 @@ func projectSecretFile(c string) bool {
 		}
 		return false
 	}
+	if !secretNameMatch(b) && !secretPathMatch(c) {
+		return false
+	}
 	for _, suf := range secretTemplateSuffixes {
 		if strings.HasSuffix(b, suf) {
 			return false
 		}
 	}
-	if matchAny(b, projectSecretNames) {
-		return true
-	}
+	return true
+}
+
+func secretPathMatch(c string) bool {
 	for _, p := range projectSecretPaths {
 		if strings.HasSuffix(c, p) && (len(c) == len(p) || c[len(c)-len(p)-1] == '/') {
 			return true
@@ -499,6 +504,50 @@ func projectSecretFile(c string) bool {
 	}
 	return false
 }
+
+// secretNameMatch matches a base name against projectSecretNames, sorted
+// once into exact names, extensions (*.key) and other patterns, each with a
+// literal part it must contain: it runs for every file a command reads.
+func secretNameMatch(b string) bool {
+	m := secretNameIndex()
+	if m.exact[b] || m.ext[path.Ext(b)] {
+		return true
+	}
+	for _, p := range m.other {
+		if strings.Contains(b, p.lit) {
+			if ok, _ := path.Match(p.pat, b); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type secretPattern struct{ pat, lit string }
+
+var secretNameIndex = sync.OnceValue(func() (m struct {
+	exact, ext map[string]bool
+	other      []secretPattern
+}) {
+	m.exact, m.ext = map[string]bool{}, map[string]bool{}
+	for _, p := range projectSecretNames {
+		switch {
+		case !strings.ContainsAny(p, "*?["):
+			m.exact[p] = true
+		case strings.HasPrefix(p, "*.") && !strings.ContainsAny(p[2:], "*?[."):
+			m.ext[p[1:]] = true
+		default:
+			lit := ""
+			for _, part := range strings.FieldsFunc(p, func(r rune) bool { return r == '*' || r == '?' }) {
+				if len(part) > len(lit) {
+					lit = part
+				}
+			}
+			m.other = append(m.other, secretPattern{p, lit})
+		}
+	}
+	return m
+})
 
 // projectSecretNames are the base names of files that hold secrets wherever
 // they are in the workspace (path.Match patterns).

@@ -45,10 +45,28 @@ var dataLossCommands = []struct {
 	{"payload", regexp.MustCompile(`\bpayload\b.*\bmigrate:(fresh|reset)\b`)},
 }
 
+// dataLossTools are the words one of which a call must hold for
+// dataLossCommands to be tried: the tools' names, as programs or as the
+// operands of a runner (npx prisma, python manage.py, php artisan).
+var dataLossTools = set("prisma", "rails", "rake", "manage.py", "django-admin", "alembic", "knex", "sequelize",
+	"sequelize-cli", "typeorm", "mikro-orm", "drizzle-kit", "artisan", "flyway", "liquibase", "ef", "dotnet-ef", "mix",
+	"diesel", "sqlx", "goose", "migrate", "dbmate", "atlas", "supabase", "payload", "console")
+
 // dataLoss confirms a call that destroys a database's data (see
 // dataLossCommands). It looks at the program's own words only: the programs
 // it runs are judged in their turn.
 func (w *walker) dataLoss(c *call) {
+	found := false
+	for _, a := range c.argv {
+		b := path.Base(a.s)
+		if dataLossTools[b] || strings.HasPrefix(b, "doctrine:") {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return
+	}
 	var sb strings.Builder
 	sb.WriteString(path.Base(c.argv[0].s))
 	for _, a := range c.argv[1:] {
@@ -56,9 +74,6 @@ func (w *walker) dataLoss(c *call) {
 		sb.WriteString(a.s)
 	}
 	line := sb.String()
-	if !strings.ContainsAny(line, ":") && !strings.Contains(line, " ") {
-		return
-	}
 	for _, d := range dataLossCommands {
 		if m := d.re.FindString(line); m != "" {
 			w.add(Confirm, ruleDataLoss, fmt.Sprintf("%s (%s) drops, wipes or resets a database; the database is out of the checkpoint's reach (a server through the network, or a local file it does not record), so it cannot be undone — approval is needed", strings.TrimSpace(m), d.tool), c.part)
