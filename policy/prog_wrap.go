@@ -505,7 +505,7 @@ func (w *walker) scriptFile(c *call, f field, runner string) {
 		return
 	}
 	if w.downloaded(canon) {
-		w.add(Deny, ruleDownloadExec, fmt.Sprintf("%s runs %s, downloaded earlier in this command, without anyone reading it; download it, read it, then run it as a separate step", runner, f.show()), c.part)
+		w.add(Deny, ruleDownloadExec, fmt.Sprintf("%s runs %s, %s, without anyone reading it; %s", runner, f.show(), w.madeHow(canon), w.madeAdvice(canon)), c.part)
 		return
 	}
 	info := w.classifyPath(f)

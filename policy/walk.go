@@ -63,7 +63,27 @@ var parsers = sync.Pool{New: func() any {
 func parse(src string) (*syntax.File, error) {
 	p := parsers.Get().(*syntax.Parser)
 	defer parsers.Put(p)
-	return p.Parse(strings.NewReader(src), "")
+	f, err := p.Parse(strings.NewReader(src), "")
+	// A here-document without its terminator runs to the end of the input:
+	// bash warns and runs it. So is it read here.
+	for i := 0; err != nil && i < 4; i++ {
+		msg := err.Error()
+		j := strings.Index(msg, "unclosed here-document `")
+		if j < 0 {
+			break
+		}
+		delim := msg[j+len("unclosed here-document `"):]
+		k := strings.IndexByte(delim, '`')
+		if k <= 0 {
+			break
+		}
+		if !strings.HasSuffix(src, "\n") {
+			src += "\n"
+		}
+		src += delim[:k] + "\n"
+		f, err = p.Parse(strings.NewReader(src), "")
+	}
+	return f, err
 }
 
 // step is one finding: a decision about one part of the command, the rule that
@@ -1305,7 +1325,7 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 			w.inProgram(c, func() { w.runText(c, text, prog) })
 		}
 		if w.downloaded(cp) {
-			w.add(Deny, ruleDownloadExec, prog+" was downloaded earlier in this command and is run without being read; download it, read it, then run it as a separate step", c.part)
+			w.add(Deny, ruleDownloadExec, fmt.Sprintf("%s is run without being read, %s; %s", prog, w.madeHow(cp), w.madeAdvice(cp)), c.part)
 		}
 	}
 	c.name = name
