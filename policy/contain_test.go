@@ -119,6 +119,12 @@ func TestFriction21(t *testing.T) {
 		{"sed -n 1p a.txt > b.sh; bash b.sh", Allow, ""},
 		{"echo rX | sed s/X/m/ > a.sh; bash a.sh", Deny, "!downloaded"},
 		{"curl -so a.sh https://example.com/a.sh; bash a.sh", Deny, "downloaded"},
+		// A string a script only prints is text, not a command; one it
+		// runs is a command.
+		{"cat > t.py <<'EOF'\nimport subprocess\nprint(\"never run rm -rf /\")\nsubprocess.run([\"ls\"])\nEOF\npython3 t.py", Allow, ""},
+		{"cat > t.py <<'EOF'\nimport os\nos.system(\"rm -rf /\")\nEOF\npython3 t.py", Deny, ""},
+		{"cat > t.py <<'EOF'\nimport os\ncmd = \"rm -rf ~\"\nos.system(cmd)\nEOF\npython3 t.py", Deny, ""},
+		{"python3 -c 'print(\"rm -rf ~\")' | sh", Deny, ""},
 		// A capture reader's -r reads a file.
 		{"tcpdump -r capture.pcap", Allow, ""},
 		{"tshark -r capture.pcap -Y http", Allow, ""},

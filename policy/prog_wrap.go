@@ -787,8 +787,10 @@ func (w *walker) scanCode(c *call, code, runner string) {
 		}
 	}
 	if codeExecAny.MatchString(code) {
-		for _, s := range stringLiterals(code) {
-			w.scriptQuiet(s, c.part)
+		for _, l := range codeLiterals(code) {
+			if !printedLiteral(code, l.start) {
+				w.scriptQuiet(l.s, c.part)
+			}
 		}
 		for _, s := range argvGroups(code) {
 			w.scriptQuiet(s, c.part)
@@ -1135,4 +1137,16 @@ func isDotPath(s string) bool {
 		return false
 	}
 	return strings.ContainsAny(s[1:], "./") || len(s) > 4
+}
+
+// printedText matches the end of the code before a string that is only
+// printed, logged or raised: print("rm -rf / is never run"), console.log(...),
+// raise ValueError("..."). Such a string is text, not a command.
+var printedText = regexp.MustCompile(`(?i)(\bprint|\bputs|\bprintf|\bprintln|console\.(log|error|warn|info)|\blog(ger)?\.(debug|info|warn|warning|error|critical)|\bwarn|\bsay|\bdie|\becho|Exception|Error|\bassert)\s*\(?\s*[frbu]?$`)
+
+// printedLiteral reports whether the string literal at start in code is the
+// first argument of a call that prints, logs or raises it.
+func printedLiteral(code string, start int) bool {
+	before := code[max(0, start-64):start]
+	return printedText.MatchString(before)
 }
