@@ -34,6 +34,11 @@ func TestContainment(t *testing.T) {
 		{"python3 -c 'print(\"x\"*10**12)' > f", session, Confirm, []string{"disk"}},
 		{"ruby -rfileutils -e 'FileUtils.rm_rf(Dir.home)'", session, Deny, nil},
 		{"python3 -c 'import os; os.setuid(0)'", session, Confirm, nil},
+		{"python3 -c 'from app.db import Base, engine; Base.metadata.drop_all(engine)'", session, Confirm, []string{"database"}},
+		{"node -e 'new (require(\"@prisma/client\").PrismaClient)().user.deleteMany()'", session, Confirm, []string{"database"}},
+		{"ruby -e 'User.destroy_all'", session, Confirm, []string{"database"}},
+		{"python3 -c \"import sqlite3; sqlite3.connect('app.db').execute('DROP TABLE users')\"", session, Confirm, []string{"database"}},
+		{"python3 -c \"import sqlite3; print(sqlite3.connect('app.db').execute('select 1').fetchall())\"", session, Allow, nil},
 		// The sandbox's own loopback.
 		{"curl -s localhost:3000/health", session, Allow, []string{"sandbox's own"}},
 		{"curl -s localhost:3000/health", none, Confirm, nil},

@@ -796,6 +796,9 @@ func (w *walker) scanCode(c *call, code, runner string) {
 			w.scriptQuiet(s, c.part)
 		}
 	}
+	if dbWipe.MatchString(code) || codeDBWipe.MatchString(code) {
+		w.add(Confirm, ruleDataLoss, runner+" drops, empties or resets a database, out of the checkpoint's reach (a server through the network, or a local file it does not record); approval is needed", c.part)
+	}
 	if codePriv.MatchString(code) {
 		w.add(Confirm, rulePrivilege, runner+" tries to become root or another user; approval is needed", c.part)
 	}
@@ -841,6 +844,7 @@ func (w *walker) scanCode(c *call, code, runner string) {
 }
 
 var (
+	codeDBWipe = regexp.MustCompile(`\b(drop_all|reflect_and_drop|dropDatabase|dropCollection|flushall|flushdb|FLUSHALL|FLUSHDB)\s*\(|\.(deleteMany|delete_many|destroy_all|delete_all|truncate)\s*\(\s*(\{\s*\})?\s*\)|\$executeRawUnsafe\s*\(\s*[\x60'"]\s*(DROP|TRUNCATE)|\.(destroy_all|delete_all)\b|migrate\s*\(\s*['"]reset`)
 	codePriv   = regexp.MustCompile(`\bset(e|re|res)?[ug]id\s*\(\s*0\s*\)|Process::Sys\.setuid|posix_setuid\(\s*0`)
 	codeHome   = regexp.MustCompile(`Dir\.home|expanduser\(|os\.homedir\(|Path\.home\(|ENV\[['"]HOME['"]\]|getenv\(['"]HOME['"]\)|environ\[['"]HOME['"]\]|process\.env\.HOME`)
 	codeHuge   = regexp.MustCompile(`\b(\d+)\s*\*\*\s*(\d+)|\b\d+[eE](\d+)\b|\b(\d{10,})\b`)
