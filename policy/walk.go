@@ -219,6 +219,8 @@ func (w *walker) addOwned(owner int, d Decision, rule ruleID, user *Rule, reason
 			if i := strings.Index(reason, "; "); i > 0 {
 				reason = reason[:i]
 			}
+			// What cannot be read is judged as a workspace script is.
+			reason = strings.Replace(reason, ", which the policy cannot fully check", ", judged as a workspace script is", 1)
 			reason += "; " + why
 		}
 	}
