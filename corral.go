@@ -198,6 +198,7 @@ func New(cfg Config) (*Host, error) {
 	}
 	popts := cfg.Policy
 	popts.Workspace = ws
+	popts.Containment = containmentOf(cfg)
 	if cfg.PolicyFile != "" {
 		rs, err := policy.LoadRules(cfg.PolicyFile)
 		if err != nil {
@@ -249,6 +250,7 @@ func New(cfg Config) (*Host, error) {
 			}
 			o := cfg.Policy
 			o.Workspace = ws
+			o.Containment = containmentOf(cfg)
 			o.Rules = append(append([]policy.Rule(nil), o.Rules...), rs.List...)
 			if rs.MaxFileSize > 0 {
 				o.MaxFileSize = rs.MaxFileSize
@@ -718,4 +720,18 @@ func (e *imageExecutor) Exec(ctx context.Context, req sandbox.ExecRequest) (sand
 		return res, err
 	}
 	return e.box.Exec(ctx, req)
+}
+
+// containmentOf tells the policy what contains a session's commands: the
+// sandbox, its network, and whether a checkpoint records the workspace
+// before each change.
+func containmentOf(cfg Config) policy.Containment {
+	c := policy.Containment{Sandbox: true, Network: cfg.Sandbox.Network, Checkpoints: cfg.Checkpoints != nil && cfg.Pool == nil}
+	switch {
+	case cfg.Egress != nil:
+		c.Network = policy.NetworkAllow
+	case c.Network == "":
+		c.Network = sandbox.DefaultNetwork
+	}
+	return c
 }

@@ -99,7 +99,9 @@ var (
 		"gzip", "bzip2", "bunzip2", "bzcat", "xz", "unxz", "xzcat", "zstd", "unzstd", "zstdcat", "lz4", "brotli",
 		"rev", "tr", "iconv", "od", "hexdump", "sed", "awk", "gawk", "mawk", "nawk", "perl", "python", "python3",
 		"ruby", "node", "jq", "rot13", "recode", "uncompress", "7z", "unzip", "tar", "envsubst", "m4", "cpp")
-	filters = set("grep", "egrep", "fgrep", "rg", "head", "tail", "sort", "uniq", "cut", "fold", "fmt",
+	// textTools rewrite text; they decode nothing of their own.
+	textTools = set("sed", "awk", "gawk", "mawk", "nawk", "tr", "rev", "envsubst", "m4", "jq", "iconv")
+	filters   = set("grep", "egrep", "fgrep", "rg", "head", "tail", "sort", "uniq", "cut", "fold", "fmt",
 		"column", "tee", "cat", "tac", "nl", "pv", "buffer", "stdbuf", "dd", "paste", "expand", "unexpand", "less", "more")
 	envDumps = set("env", "printenv", "set", "export", "declare", "typeset", "compgen", "whoami", "hostname",
 		"id", "uname", "ifconfig", "ip", "hostid", "groups", "users", "who", "w", "logname", "hostnamectl")
@@ -325,7 +327,7 @@ func (w *walker) fileData(f field) data {
 	case "/etc/hostname", "/etc/machine-id", "/proc/sys/kernel/hostname", "/etc/hosts", "/proc/version":
 		return data{kind: dEnv}
 	}
-	if dotenvFile(c) {
+	if projectSecretFile(c) {
 		return data{kind: dSecret | dFile}
 	}
 	switch w.classifyPath(f).class {
@@ -497,6 +499,10 @@ func (w *walker) produceCall(argv []field, stdin data) data {
 	case awkNames[name] && awkEndless(argsOf(name, args)):
 		// awk 'BEGIN { while (1) print }' prints for ever.
 		return data{kind: dUnknown | dEndless}
+	case textTools[name] && (stdin.kind == 0 || stdin.kind == dFile) && argData&^dLiteral == 0 && knownOperands(name, args) && w.operandData(name, args) == 0:
+		// Text of the workspace's files, rewritten (sed s/x/y/ tpl.sh): what
+		// it says is that of the files, as a workspace script's is.
+		return data{kind: dFile}
 	case transformers[name]:
 		k := stdin.kind | argData | w.operandData(name, args)
 		if k == 0 {
@@ -559,6 +565,17 @@ func (w *walker) operandData(name string, args []field) dataKind {
 		k |= w.fileData(a).kind & (dSecret | dEnv | dDownload | dEndless | dHuge)
 	}
 	return k
+}
+
+// knownOperands reports whether a program has operands, all of them known.
+func knownOperands(name string, args []field) bool {
+	ops := argsOf(name, args).ops
+	for _, a := range ops {
+		if !a.known() {
+			return false
+		}
+	}
+	return len(ops) > 0
 }
 
 // argsOf parses the arguments of the program name as it reads them.

@@ -194,6 +194,27 @@ func (w *walker) pathOp(o op, a field, actor string, structural bool) Decision {
 	if info.class == pcSecret && o == opMeta && strings.HasPrefix(info.canon, "/") {
 		d = Deny // the system's credentials (chmod 777 /etc/shadow)
 	}
+	if (o == opRead || o == opCopy) && (info.class == pcDevice || info.class == pcKernel) && rawStorage(info.canon) {
+		// Every file on the disk, credentials included, past the rules
+		// about paths.
+		w.add(Confirm, pathRule(o, info.class), fmt.Sprintf("%s would read the raw device %s: every file on it, credentials included, past the rules about paths; approval is needed", actor, info.canon), actor)
+		return Confirm
+	}
+	if info.class == pcWorkspace && a.known() {
+		switch {
+		case (o == opRead || o == opCopy) && projectSecretFile(info.canon):
+			// Reading a project's secrets brings them into the model's
+			// context, whichever program reads them.
+			w.readDotenv(&call{name: actor, part: actor}, a)
+			return Confirm
+		case (o == opDelete || o == opDeleteTree) && projectSecretFile(info.canon):
+			w.add(Confirm, ruleDataLoss, fmt.Sprintf("%s would delete %s, which holds the project's secrets; the checkpoint does not record it (git ignores such files), so it cannot be undone — approval is needed", actor, a.show()), actor)
+			return Confirm
+		case (o == opDelete || o == opDeleteTree) && localDatabase(info.canon):
+			w.add(Confirm, ruleDataLoss, fmt.Sprintf("%s would delete %s, a local database, which the checkpoint does not record (such files are ignored by git); approval is needed", actor, a.show()), actor)
+			return Confirm
+		}
+	}
 	if d == Allow && !w.explain {
 		return d
 	}
@@ -209,6 +230,12 @@ func (w *walker) pathOp(o op, a field, actor string, structural bool) Decision {
 		reason = fmt.Sprintf("%s would %s %s; %s", actor, verb, what, advice(o, info.class))
 	}
 	rule := pathRule(o, info.class)
+	if info.class == pcWorkspaceRoot || strings.HasPrefix(info.what, "everything") {
+		// The whole workspace: with it what the checkpoint does not
+		// record (ignored files, nested repositories).
+		w.noMoot = true
+		defer func() { w.noMoot = false }()
+	}
 	if structural {
 		w.addS(d, rule, reason, actor)
 	} else {

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"path"
+	"strings"
 	"sync"
 )
 
@@ -19,6 +20,7 @@ type Engine struct {
 	maxFile   int64
 	rules     []Rule
 	workspace string
+	contain   Containment
 }
 
 // Options configure an Engine. The zero value is the default policy for a
@@ -46,11 +48,18 @@ type Options struct {
 	// means DefaultMaxFileSize. A command writing an endless stream into a
 	// file (yes > f, cat /dev/zero > f) needs approval whatever it is.
 	MaxFileSize int64
+	// Containment is what contains the commands: the sandbox, its network,
+	// the checkpoints. The zero value is none (the policy used on its own)
+	// and gets the conservative rules; a corral session passes its own.
+	Containment Containment
 }
 
 // New builds an engine. It fails when a rule's pattern is invalid.
 func New(opts Options) (*Engine, error) {
-	e := &Engine{unknown: opts.Unknown, maxFile: opts.MaxFileSize}
+	e := &Engine{unknown: opts.Unknown, maxFile: opts.MaxFileSize, contain: opts.Containment}
+	if err := opts.Containment.validate(); err != nil {
+		return nil, err
+	}
 	if opts.MaxFileSize < 0 {
 		return nil, fmt.Errorf("max file size %d: want a size in bytes, or 0 for the default", opts.MaxFileSize)
 	}
@@ -126,7 +135,18 @@ func (e *Engine) Explain(command string) Explanation {
 	return e.explain(command, true)
 }
 
+// ExplainIn is Explain for a command that starts in the directory cwd: a
+// path relative to the workspace, or an absolute one (inside the workspace
+// when the engine knows it). An empty cwd is the workspace.
+func (e *Engine) ExplainIn(cwd, command string) Explanation {
+	return e.explainIn(cwd, command, true)
+}
+
 func (e *Engine) explain(command string, all bool) (ex Explanation) {
+	return e.explainIn("", command, all)
+}
+
+func (e *Engine) explainIn(cwd, command string, all bool) (ex Explanation) {
 	defer func() {
 		// A bug must not let a command through: deny what the engine could
 		// not finish classifying. (Tests turn this off to see the bug.)
@@ -143,11 +163,23 @@ func (e *Engine) explain(command string, all bool) (ex Explanation) {
 			Reason: fmt.Sprintf("the command is %d bytes long, more than the policy checks (%d); write long scripts to a file in the workspace and run that", len(command), maxInput)}}
 	}
 	w := &walker{e: e, explain: all, top: command}
+	if cwd != "" {
+		if c := w.canon(cwd); c != "." {
+			w.sh.cwd = c
+		}
+	}
 	w.script(command, command)
 	w.runExitTraps(command)
 	w.finishArith()
-	return w.result()
+	ex = w.result()
+	if note := e.contain.undoNote(); note != "" && ex.Decision == Allow && !ex.ReadOnly && !strings.Contains(ex.Reason, note) {
+		ex.Reason += "; " + note
+	}
+	return ex
 }
+
+// Containment returns what the engine knows contains the commands.
+func (e *Engine) Containment() Containment { return e.contain }
 
 func (e *Engine) unknownAdvice() string {
 	switch e.unknown {

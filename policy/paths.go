@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/corralhq/corral/internal/agentconf"
 )
@@ -464,24 +465,120 @@ func goPattern(p string) string {
 	return sb.String()
 }
 
-// dotenvFile reports whether a path is a project's environment file (.env,
-// .env.local, .env.production), which holds its API keys and passwords; the
-// examples and templates committed beside them do not.
-func dotenvFile(c string) bool {
+// projectSecretFile reports whether a path names a file of the project that
+// holds secrets, by the names such files really have: environment files
+// (.env, .env.local, prod.env, config/secrets.env), private keys and key
+// stores, registry, cloud and cluster credentials (.npmrc, .pypirc,
+// .aws/credentials, kubeconfig). The examples and templates committed beside
+// them do not count. A glob counts when it may match one (.env*).
+func projectSecretFile(c string) bool {
 	b := path.Base(c)
-	if b == ".env" || b == ".envrc" {
+	if strings.ContainsAny(b, "*?[") {
+		if strings.Trim(b, "*?") == "" {
+			return false // any file: not a secret's name
+		}
+		for _, ex := range projectSecretExamples {
+			if ex[0] == '.' && b[0] != '.' {
+				continue // bash's * does not match a leading dot
+			}
+			if ok, _ := path.Match(b, ex); ok {
+				return true
+			}
+		}
+		return false
+	}
+	if !secretNameMatch(b) && !secretPathMatch(c) {
+		return false
+	}
+	for _, suf := range secretTemplateSuffixes {
+		if strings.HasSuffix(b, suf) {
+			return false
+		}
+	}
+	return true
+}
+
+func secretPathMatch(c string) bool {
+	for _, p := range projectSecretPaths {
+		if strings.HasSuffix(c, p) && (len(c) == len(p) || c[len(c)-len(p)-1] == '/') {
+			return true
+		}
+	}
+	return false
+}
+
+// secretNameMatch matches a base name against projectSecretNames, sorted
+// once into exact names, extensions (*.key) and other patterns, each with a
+// literal part it must contain: it runs for every file a command reads.
+func secretNameMatch(b string) bool {
+	m := secretNameIndex()
+	if m.exact[b] || m.ext[path.Ext(b)] {
 		return true
 	}
-	rest, ok := strings.CutPrefix(b, ".env.")
-	if !ok {
-		return false
+	for _, p := range m.other {
+		if strings.Contains(b, p.lit) {
+			if ok, _ := path.Match(p.pat, b); ok {
+				return true
+			}
+		}
 	}
-	switch rest {
-	case "example", "sample", "template", "dist", "defaults", "default", "schema", "tpl", "example.local", "ci.example":
-		return false
-	}
-	return !strings.HasSuffix(rest, ".example") && !strings.HasSuffix(rest, ".sample") && !strings.HasSuffix(rest, ".template")
+	return false
 }
+
+type secretPattern struct{ pat, lit string }
+
+var secretNameIndex = sync.OnceValue(func() (m struct {
+	exact, ext map[string]bool
+	other      []secretPattern
+}) {
+	m.exact, m.ext = map[string]bool{}, map[string]bool{}
+	for _, p := range projectSecretNames {
+		switch {
+		case !strings.ContainsAny(p, "*?["):
+			m.exact[p] = true
+		case strings.HasPrefix(p, "*.") && !strings.ContainsAny(p[2:], "*?[."):
+			m.ext[p[1:]] = true
+		default:
+			lit := ""
+			for _, part := range strings.FieldsFunc(p, func(r rune) bool { return r == '*' || r == '?' }) {
+				if len(part) > len(lit) {
+					lit = part
+				}
+			}
+			m.other = append(m.other, secretPattern{p, lit})
+		}
+	}
+	return m
+})
+
+// projectSecretNames are the base names of files that hold secrets wherever
+// they are in the workspace (path.Match patterns).
+var projectSecretNames = []string{
+	".env", ".envrc", ".env.*", "*.env", ".flaskenv",
+	"*.key", "*.pem", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk", "*.kdbx",
+	"*_rsa", "*_dsa", "*_ecdsa", "*_ed25519",
+	".npmrc", ".yarnrc.yml", ".pypirc", ".netrc", ".pgpass", ".my.cnf", ".dockercfg", ".vault-token", ".git-credentials",
+	"credentials", "credentials.json", "credentials.yml", "credentials.yaml", "credentials.toml", "*.credentials",
+	"kubeconfig", "kubeconfig.*", "*.kubeconfig", "service-account*.json", "*-sa-key.json", "*serviceaccount*.json",
+	"application_default_credentials.json", "secrets.yml", "secrets.yaml", "secrets.json", "secrets.toml",
+	"*.tfvars", "terraform.tfstate", "terraform.tfstate.backup", "htpasswd", ".htpasswd",
+}
+
+// projectSecretPaths are paths of the workspace that hold credentials only
+// where they are (a copy of a home directory's configuration).
+var projectSecretPaths = []string{".aws/config", ".docker/config.json", ".kube/config", ".config/gh/hosts.yml", ".ssh/config"}
+
+// secretTemplateSuffixes end the names of examples and templates of secret
+// files, which are committed and hold none; and public halves of key pairs,
+// and certificates.
+var secretTemplateSuffixes = []string{
+	".example", ".sample", ".template", ".dist", ".defaults", ".default", ".schema", ".tpl", ".ci.example",
+	"example.env", "sample.env", "template.env", ".pub", "cert.pem", "chain.pem", "ca.pem", "-ca.pem", "_ca.pem",
+	"pubkey.pem", "public.pem", "public.key", "_pub.pem", "-pub.pem",
+}
+
+// projectSecretExamples are concrete names a glob is tested against.
+var projectSecretExamples = []string{".env", ".env.local", ".env.production", "prod.env", "server.key", "key.pem", ".npmrc", "credentials", "kubeconfig"}
 
 func matchAny(c string, pats []string) bool {
 	for _, p := range pats {

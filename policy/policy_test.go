@@ -89,7 +89,7 @@ func TestVerdicts(t *testing.T) {
 		{"crontab -r", Deny, "default:crontab-remove", []string{"backup"}, ""},
 		{"history -c", Deny, "default:history-wipe", nil, ""},
 		{"curl -s http://localhost:3000/api", Confirm, "default:local-http", nil, ""},
-		{"npx prettier --write .", Confirm, "default:npx-download", []string{"--no-install"}, ""},
+		{"npx prettier --write .", Confirm, "default:npx-local", []string{"--no-install"}, ""},
 		{"npx --no-install prettier --write .", Allow, "", nil, ""},
 		{"npx -y cowsay hi", Confirm, "default:npx-download", []string{"cowsay"}, ""},
 	}

@@ -264,7 +264,11 @@ func checkGit(w *walker, c *call) {
 			}
 		}
 		if discard {
-			w.add(Confirm, ruleGitDiscard, fmt.Sprintf("git %s overwrites files in the working tree, discarding uncommitted changes; approval is needed", sub), c.part)
+			if p.has("--ours", "--theirs") && !p.has("-f", "--force", "-p", "--patch", "--overlay", "--no-overlay") {
+				w.add(Confirm, ruleGitResolve, fmt.Sprintf("git %s --ours/--theirs overwrites conflicted files with one side of the merge; approval is needed", sub), c.part)
+			} else {
+				w.add(Confirm, ruleGitDiscard, fmt.Sprintf("git %s overwrites files in the working tree, discarding uncommitted changes; approval is needed", sub), c.part)
+			}
 		}
 	case sub == "branch":
 		if p.has("-D") || p.has("-d", "--delete") && p.has("-f", "--force") || p.has("-M", "-C") {

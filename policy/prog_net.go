@@ -32,7 +32,27 @@ func registerNet() {
 	net("rsync", ruleNetwork, "rsync copies files; to or from another machine it needs approval", checkRsync)
 	net("ping ping6 arping traceroute traceroute6 tracepath mtr dig host nslookup drill whois", ruleNetwork, "%s sends packets to another host; approval is needed", nil)
 	net("nmap masscan zmap nikto sqlmap hydra", ruleNetworkScan, "%s scans or attacks other machines; approval is needed", nil)
-	net("tcpdump tshark wireshark ngrep", ruleNetworkCapture, "%s captures network traffic; approval is needed", nil)
+	net("tcpdump tshark wireshark ngrep", ruleNetworkCapture, "%s captures network traffic; approval is needed", func(w *walker, c *call) {
+		// -r FILE reads a saved capture: no traffic is captured (ngrep's
+		// is -I).
+		read := "-r"
+		if c.name == "ngrep" {
+			read = "-I"
+		}
+		live := false
+		for _, a := range c.args() {
+			if a.s == "-i" || strings.HasPrefix(a.s, "--interface") || a.s == "-w" && c.name != "ngrep" || a.s == "-O" && c.name == "ngrep" {
+				live = true
+			}
+		}
+		for _, a := range c.args() {
+			if (a.s == read || strings.HasPrefix(a.s, read) && len(a.s) > 2 && c.name != "ngrep") && !live {
+				c.network = false
+				w.add(Allow, ruleNetworkCapture, c.name+" "+read+" reads a saved capture file; it captures nothing", c.part)
+				return
+			}
+		}
+	})
 	net("mail mailx sendmail mutt msmtp swaks", ruleNetwork, "%s sends email; approval is needed", nil)
 	net("gh glab hub tea", ruleForge, "%s talks to the code host with the user's credentials; approval is needed", checkForge)
 	net("ssh-copy-id", ruleSsh, "ssh-copy-id installs a key on another machine; approval is needed", nil)
@@ -187,6 +207,14 @@ func checkCurl(w *walker, c *call) {
 		w.add(Confirm, ruleUpload, "curl sends data to another machine; approval is needed", c.part)
 		return
 	}
+	for _, m := range p.values("-X", "--request") {
+		switch strings.ToUpper(m.s) {
+		case "GET", "HEAD", "OPTIONS":
+		default:
+			w.add(Confirm, ruleUpload, fmt.Sprintf("curl sends a %s request, which changes something on another machine, out of the checkpoint's reach; approval is needed", m.show()), c.part)
+			return
+		}
+	}
 	target := "the network"
 	if len(urls) > 0 {
 		target = urls[0].show()
@@ -267,6 +295,21 @@ func (w *walker) writtenKind(c string) dataKind {
 // or decoded earlier in the command, or lies in a directory that was.
 func (w *walker) downloaded(c string) bool {
 	return w.writtenKind(c)&(dDownload|dDecoded) != 0
+}
+
+// madeHow says how a file the command runs unread was made.
+func (w *walker) madeHow(c string) string {
+	if w.writtenKind(c)&dDownload != 0 {
+		return "downloaded earlier in this command"
+	}
+	return "made earlier in this command by decoding or rewriting text written in it, which hides what runs"
+}
+
+func (w *walker) madeAdvice(c string) string {
+	if w.writtenKind(c)&dDownload != 0 {
+		return "download it, read it, then run it as a separate step"
+	}
+	return "write the script plainly, or make it in one step and run it in the next"
 }
 
 var wgetSpec = spec("OoaPeiBtTwQUYlADRIXkH",

@@ -368,6 +368,9 @@ func checkSqlite(w *walker, c *call) {
 		cmds = append(cmds, strings.Split(c.stdin.text, "\n")...)
 	}
 	for _, s := range cmds {
+		if dbWipe.MatchString(s) {
+			w.add(Confirm, ruleDataLoss, c.name+" would delete a table or all its data in a local database file, which the checkpoint does not record (such files are ignored by git); approval is needed", c.part)
+		}
 		for _, line := range strings.Split(s, "\n") {
 			line = strings.TrimSpace(line)
 			word, rest, _ := strings.Cut(line, " ")

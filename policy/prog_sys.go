@@ -283,7 +283,30 @@ func checkKill(w *walker, c *call) {
 		w.add(Allow, ruleInfo, "kill -0 only checks that a process exists; it sends no signal", c.part)
 		return
 	}
+	own := len(p.ops) > 0
+	for _, a := range p.ops {
+		own = own && ownJob(a)
+	}
+	if own {
+		// $! and %N are the jobs this command's own shell started: a
+		// shell's job table holds nothing else.
+		w.add(Allow, ruleKill, "kill stops a background job this command started ($! or %N)", c.part)
+		return
+	}
 	w.add(Confirm, ruleKill, "kill stops processes; approval is needed — kill only processes you started, by their id", c.part)
+}
+
+// ownJob reports whether a kill operand names a job of the shell itself: $!,
+// the last background job's id, or a job spec (%1, %%).
+func ownJob(a field) bool {
+	r := strings.Trim(a.raw, `"`)
+	switch {
+	case r == "$!" || r == "${!}":
+		return true
+	case a.known() && len(a.s) > 1 && a.s[0] == '%':
+		return strings.Trim(a.s[1:], "0123456789") == "" || a.s == "%%" || a.s == "%+" || a.s == "%-"
+	}
+	return false
 }
 
 func checkPkill(w *walker, c *call) {
@@ -417,12 +440,13 @@ func checkGrep(w *walker, c *call) {
 		}
 	}
 	c.judgedPaths = true
+	namesOnly := p.has("-l", "--files-with-matches", "-L", "--files-without-match", "-c", "--count", "-q", "--quiet")
 	for _, f := range ops {
+		if namesOnly && f.known() && projectSecretFile(w.canon(f.s)) && w.classifyPath(f).class == pcWorkspace {
+			continue // only its name or a count is printed
+		}
 		if d := w.pathOp(opRead, f, actor(c), false); d == Deny {
 			continue
-		}
-		if f.known() && dotenvFile(w.canon(f.s)) && !p.has("-l", "--files-with-matches", "-L", "--files-without-match", "-c", "--count", "-q", "--quiet") {
-			w.readDotenv(c, f)
 		}
 		if !recursive {
 			continue

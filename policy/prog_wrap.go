@@ -505,7 +505,7 @@ func (w *walker) scriptFile(c *call, f field, runner string) {
 		return
 	}
 	if w.downloaded(canon) {
-		w.add(Deny, ruleDownloadExec, fmt.Sprintf("%s runs %s, downloaded earlier in this command, without anyone reading it; download it, read it, then run it as a separate step", runner, f.show()), c.part)
+		w.add(Deny, ruleDownloadExec, fmt.Sprintf("%s runs %s, %s, without anyone reading it; %s", runner, f.show(), w.madeHow(canon), w.madeAdvice(canon)), c.part)
 		return
 	}
 	info := w.classifyPath(f)
@@ -778,24 +778,57 @@ func (w *walker) scanCode(c *call, code, runner string) {
 	if codeSecret.MatchString(code) {
 		w.add(Deny, ruleSecretRead, runner+" reads credentials (a private key, a token file); credentials must not be read, copied or sent — ask the user if the task needs them", c.part)
 	}
+	for _, s := range stringLiterals(code) {
+		if !strings.ContainsAny(s, " \n") && projectSecretFile(w.canon(s)) {
+			// open('.env'): the code reads the project's secrets, as cat
+			// would.
+			w.add(Confirm, ruleReadDotenv, fmt.Sprintf("%s opens %s, which holds the project's secrets (API keys, passwords), and may print them into the transcript; read .env.example instead, or ask for approval", runner, s), c.part)
+			break
+		}
+	}
 	if codeExecAny.MatchString(code) {
-		for _, s := range stringLiterals(code) {
-			w.scriptQuiet(s, c.part)
+		for _, l := range codeLiterals(code) {
+			if !printedLiteral(code, l.start) {
+				w.scriptQuiet(l.s, c.part)
+			}
 		}
 		for _, s := range argvGroups(code) {
 			w.scriptQuiet(s, c.part)
 		}
+	}
+	if dbWipe.MatchString(code) || codeDBWipe.MatchString(code) {
+		w.add(Confirm, ruleDataLoss, runner+" drops, empties or resets a database, out of the checkpoint's reach (a server through the network, or a local file it does not record); approval is needed", c.part)
+	}
+	if codePriv.MatchString(code) {
+		w.add(Confirm, rulePrivilege, runner+" tries to become root or another user; approval is needed", c.part)
+	}
+	if m := codeHuge.FindStringSubmatch(code); m != nil && hugeCount(m) {
+		w.add(Confirm, ruleDiskFill, runner+" makes text or a file of a size that may fill the disk (there is no disk quota); approval is needed", c.part)
 	}
 	// Files the code deletes or writes, when it names them.
 	del, write := codeDelete.MatchString(code), codeWrite.MatchString(code)
 	if !del && !write {
 		return
 	}
+	if del && codeHome.MatchString(code) {
+		w.pathOp(opDeleteTree, lit("~"), runner, false)
+	}
 	for _, s := range stringLiterals(code) {
 		if strings.HasPrefix(s, "$HOME") {
 			s = "~" + strings.TrimPrefix(s, "$HOME")
 		}
 		if !strings.HasPrefix(s, "/") && s != "~" && !strings.HasPrefix(s, "~/") {
+			// A file of the workspace, by name: what the code writes
+			// is judged as any program's write (an agent's
+			// configuration, a build file run later).
+			if s != "" && len(s) < 256 && !strings.ContainsAny(s, " \t\n'\"{}()<>|;&$*,=") && strings.ContainsAny(s, "./") && !strings.HasPrefix(s, ".") || isDotPath(s) || buildFileOf(s) != "" {
+				if write {
+					w.pathOp(opWrite, lit(s), runner, false)
+				}
+				if del {
+					w.pathOp(opDelete, lit(s), runner, false)
+				}
+			}
 			continue
 		}
 		f := lit(s)
@@ -811,6 +844,10 @@ func (w *walker) scanCode(c *call, code, runner string) {
 }
 
 var (
+	codeDBWipe = regexp.MustCompile(`\b(drop_all|reflect_and_drop|dropDatabase|dropCollection|flushall|flushdb|FLUSHALL|FLUSHDB)\s*\(|\.(deleteMany|delete_many|destroy_all|delete_all|truncate)\s*\(\s*(\{\s*\})?\s*\)|\$executeRawUnsafe\s*\(\s*[\x60'"]\s*(DROP|TRUNCATE)|\.(destroy_all|delete_all)\b|migrate\s*\(\s*['"]reset`)
+	codePriv   = regexp.MustCompile(`\bset(e|re|res)?[ug]id\s*\(\s*0\s*\)|Process::Sys\.setuid|posix_setuid\(\s*0`)
+	codeHome   = regexp.MustCompile(`Dir\.home|expanduser\(|os\.homedir\(|Path\.home\(|ENV\[['"]HOME['"]\]|getenv\(['"]HOME['"]\)|environ\[['"]HOME['"]\]|process\.env\.HOME`)
+	codeHuge   = regexp.MustCompile(`\b(\d+)\s*\*\*\s*(\d+)|\b\d+[eE](\d+)\b|\b(\d{10,})\b`)
 	codeDelete = regexp.MustCompile(`(?i)rmtree|rm_rf|rm_r\b|rmSync|rmdirSync|rmdir|remove_dir_all|unlink|os\.remove|removedirs|FileUtils\.rm|Remove-Item|deleteRecursively|File::Path|rimraf|\.delete\(|removeSync|Deno\.remove|fs\.rm|truncate`)
 	codeWrite  = regexp.MustCompile(`(?i)open\s*\([^)]*['"][wa]b?\+?['"]|write_text|write_bytes|writeFile|appendFile|File\.write|IO\.write|fs\.write|Out-File|Set-Content|Add-Content|fopen\([^)]*['"][wa]|file_put_contents|>>|writeTextFile|\bwrite\(`)
 )
@@ -960,7 +997,8 @@ var npxLocal = set("tsc", "eslint", "prettier", "jest", "vitest", "mocha", "ts-n
 	"xo", "commitlint", "tailwindcss", "postcss", "babel", "swc", "tsup", "unbuild", "vue-tsc", "remix",
 	"expo", "react-native", "wrangler", "serve", "http-server", "kill-port", "cross-env", "dotenv", "rimraf",
 	"mkdirp", "jsdoc", "typedoc", "api-extractor", "changeset", "husky", "patch-package", "pnpm", "yarn",
-	"ncu", "npm-check-updates", "prisma", "drizzle-kit", "typeorm", "sequelize", "knex", "gulp", "grunt")
+	"ncu", "npm-check-updates", "prisma", "drizzle-kit", "typeorm", "sequelize", "knex", "gulp", "grunt",
+	"sequelize-cli", "mikro-orm", "payload", "supabase", "vitepress", "vue-cli", "svelte-kit")
 
 // npxArgs is how npx (and bunx, pnpx) read their arguments: options, then the
 // package's binary and its arguments.
@@ -1013,7 +1051,7 @@ func checkNpx(w *walker, c *call) {
 	case !noInstall:
 		// A tool the project usually has: npx still downloads a package of
 		// that name when it is not installed.
-		w.add(Confirm, ruleNpxDownload, fmt.Sprintf("%s %s runs %s from node_modules/.bin when the project has it, and otherwise downloads a package of that name from the registry; run npx --no-install %s (or ./node_modules/.bin/%s), or ask for approval", c.name, pkg, bare, bare, path.Base(bare)), c.part)
+		w.add(Confirm, ruleNpxLocal, fmt.Sprintf("%s %s runs %s from node_modules/.bin when the project has it, and otherwise downloads a package of that name from the registry; run npx --no-install %s (or ./node_modules/.bin/%s), or ask for approval", c.name, pkg, bare, bare, path.Base(bare)), c.part)
 	}
 	sub := make([]field, len(inner))
 	copy(sub, inner)
@@ -1064,4 +1102,55 @@ func checkTmux(w *walker, c *call) {
 			return
 		}
 	}
+}
+
+// hugeCount reports whether a number codeHuge found is a billion or more.
+func hugeCount(m []string) bool {
+	switch {
+	case m[1] != "":
+		b, e := atoiSmall(m[1]), atoiSmall(m[2])
+		if b < 2 {
+			return false
+		}
+		x := 1.0
+		for i := 0; i < e && x < 1e9; i++ {
+			x *= float64(b)
+		}
+		return x >= 1e9
+	case m[3] != "":
+		return atoiSmall(m[3]) >= 9
+	}
+	return m[4] != ""
+}
+
+func atoiSmall(s string) int {
+	n := 0
+	for _, r := range s {
+		if n > 1<<20 {
+			break
+		}
+		n = n*10 + int(r-'0')
+	}
+	return n
+}
+
+// isDotPath reports whether a string names a hidden file or directory of the
+// workspace (.mcp.json, .claude/settings.json), not a bare extension.
+func isDotPath(s string) bool {
+	if len(s) < 3 || len(s) > 255 || s[0] != '.' || strings.ContainsAny(s, " \t\n'\"{}()<>|;&$*,=") {
+		return false
+	}
+	return strings.ContainsAny(s[1:], "./") || len(s) > 4
+}
+
+// printedText matches the end of the code before a string that is only
+// printed, logged or raised: print("rm -rf / is never run"), console.log(...),
+// raise ValueError("..."). Such a string is text, not a command.
+var printedText = regexp.MustCompile(`(?i)(\bprint|\bputs|\bprintf|\bprintln|console\.(log|error|warn|info)|\blog(ger)?\.(debug|info|warn|warning|error|critical)|\bwarn|\bsay|\bdie|\becho|Exception|Error|\bassert)\s*\(?\s*[frbu]?$`)
+
+// printedLiteral reports whether the string literal at start in code is the
+// first argument of a call that prints, logs or raises it.
+func printedLiteral(code string, start int) bool {
+	before := code[max(0, start-64):start]
+	return printedText.MatchString(before)
 }

@@ -38,6 +38,7 @@ const (
 	ruleCrontabRemove
 	ruleCrypto
 	ruleDatabase
+	ruleDataLoss
 	ruleDbWipe
 	ruleDebugAttach
 	ruleDecodedCode
@@ -76,6 +77,7 @@ const (
 	ruleGitConfig
 	ruleGitConfigProgram
 	ruleGitDiscard
+	ruleGitResolve
 	ruleGitHistoryRewrite
 	ruleGitNetwork
 	ruleGitOutside
@@ -110,6 +112,7 @@ const (
 	ruleNetworkScan
 	ruleNpx
 	ruleNpxDownload
+	ruleNpxLocal
 	ruleOpen
 	ruleOutsideScript
 	rulePackageCache
@@ -195,6 +198,7 @@ var ruleTable = [ruleCount]struct{ id, covers string }{
 	ruleCrontabRemove:         {"crontab-remove", "deleting every scheduled job of the user"},
 	ruleCrypto:                {"crypto", "working with keys, certificates and signatures locally"},
 	ruleDatabase:              {"database", "connecting to a database server"},
+	ruleDataLoss:              {"data-loss", "an ORM, migration tool or framework dropping, wiping or resetting a database"},
 	ruleDbWipe:                {"db-wipe", "dropping databases or their users"},
 	ruleDebugAttach:           {"debug-attach", "attaching a debugger or tracer to a running process"},
 	ruleDecodedCode:           {"decoded-code", "running code that is decoded (base64, hex) at run time"},
@@ -233,6 +237,7 @@ var ruleTable = [ruleCount]struct{ id, covers string }{
 	ruleGitConfig:             {"git-config", "changing the user's or machine's git settings, or editing them in an editor"},
 	ruleGitConfigProgram:      {"git-config-program", "git configuration that names a program git runs, or loads settings of the command's choosing"},
 	ruleGitDiscard:            {"git-discard", "git discarding uncommitted work, branches, stashes or a working tree"},
+	ruleGitResolve:            {"git-resolve", "git checkout --ours or --theirs, taking one side of a merge conflict"},
 	ruleGitHistoryRewrite:     {"git-history-rewrite", "git rewriting history or deleting what recovers lost work"},
 	ruleGitOutside:            {"git-outside", "git changing a repository or working tree outside the workspace"},
 	ruleGitNetwork:            {"git-network", "git talking to another machine"},
@@ -267,6 +272,7 @@ var ruleTable = [ruleCount]struct{ id, covers string }{
 	ruleNetworkScan:           {"network-scan", "scanning or attacking other machines"},
 	ruleNpx:                   {"npx", "running a package's binary installed in the project"},
 	ruleNpxDownload:           {"npx-download", "running a package that may be downloaded first (npx, uvx, create-*)"},
+	ruleNpxLocal:              {"npx-local", "npx, bunx or pnpm exec running a tool the project may have in node_modules/.bin, or else fetching it"},
 	ruleOpen:                  {"open", "opening a file, URL or program outside the terminal"},
 	ruleOutsideScript:         {"outside-script", "running a script outside the workspace that the policy has not seen"},
 	rulePackageCache:          {"package-cache", "deleting a package manager's cache"},

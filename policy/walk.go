@@ -63,7 +63,27 @@ var parsers = sync.Pool{New: func() any {
 func parse(src string) (*syntax.File, error) {
 	p := parsers.Get().(*syntax.Parser)
 	defer parsers.Put(p)
-	return p.Parse(strings.NewReader(src), "")
+	f, err := p.Parse(strings.NewReader(src), "")
+	// A here-document without its terminator runs to the end of the input:
+	// bash warns and runs it. So is it read here.
+	for i := 0; err != nil && i < 4; i++ {
+		msg := err.Error()
+		j := strings.Index(msg, "unclosed here-document `")
+		if j < 0 {
+			break
+		}
+		delim := msg[j+len("unclosed here-document `"):]
+		k := strings.IndexByte(delim, '`')
+		if k <= 0 {
+			break
+		}
+		if !strings.HasSuffix(src, "\n") {
+			src += "\n"
+		}
+		src += delim[:k] + "\n"
+		f, err = p.Parse(strings.NewReader(src), "")
+	}
+	return f, err
 }
 
 // step is one finding: a decision about one part of the command, the rule that
@@ -109,6 +129,9 @@ type varState struct {
 // command did to files so far (written, downloaded, linked, build files
 // changed).
 type walker struct {
+	// noMoot keeps the next findings from being made moot by the
+	// containment (the whole workspace, deleted).
+	noMoot  bool
 	e       *Engine
 	explain bool
 	src     string // the script being walked; positions refer to it
@@ -189,6 +212,18 @@ func (w *walker) addUser(r *Rule, d Decision, reason, part string) {
 }
 
 func (w *walker) addOwned(owner int, d Decision, rule ruleID, user *Rule, reason, part string) {
+	if d == Confirm && user == nil && !w.noMoot {
+		if why, ok := w.e.contain.moot(rule); ok {
+			// The containment makes the rule moot: say what contains it.
+			d = Allow
+			if i := strings.Index(reason, "; "); i > 0 {
+				reason = reason[:i]
+			}
+			// What cannot be read is judged as a workspace script is.
+			reason = strings.Replace(reason, ", which the policy cannot fully check", ", judged as a workspace script is", 1)
+			reason += "; " + why
+		}
+	}
 	if d == Allow {
 		w.allows++
 		if w.allows > maxAllow && !w.explain {
@@ -768,6 +803,10 @@ func (w *walker) substs(node syntax.Node) {
 			return false
 		case *syntax.ArithmExp:
 			w.arith = true
+			// $(( x='a[$(cmd)]' )) and $[ ... ]: a quoted string in the
+			// expression is evaluated again, and a subscript in it runs
+			// the command substitution inside.
+			w.arithStrings(n.X, w.text(n))
 		case *syntax.ProcSubst:
 			in := data{}
 			if n.Op == syntax.CmdOut {
@@ -1217,6 +1256,7 @@ func (w *walker) command(c *call) {
 		w.dynamicName(c, name)
 		return
 	}
+	w.dataLoss(c)
 	w.run(c, name.s, name.quoted)
 }
 
@@ -1287,7 +1327,7 @@ func (w *walker) run(c *call, prog string, quoted bool) {
 			w.inProgram(c, func() { w.runText(c, text, prog) })
 		}
 		if w.downloaded(cp) {
-			w.add(Deny, ruleDownloadExec, prog+" was downloaded earlier in this command and is run without being read; download it, read it, then run it as a separate step", c.part)
+			w.add(Deny, ruleDownloadExec, fmt.Sprintf("%s is run without being read, %s; %s", prog, w.madeHow(cp), w.madeAdvice(cp)), c.part)
 		}
 	}
 	c.name = name
@@ -1502,7 +1542,8 @@ func (w *walker) generic(c *call) {
 				w.add(Deny, ruleExfil, fmt.Sprintf("%s would send %s, which holds the environment or credentials written earlier in the command; do not send them anywhere", c.name, cand.s), c.part)
 				break
 			}
-			if cand.known() && dotenvFile(w.canon(cand.s)) && cand.s != "" {
+			info := w.classifyPath(cand)
+			if cand.known() && info.class != pcSecret && projectSecretFile(w.canon(cand.s)) && cand.s != "" {
 				switch {
 				case c.network:
 					w.add(Deny, ruleExfil, fmt.Sprintf("%s would send %s, the project's secrets (API keys, passwords), over the network; never send credentials off the machine", c.name, cand.show()), c.part)
@@ -1511,9 +1552,12 @@ func (w *walker) generic(c *call) {
 				}
 				break
 			}
-			info := w.classifyPath(cand)
 			if info.class == pcSecret {
 				w.add(Deny, ruleSecretRead, fmt.Sprintf("%s would read %s; credentials must not be read, copied or sent — ask the user if the task needs them", c.name, info.what), c.part)
+				break
+			}
+			if (info.class == pcDevice || info.class == pcKernel) && rawStorage(info.canon) && !c.network {
+				w.pathOp(opRead, cand, c.name, false)
 				break
 			}
 			if info.class == pcHistory {
@@ -1539,7 +1583,7 @@ func (w *walker) readDotenv(c *call, f field) {
 
 // sendsDotenv denies sending a project's environment file to another machine.
 func (w *walker) sendsDotenv(c *call, f field) bool {
-	if !f.known() || !dotenvFile(w.canon(f.s)) {
+	if !f.known() || !projectSecretFile(w.canon(f.s)) {
 		return false
 	}
 	w.add(Deny, ruleExfil, fmt.Sprintf("%s would send %s, the project's secrets (API keys, passwords), to another machine; never send credentials off the machine", c.name, f.show()), c.part)

@@ -108,7 +108,13 @@ func newShell(s *Session) (*shell, error) {
 	if sh.policy == nil {
 		// The default policy, knowing the workspace: commands see it at the
 		// same path, so absolute paths inside it are the workspace's.
-		p, err := policy.New(policy.Options{Workspace: s.ws.seen})
+		// It runs in the sandbox; the network is known only when the
+		// egress proxy is its way out, and counts as the bridge otherwise.
+		c := policy.Containment{Sandbox: true, Checkpoints: s.opts.Checkpointer != nil}
+		if s.opts.Network != nil {
+			c.Network = policy.NetworkAllow
+		}
+		p, err := policy.New(policy.Options{Workspace: s.ws.seen, Containment: c})
 		if err != nil {
 			return nil, err
 		}

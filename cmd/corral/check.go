@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/corralhq/corral/calls"
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/policy"
+	"github.com/corralhq/corral/sandbox"
 )
 
 // Exit statuses of a single `corral check`.
@@ -26,12 +30,13 @@ const (
 func newCheckCmd() *cobra.Command {
 	var (
 		pf      policyFlags
+		sf      sessionFacts
 		asJSON  bool
 		explain bool
 		batch   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "check [--policy FILE] [--strict] [--json] [--explain] -- COMMAND | --batch",
+		Use:   "check [--policy FILE] [--strict] [--workspace DIR] [--network MODE] [--no-checkpoints] [--json] [--explain] -- COMMAND | --batch",
 		Short: "Classify a bash command as allow, confirm or deny, without running it",
 		Long: `check tells what the policy decides about a bash command, and why, without
 running it. The words after -- are joined with spaces into the command; quote
@@ -42,12 +47,22 @@ The policy reads the command as bash would (quotes, escapes, substitutions,
 wrappers such as sudo, env, xargs and sh -c) and judges every program it would
 run; the strictest decision wins. Deny reasons say what to do instead.
 
+check judges as a session of corral run would, with the same flags: by
+default a session's sandbox with no network and a checkpoint before every
+change (what they make harmless or undoable is allowed, and the reason names
+the undo), with no workspace known. --workspace DIR names the workspace's
+path as commands see it (it need not exist here); --network allow or bridge
+and --no-checkpoints judge as such a session would: under bridge nothing but
+the policy guards the network, and without checkpoints nothing is undone, so
+the conservative rules stand.
+
 Exit status of a single check: 0 allow, 2 confirm, 3 deny, 1 on an error
 (a bad rules file, an unreadable input).
 
 With --batch, check reads one JSON object per line on standard input,
-{"cmd": "..."} (an "id" is echoed back), and writes one line for each, flushed
-before the next is read:
+{"cmd": "..."} (an "id" is echoed back; "workspace" and "cwd", when given,
+are the workspace's path and the directory the command starts in), and
+writes one line for each, flushed before the next is read:
 
   {"cmd": "...", "decision": "allow|confirm|deny", "reason": "...", "rule": "...", "part": "..."}
 
@@ -77,7 +92,15 @@ never what they deny.`,
   corral check --json --policy rules.toml -- git push origin main
   printf '%s\n' '{"cmd": "ls -la"}' '{"cmd": "sudo reboot"}' | corral check --batch`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := pf.engine()
+			c, err := sf.containment()
+			if err != nil {
+				return err
+			}
+			ws, err := checkWorkspace(sf.workspace, "--workspace")
+			if err != nil {
+				return err
+			}
+			e, err := pf.engineFor(ws, c)
 			if err != nil {
 				return err
 			}
@@ -85,7 +108,18 @@ never what they deny.`,
 				if len(args) > 0 {
 					return errors.New("check --batch reads commands from standard input; give no COMMAND")
 				}
-				return checkBatch(e, cmd.InOrStdin(), cmd.OutOrStdout(), explain)
+				engines := map[string]*policy.Engine{ws: e}
+				engineOf := func(ws string) (*policy.Engine, error) {
+					if e, ok := engines[ws]; ok {
+						return e, nil
+					}
+					e, err := pf.engineFor(ws, c)
+					if err == nil && len(engines) < 64 {
+						engines[ws] = e
+					}
+					return e, err
+				}
+				return checkBatch(e, engineOf, cmd.InOrStdin(), cmd.OutOrStdout(), explain)
 			}
 			if len(args) == 0 {
 				return errors.New("check needs a command: corral check -- COMMAND, or --batch to read JSON lines")
@@ -118,6 +152,7 @@ never what they deny.`,
 	}
 	fs := cmd.Flags()
 	pf.register(fs)
+	sf.register(fs)
 	fs.BoolVar(&asJSON, "json", false, `print the verdict as one JSON object: {"cmd", "decision", "reason", "rule", "part"}`)
 	fs.BoolVar(&explain, "explain", false, "also show how the command resolves — which words became which program, through which wrappers, and the rule that decided each — and every finding the verdict was taken from")
 	fs.BoolVar(&batch, "batch", false, `read {"cmd": "..."} JSON lines on standard input and write one verdict line for each`)
@@ -267,6 +302,10 @@ func oneLine(s string) string {
 type batchLine struct {
 	ID  json.RawMessage `json:"id"`
 	Cmd *string         `json:"cmd"`
+	// Workspace and Cwd, when given: the workspace's path, and the
+	// directory the command starts in.
+	Workspace string `json:"workspace"`
+	Cwd       string `json:"cwd"`
 }
 
 // batchError is the answer to a line check --batch cannot read: denied, so a
@@ -279,7 +318,7 @@ type batchError struct {
 	Reason   string          `json:"reason"`
 }
 
-func checkBatch(e *policy.Engine, in io.Reader, out io.Writer, explain bool) error {
+func checkBatch(def *policy.Engine, engineOf func(workspace string) (*policy.Engine, error), in io.Reader, out io.Writer, explain bool) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	w := bufio.NewWriter(out)
 	enc := json.NewEncoder(w)
@@ -305,8 +344,12 @@ func checkBatch(e *policy.Engine, in io.Reader, out io.Writer, explain bool) err
 				werr = fail(n, nil, fmt.Sprintf(`line %d is not a JSON object such as {"cmd": "ls"}: %v`, n, jerr))
 			} else if bl.Cmd == nil {
 				werr = fail(n, bl.ID, fmt.Sprintf(`line %d has no "cmd" string: write {"cmd": "ls"}`, n))
+			} else if ws, werr2 := checkWorkspace(bl.Workspace, `"workspace"`); werr2 != nil {
+				werr = fail(n, bl.ID, fmt.Sprintf("line %d: %v", n, werr2))
+			} else if e, eerr := lineEngine(def, engineOf, bl.Workspace, ws); eerr != nil {
+				werr = fail(n, bl.ID, fmt.Sprintf("line %d: %v", n, eerr))
 			} else {
-				res := result(*bl.Cmd, e.Explain(*bl.Cmd), explain)
+				res := result(*bl.Cmd, e.ExplainIn(bl.Cwd, *bl.Cmd), explain)
 				res.ID = bl.ID
 				werr = enc.Encode(res)
 			}
@@ -321,4 +364,66 @@ func checkBatch(e *policy.Engine, in io.Reader, out io.Writer, explain bool) err
 			return nil
 		}
 	}
+}
+
+// lineEngine is the engine of a batch line: the command line's own, unless
+// the line names a workspace.
+func lineEngine(def *policy.Engine, engineOf func(string) (*policy.Engine, error), given, ws string) (*policy.Engine, error) {
+	if given == "" {
+		return def, nil
+	}
+	return engineOf(ws)
+}
+
+// checkWorkspace makes a workspace given to check absolute. It names the
+// path commands see the workspace at, which need not exist on this machine.
+func checkWorkspace(dir, what string) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", what, dir, err)
+	}
+	if abs == "/" {
+		return "", fmt.Errorf("%s %q: the root directory cannot be a workspace; name the project's directory", what, dir)
+	}
+	return abs, nil
+}
+
+// sessionFacts are the flags of corral run that say what contains a
+// session's commands, for check to judge as such a session would.
+type sessionFacts struct {
+	workspace     string
+	network       string
+	allowHosts    []string
+	allowPresets  []string
+	noCheckpoints bool
+}
+
+func (f *sessionFacts) register(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.workspace, "workspace", "w", "", "the workspace's path as commands see it (it need not exist here): absolute paths inside it are the workspace's (default: none known)")
+	fs.StringVar(&f.network, "network", sandbox.DefaultNetwork, "judge as a session with this sandbox network would: none, allow (only the hosts of --allow-host and --allow-preset, through corral's proxy) or bridge (the whole network; network effects need approval)")
+	fs.StringArrayVar(&f.allowHosts, "allow-host", nil, "with --network allow, a host commands may reach (as corral run takes it); repeatable")
+	fs.StringArrayVar(&f.allowPresets, "allow-preset", nil, "with --network allow, the hosts a tool needs: "+strings.Join(egress.Presets(), ", ")+"; repeatable")
+	fs.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "judge as a session without checkpoints would: nothing can be undone with corral restore")
+}
+
+// containment is what the flags say contains the commands.
+func (f *sessionFacts) containment() (policy.Containment, error) {
+	switch f.network {
+	case policy.NetworkNone, policy.NetworkBridge:
+		if len(f.allowHosts)+len(f.allowPresets) > 0 {
+			return policy.Containment{}, errors.New("--allow-host and --allow-preset need --network allow")
+		}
+	case policy.NetworkAllow:
+		p, err := egress.New(egress.Config{Allow: f.allowHosts, Presets: f.allowPresets}) // check the patterns
+		if err != nil {
+			return policy.Containment{}, fmt.Errorf("--network allow: %w", err)
+		}
+		p.Close()
+	default:
+		return policy.Containment{}, fmt.Errorf("--network %q: want none, allow or bridge", f.network)
+	}
+	return policy.Containment{Sandbox: true, Network: f.network, Checkpoints: !f.noCheckpoints}, nil
 }

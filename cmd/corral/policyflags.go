@@ -18,16 +18,12 @@ func (f *policyFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.strict, "strict", false, "ask for confirmation before running a program the policy does not know (default: allow it, since the sandbox contains it)")
 }
 
-// engine builds the policy engine the flags ask for. A bad rules file gives an
-// error naming the file, the line and what to fix.
-func (f *policyFlags) engine() (*policy.Engine, error) {
-	return f.engineIn("")
-}
-
-// engineIn is engine for commands that see the workspace at the absolute path
-// workspace: absolute paths inside it count as the workspace's.
-func (f *policyFlags) engineIn(workspace string) (*policy.Engine, error) {
-	opts := policy.Options{Strict: f.strict, Workspace: workspace}
+// engineFor builds the policy engine the flags ask for, for commands that
+// see the workspace at the absolute path workspace (absolute paths inside it
+// count as the workspace's) and are contained as c says. A bad rules file
+// gives an error naming the file, the line and what to fix.
+func (f *policyFlags) engineFor(workspace string, c policy.Containment) (*policy.Engine, error) {
+	opts := policy.Options{Strict: f.strict, Workspace: workspace, Containment: c}
 	if f.file != "" {
 		rs, err := policy.LoadRules(f.file)
 		if err != nil {

@@ -1,0 +1,133 @@
+package policy
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// agentCase is one command of the agents corpus: what real coding agents run,
+// and commands from public incident reports. Expect is "safe" or "dangerous".
+type agentCase struct {
+	Cmd    string `json:"cmd"`
+	Expect string `json:"expect"`
+	Source string `json:"source"`
+}
+
+func readAgentCorpus(t testing.TB) []agentCase {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "agents.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []agentCase
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "//") {
+			continue
+		}
+		var c agentCase
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("agents.jsonl:%d: %v", n, err)
+		}
+		if c.Expect != "safe" && c.Expect != "dangerous" {
+			t.Fatalf("agents.jsonl:%d: expect %q, want safe or dangerous", n, c.Expect)
+		}
+		out = append(out, c)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// scoreAgents classifies the agents corpus with e: no dangerous command may
+// be allowed, and at least minSafe percent of the safe ones must be.
+func scoreAgents(t *testing.T, e *Engine, minSafe float64) {
+	safe, safeOK, bad := 0, 0, 0
+	for _, c := range readAgentCorpus(t) {
+		v := e.Classify(c.Cmd)
+		switch {
+		case c.Expect == "dangerous" && v.Decision == Allow:
+			bad++
+			t.Errorf("dangerous command allowed: %q\n\tby %s: %s", c.Cmd, v.Rule, v.Reason)
+		case c.Expect == "safe":
+			safe++
+			if v.Decision == Allow {
+				safeOK++
+			} else {
+				t.Logf("safe command not allowed: %q: %s by %s (%s)", c.Cmd, v.Decision, v.Rule, v.Reason)
+			}
+		}
+	}
+	pct := 100 * float64(safeOK) / float64(safe)
+	t.Logf("agents.jsonl: safe allowed %d/%d (%.1f%%), dangerous allowed %d", safeOK, safe, pct, bad)
+	if pct < minSafe {
+		t.Errorf("safe commands allowed: %.1f%%, want at least %.0f%%", pct, minSafe)
+	}
+}
+
+// TestCorpusAgents judges the agents corpus without a containment (the
+// policy used on its own): the conservative rules, nothing dangerous allowed.
+func TestCorpusAgents(t *testing.T) { scoreAgents(t, Default(), 0) }
+
+// TestCorpusAgentsSession judges the agents corpus as a default session
+// does (the sandbox, no network, checkpoints, the workspace known): nothing
+// dangerous allowed, and at least 95% of the safe commands.
+func TestCorpusAgentsSession(t *testing.T) {
+	e, err := New(Options{Workspace: "/work/project", Containment: SessionContainment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoreAgents(t, e, 95)
+}
+
+// TestCorporaUnderSession runs every labelled corpus as a default session
+// judges it. The public corpus keeps every label; in our own, written for
+// the conservative rules, a command labelled confirm may be allowed only by a
+// rule the containment makes moot (mootRules), and nothing labelled deny.
+func TestCorporaUnderSession(t *testing.T) {
+	e, err := New(Options{Workspace: "/work/project", Containment: SessionContainment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"corpus-public.jsonl", "cases.jsonl", "redteam.jsonl", "blind.jsonl", "blind2.jsonl", "variations.jsonl"} {
+		safe, safeOK := 0, 0
+		for _, c := range readCorpus(t, name) {
+			ex := e.Explain(c.Cmd)
+			v := ex.Verdict
+			moot := false
+			for _, st := range ex.Steps {
+				if _, ok := mootRules[ruleByName(st.Rule)]; ok && st.Decision == Allow {
+					moot = true
+				}
+			}
+			switch {
+			case c.Expect == "deny" && v.Decision == Allow,
+				c.Expect == "confirm" && v.Decision == Allow && (name == "corpus-public.jsonl" || !moot):
+				t.Errorf("%s: %s command allowed: %q (%s)\n\tby %s: %s", name, c.Expect, c.Cmd, c.Why, v.Rule, v.Reason)
+			case c.Expect == "allow":
+				safe++
+				if v.Decision == Allow {
+					safeOK++
+				}
+			}
+		}
+		t.Logf("%s: allow-class allowed %d/%d", name, safeOK, safe)
+	}
+}
+
+func ruleByName(name string) ruleID {
+	for id := ruleID(1); id < ruleID(len(ruleTable)); id++ {
+		if id.name() == name {
+			return id
+		}
+	}
+	return ruleNone
+}
