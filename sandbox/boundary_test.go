@@ -318,19 +318,33 @@ func TestBoundaryNoRootNoSetid(t *testing.T) {
 	}
 }
 
-// --user sets the commands' uid and gid.
+// --user sets the commands' uid and gid. Root's workspace they may write
+// (DAC_OVERRIDE); an ordinary user's only as its permissions allow: here
+// with the user's own group, in a workspace open to the group, the way an
+// ordinary user gives commands a uid of their own.
 func TestBoundaryExplicitUser(t *testing.T) {
 	testenv.NeedsDocker(t)
-	h := newHostile(t, "", func(c *sandbox.Config) { c.User = "4321:4322" })
+	gid := 4322
+	if os.Getuid() != 0 {
+		gid = os.Getgid()
+	}
+	h := newHostile(t, "", func(c *sandbox.Config) {
+		c.User = fmt.Sprintf("4321:%d", gid)
+		if os.Getuid() != 0 {
+			if err := os.Chmod(c.Workspace, 0o770); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 	out := h.bash("id -u; id -g; touch made", 30, time.Minute)
-	if !strings.Contains(out, "4321\n4322") {
+	if !strings.Contains(out, fmt.Sprintf("4321\n%d", gid)) {
 		t.Errorf("id:\n%s", out)
 	}
 	fi, err := os.Stat(filepath.Join(h.ws, "made"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, out)
 	}
-	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4321 || st.Gid != 4322 {
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4321 || st.Gid != uint32(gid) {
 		t.Errorf("made is owned by %d:%d", st.Uid, st.Gid)
 	}
 }
