@@ -59,7 +59,8 @@ import (
 // one ref name or object id, packed-refs lines of ids and ref names, the
 // index's paths are what git's verify_path allows, its gitlinks are the
 // submodules the host's index had, its extensions only the derived ones
-// (TREE, REUC, sdir; a split index is refused) — and copies each one that
+// git checks against the entries (REUC, sdir; not the cache tree, which a
+// commit trusts; a split index is refused) — and copies each one that
 // changed to the host, unless the host's changed too (then the host's wins).
 // Before each command, what changed on the host is copied into the shadow.
 //

@@ -537,3 +537,71 @@ func TestGitShadowCopyRace(t *testing.T) {
 		}
 	}
 }
+
+// forgeTreeScript rewrites .git/index with its own entries but the cache
+// tree (the TREE extension) of /tmp/evil.idx.
+const forgeTreeScript = `
+import struct, hashlib
+def split(b):
+    n = struct.unpack('>I', b[8:12])[0]
+    off = 12
+    for _ in range(n):
+        nl = struct.unpack('>H', b[off+60:off+62])[0] & 0xfff
+        off += (62 + nl + 8) & ~7
+    return b[:off], b[off:-20]
+good, _ = split(open('.git/index', 'rb').read())
+_, exts = split(open('/tmp/evil.idx', 'rb').read())
+out, i = good, 0
+while i < len(exts):
+    ln = struct.unpack('>I', exts[i+4:i+8])[0]
+    if exts[i:i+4] == b'TREE':
+        out += exts[i:i+8+ln]
+    i += 8 + ln
+open('.git/index', 'wb').write(out + hashlib.sha1(out).digest())
+`
+
+// A command writes an index whose entries are the host's but whose cache
+// tree says src/ is a tree of its own (another src/a.txt). git status shows
+// nothing; the user's next commit of another change writes the trees from
+// the cache tree, so it would carry the command's src/a.txt, unseen. The
+// cache tree does not reach the host.
+func TestGitShadowForgedCacheTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on the host")
+	}
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	hostGitT(t, ws, "init", "-q")
+	for n, body := range map[string]string{"src/a.txt": "good\n", "docs/d.txt": "doc\n"} {
+		os.MkdirAll(filepath.Join(ws, filepath.Dir(n)), 0o755)
+		os.WriteFile(filepath.Join(ws, n), []byte(body), 0o644)
+	}
+	hostGitT(t, ws, "add", ".")
+	hostGitT(t, ws, "commit", "-q", "-m", "one")
+	c := newSandbox(t, cfg)
+	if !hasTool(t, c, "git") || !hasTool(t, c, "python3") {
+		t.Skip("no git or python3 in the image")
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".forge.py"), []byte(forgeTreeScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, `set -e
+export GIT_INDEX_FILE=/tmp/evil.idx
+git read-tree HEAD
+blob=$(echo evil | git hash-object -w --stdin)
+git update-index --cacheinfo 100644,$blob,src/a.txt
+git write-tree >/dev/null
+unset GIT_INDEX_FILE
+python3 .forge.py
+rm .forge.py`)
+	if st := hostGitT(t, ws, "status", "--porcelain"); st != "" {
+		t.Fatalf("the host's status is not clean: %q", st)
+	}
+	// The user changes docs/ and commits.
+	os.WriteFile(filepath.Join(ws, "docs", "d.txt"), []byte("doc 2\n"), 0o644)
+	hostGitT(t, ws, "add", "docs/d.txt")
+	hostGitT(t, ws, "commit", "-q", "-m", "user")
+	if got := hostGitT(t, ws, "show", "HEAD:src/a.txt"); got != "good\n" {
+		t.Errorf("the user's commit holds src/a.txt %q, the command's, that no status or diff showed", got)
+	}
+}
