@@ -76,6 +76,8 @@ const (
 	maxGitWalk    = 10_000  // entries of .git/modules looked at to find them
 	maxGitLinks   = 256     // submodule worktrees protected
 	maxShadowCopy = 1 << 30 // bytes copied into the shadows
+	maxPinDepth   = 32      // directories from the workspace down to one pinned
+	maxPins       = 2048    // directories pinned (each a mount)
 	maxSyncFile   = indexMaxSize
 )
 
@@ -136,6 +138,7 @@ type gitShadow struct {
 
 	mounts []mount.Mount
 	pinned map[string]bool // mount targets so far, while building
+	pins   int             // directories pinned so far
 }
 
 // shadowPrefix starts the name of every session's shadow directory, in
@@ -410,8 +413,16 @@ func (s *gitShadow) pin(ws, dir string) bool {
 	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return false
 	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	if len(parts) > maxPinDepth {
+		// A command can make a repository, or list a submodule in its
+		// index, thousands of directories deep: a mount each, without
+		// bound, for every later session on the workspace to start with.
+		s.log.Warn("too deep in the workspace to be protected in the sandbox", "path", dir, "max_depth", maxPinDepth)
+		return false
+	}
 	cur := ws
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+	for _, part := range parts {
 		cur = filepath.Join(cur, part)
 		fi, err := os.Lstat(cur)
 		if errors.Is(err, fs.ErrNotExist) && s.makeDir(ws, cur) {
@@ -422,6 +433,11 @@ func (s *gitShadow) pin(ws, dir string) bool {
 			return false
 		}
 		if !s.pinned[cur] {
+			if s.pins >= maxPins {
+				s.log.Warn("too many directories to pin in the workspace: the rest is not protected in the sandbox", "path", dir, "max", maxPins)
+				return false
+			}
+			s.pins++
 			s.pinned[cur] = true
 			s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: cur, Target: cur})
 		}

@@ -605,3 +605,26 @@ rm .forge.py`)
 		t.Errorf("the user's commit holds src/a.txt %q, the command's, that no status or diff showed", got)
 	}
 }
+
+// A command leaves a repository 300 directories deep in the workspace (and
+// could list submodules as deep in its index). The next session must not
+// make a mount of every directory down to it: the mounts of every later
+// session's container would have no bound.
+func TestGitShadowPinBounded(t *testing.T) {
+	ws := t.TempDir()
+	deep := filepath.Join(ws, strings.Repeat("d"+string(filepath.Separator), 300))
+	if err := os.MkdirAll(filepath.Join(deep, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(deep, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newGitShadow(ws, "deep", os.Getuid(), os.Getgid(), nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	if n := len(s.mounts); n > 100 {
+		t.Errorf("%d mounts for one repository deep in the workspace", n)
+	}
+}
