@@ -76,8 +76,11 @@ func (l *Local) own(f *os.File) error {
 }
 
 // ownDir gives the directory name, just made, to l's owner: on a descriptor
-// opened without following a link, so that whatever replaced it meanwhile
-// is not what is given away.
+// opened without following a link, and only when that directory is still
+// what mkdir made — the process's own and empty. Between the mkdir and the
+// open a command can rename a directory of root's in the workspace over
+// the new one (a rename replaces an empty directory); that one is not
+// given away, and the make fails.
 func (l *Local) ownDir(name string) error {
 	if l.owner == nil {
 		return nil
@@ -87,6 +90,15 @@ func (l *Local) ownDir(name string) error {
 		return err
 	}
 	defer d.Close()
+	fi, err := d.Stat()
+	if err != nil {
+		return err
+	}
+	uid, _, ok := Owner(fi)
+	names, _ := d.Readdirnames(1)
+	if !ok || uid != os.Geteuid() || !fi.IsDir() || len(names) > 0 {
+		return &fs.PathError{Op: "mkdir", Path: name, Err: errors.New("replaced by another directory while it was made; try again")}
+	}
 	return l.own(d)
 }
 

@@ -59,7 +59,8 @@ import (
 // one ref name or object id, packed-refs lines of ids and ref names, the
 // index's paths are what git's verify_path allows, its gitlinks are the
 // submodules the host's index had, its extensions only the derived ones
-// (TREE, REUC, sdir; a split index is refused) — and copies each one that
+// git checks against the entries (REUC, sdir; not the cache tree, which a
+// commit trusts; a split index is refused) — and copies each one that
 // changed to the host, unless the host's changed too (then the host's wins).
 // Before each command, what changed on the host is copied into the shadow.
 //
@@ -75,6 +76,8 @@ const (
 	maxGitWalk    = 10_000  // entries of .git/modules looked at to find them
 	maxGitLinks   = 256     // submodule worktrees protected
 	maxShadowCopy = 1 << 30 // bytes copied into the shadows
+	maxPinDepth   = 32      // directories from the workspace down to one pinned
+	maxPins       = 2048    // directories pinned (each a mount)
 	maxSyncFile   = indexMaxSize
 )
 
@@ -135,6 +138,7 @@ type gitShadow struct {
 
 	mounts []mount.Mount
 	pinned map[string]bool // mount targets so far, while building
+	pins   int             // directories pinned so far
 }
 
 // shadowPrefix starts the name of every session's shadow directory, in
@@ -243,17 +247,25 @@ func (s *gitShadow) build(ws string, protect []string) error {
 		if strings.EqualFold(gitConfigValue(filepath.Join(r.dir, "config"), "extensions", "objectformat"), "sha256") {
 			sr.HashLen = 32
 		}
-		if err := s.copyRepo(r.dir, shadow, &budget); err != nil {
+		if err := s.copyRepo(ws, r.dir, shadow, &budget); err != nil {
 			return err
 		}
 		s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: shadow, Target: r.dir})
+		// The repository's own directories are made through its descriptor:
+		// one a command left there may be a link out of the workspace
+		// (objects to /var/lib/dpkg), and a directory made, or given to the
+		// user, by its path would be made or given through the link.
+		hd, err := openRepoDir(ws, r.dir)
+		if err != nil {
+			return fmt.Errorf("sandbox: shadow of %s: %w", r.dir, err)
+		}
 		for _, name := range gitShared {
 			p := filepath.Join(r.dir, name)
 			if name == "refs" || name == "logs" || name == "objects" {
-				os.Mkdir(p, 0o755) // git makes them anyway; shared from the start
-				s.chown(p)
+				s.mkdirAt(hd, name) // git makes them anyway; shared from the start
 			}
-			if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+			var st unix.Stat_t
+			if unix.Fstatat(hd.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				continue
 			}
 			s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: p, Target: p})
@@ -261,8 +273,11 @@ func (s *gitShadow) build(ws string, protect []string) error {
 		// objects/info holds alternates, which send git to other object
 		// stores: shadowed too, under the shared objects.
 		info := filepath.Join(r.dir, "objects", "info")
-		os.Mkdir(info, 0o755)
-		s.chown(info)
+		if od, err := openBeneathFD(hd, "objects"); err == nil {
+			s.mkdirAt(od, "info")
+			od.close()
+		}
+		hd.close()
 		infoShadow := filepath.Join(s.dir, "objects-info-"+strconv.Itoa(i))
 		if err := s.copyInfo(ws, info, infoShadow, &budget); err != nil {
 			return err
@@ -398,12 +413,19 @@ func (s *gitShadow) pin(ws, dir string) bool {
 	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return false
 	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	if len(parts) > maxPinDepth {
+		// A command can make a repository, or list a submodule in its
+		// index, thousands of directories deep: a mount each, without
+		// bound, for every later session on the workspace to start with.
+		s.log.Warn("too deep in the workspace to be protected in the sandbox", "path", dir, "max_depth", maxPinDepth)
+		return false
+	}
 	cur := ws
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+	for _, part := range parts {
 		cur = filepath.Join(cur, part)
 		fi, err := os.Lstat(cur)
-		if errors.Is(err, fs.ErrNotExist) && os.Mkdir(cur, 0o755) == nil {
-			s.chown(cur)
+		if errors.Is(err, fs.ErrNotExist) && s.makeDir(ws, cur) {
 			s.st.Made = append(s.st.Made, cur)
 			fi, err = os.Lstat(cur)
 		}
@@ -411,9 +433,51 @@ func (s *gitShadow) pin(ws, dir string) bool {
 			return false
 		}
 		if !s.pinned[cur] {
+			if s.pins >= maxPins {
+				s.log.Warn("too many directories to pin in the workspace: the rest is not protected in the sandbox", "path", dir, "max", maxPins)
+				return false
+			}
+			s.pins++
 			s.pinned[cur] = true
 			s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: cur, Target: cur})
 		}
+	}
+	return true
+}
+
+// makeDir makes the directory p in the workspace ws, through a descriptor
+// of its parent opened beneath ws without following a link (a directory on
+// the way may have been replaced by one meanwhile), and gives it to the
+// user. It reports whether it made it.
+func (s *gitShadow) makeDir(ws, p string) bool {
+	d, err := openRepoDir(ws, filepath.Dir(p))
+	if err != nil {
+		return false
+	}
+	defer d.close()
+	return s.mkdirAt(d, filepath.Base(p))
+}
+
+// mkdirAt makes the directory name in d and, when it made it, gives it to
+// the user on a descriptor opened without following a link, if it is still
+// the process's own (not one put in its place meanwhile). It reports
+// whether it made it.
+func (s *gitShadow) mkdirAt(d *repoDir, name string) bool {
+	if unix.Mkdirat(d.fd, name, 0o755) != nil {
+		return false
+	}
+	uid, gid := s.owner()
+	if uid < 0 {
+		return true
+	}
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && int(st.Uid) == os.Geteuid() {
+		unix.Fchown(fd, uid, gid)
 	}
 	return true
 }
@@ -422,10 +486,9 @@ func (s *gitShadow) pin(ws, dir string) bool {
 // that no command can create a file there; it goes at the end when still
 // empty.
 func (s *gitShadow) placeholder(p string) {
-	if os.Mkdir(p, 0o755) != nil {
+	if !s.makeDir(s.st.Workspace, p) {
 		return
 	}
-	s.chown(p)
 	s.st.Made = append(s.st.Made, p)
 	s.pinned[p] = true
 	s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: p, Target: p, ReadOnly: true})
@@ -486,103 +549,111 @@ func (s *gitShadow) protect(ws string, paths []string) {
 }
 
 // copyRepo copies a repository directory into its shadow, but for what is
-// shared and the submodules' repositories (shadows of their own).
-func (s *gitShadow) copyRepo(src, dst string, budget *int64) error {
+// shared and the submodules' repositories (shadows of their own). The
+// repository may be one a command made, in a directory a command of another
+// session running on the workspace can change meanwhile: it is read by
+// descriptor (see repoDir), so that a directory in it replaced by a link
+// while it is copied leads nowhere (read by path, the link would be
+// followed, and a file of the host copied where commands read it).
+func (s *gitShadow) copyRepo(ws, src, dst string, budget *int64) error {
 	if err := os.Mkdir(dst, 0o755); err != nil {
 		return fmt.Errorf("sandbox: shadow of %s: %w", src, err)
 	}
 	s.chown(dst)
-	ents, err := os.ReadDir(src)
+	d, err := openRepoDir(ws, src)
 	if err != nil {
 		return fmt.Errorf("sandbox: shadow of %s: %w", src, err)
 	}
-	for _, e := range ents {
-		name := e.Name()
+	defer d.close()
+	names, err := d.names(-1)
+	if err != nil {
+		return fmt.Errorf("sandbox: shadow of %s: %w", src, err)
+	}
+	for _, name := range names {
 		if slices.Contains(gitShared, name) || name == "modules" {
-			if e.IsDir() {
-				// A mount point, or the parent of the submodules' shadows.
-				if name == "modules" {
-					if err := s.mkdirs(filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
-						return err
-					}
-				} else if err := os.Mkdir(filepath.Join(dst, name), 0o755); err != nil {
-					return err
-				} else {
-					s.chown(filepath.Join(dst, name))
+			var st unix.Stat_t
+			if unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
+			// A mount point, or the parent of the submodules' shadows.
+			if name == "modules" {
+				sub, err := openBeneathFD(d, name)
+				if err != nil {
+					continue
 				}
+				n := 0
+				err = s.mkdirsAt(sub, filepath.Join(dst, name), &n)
+				sub.close()
+				if err != nil {
+					return err
+				}
+			} else if err := os.Mkdir(filepath.Join(dst, name), 0o755); err != nil {
+				return err
+			} else {
+				s.chown(filepath.Join(dst, name))
 			}
 			continue
 		}
-		if err := s.copyTree(filepath.Join(src, name), filepath.Join(dst, name), budget); err != nil {
+		if err := s.copyEntryAt(d, name, filepath.Join(dst, name), budget, maxCopyDepth); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// mkdirs recreates the directories of src (the modules tree) in dst, empty:
-// the mount points of the submodules' shadows.
-func (s *gitShadow) mkdirs(src, dst string) error {
-	n := 0
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if n++; n > maxGitWalk || err != nil || !d.IsDir() {
-			return fs.SkipDir
+// maxCopyDepth bounds the directories copied into a shadow, one in another
+// (git's own are a few deep).
+const maxCopyDepth = 32
+
+// mkdirsAt recreates the directories of d (the modules tree) in dst,
+// empty: the mount points of the submodules' shadows. n counts the
+// entries looked at, up to maxGitWalk.
+func (s *gitShadow) mkdirsAt(d *repoDir, dst string, n *int) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	s.chown(dst)
+	var st unix.Stat_t
+	if unix.Fstatat(d.fd, "HEAD", &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		return nil // a repository: shadowed on its own
+	}
+	names, err := d.names(maxGitWalk)
+	if err != nil {
+		return nil
+	}
+	for _, name := range names {
+		if *n++; *n > maxGitWalk {
+			return nil
 		}
-		rel, _ := filepath.Rel(src, p)
-		t := filepath.Join(dst, rel)
-		if err := os.MkdirAll(t, 0o755); err != nil {
+		sub, err := openBeneathFD(d, name) // a directory, not through a link
+		if err != nil {
+			continue
+		}
+		err = s.mkdirsAt(sub, filepath.Join(dst, name), n)
+		sub.close()
+		if err != nil {
 			return err
 		}
-		s.chown(t)
-		if fi, err := os.Lstat(filepath.Join(p, "HEAD")); err == nil && fi.Mode().IsRegular() {
-			return fs.SkipDir // a repository: shadowed on its own
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
-// copyTree copies regular files, directories and symbolic links; other
-// files (a daemon's socket) are left out.
-func (s *gitShadow) copyTree(src, dst string, budget *int64) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == src && errors.Is(err, fs.ErrNotExist) {
-				return os.Mkdir(dst, 0o755)
-			}
-			return nil
-		}
-		rel, _ := filepath.Rel(src, p)
-		t := filepath.Join(dst, rel)
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		switch {
-		case fi.IsDir():
-			if err := os.Mkdir(t, fi.Mode().Perm()|0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-				return err
-			}
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return nil
-			}
-			if err := os.Symlink(target, t); err != nil {
-				return err
-			}
-		case fi.Mode().IsRegular():
-			if *budget -= fi.Size(); *budget < 0 {
-				return fmt.Errorf("sandbox: the repository %s holds more than %d MiB besides its objects: too much to shadow", src, maxShadowCopy>>20)
-			}
-			if err := copyFile(p, t, fi.Mode().Perm()); err != nil {
-				return err
-			}
-		default:
-			return nil
-		}
-		s.chown(t)
-		return nil
-	})
+// names lists up to max names of d (all when max <= 0).
+func (d *repoDir) names(max int) ([]string, error) {
+	fd, err := unix.Dup(d.fd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	names, err := f.Readdirnames(max)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return names, nil
 }
 
 // copyInfo copies objects/info (commit-graphs, the packs' list,
@@ -605,68 +676,88 @@ func (s *gitShadow) copyInfo(ws, info, dst string, budget *int64) error {
 }
 
 func (s *gitShadow) copyDirAt(d *repoDir, dst string, budget *int64, depth int) error {
-	fd, err := unix.Dup(d.fd)
+	names, err := d.names(maxGitWalk)
 	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), d.path)
-	names, err := f.Readdirnames(maxGitWalk)
-	f.Close()
-	if err != nil && !errors.Is(err, io.EOF) {
 		return nil
 	}
 	for _, name := range names {
-		var st unix.Stat_t
-		if unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			continue
+		if err := s.copyEntryAt(d, name, filepath.Join(dst, name), budget, depth); err != nil {
+			return err
 		}
-		t := filepath.Join(dst, name)
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			b, err := d.read(name, *budget)
-			if err != nil {
-				if errors.Is(err, errTooLarge) {
-					return fmt.Errorf("sandbox: %s holds more than %d MiB: too much to shadow", d.path, maxShadowCopy>>20)
-				}
-				continue
-			}
-			*budget -= int64(len(b))
-			if err := os.WriteFile(t, b, fs.FileMode(st.Mode&0o777)); err != nil {
-				return err
-			}
-		case unix.S_IFLNK:
-			buf := make([]byte, 4096)
-			n, err := unix.Readlinkat(d.fd, name, buf)
-			if err != nil || n == len(buf) {
-				continue
-			}
-			if err := os.Symlink(string(buf[:n]), t); err != nil {
-				return err
-			}
-		case unix.S_IFDIR:
-			if depth <= 1 {
-				continue
-			}
-			sub, err := openBeneathFD(d, name)
-			if err != nil {
-				continue
-			}
-			err = os.Mkdir(t, fs.FileMode(st.Mode&0o777)|0o700)
-			if err == nil {
-				s.chown(t)
-				err = s.copyDirAt(sub, t, budget, depth-1)
-			}
-			sub.close()
-			if err != nil {
-				return err
-			}
-			continue
-		default:
-			continue
-		}
-		s.chown(t)
 	}
 	return nil
+}
+
+// copyEntryAt copies name in d to t: a regular file, a symbolic link (as
+// one, never followed) or a directory, depth levels deep at most, opened
+// without following a link; other files (a daemon's socket, a pipe) are
+// left out. A file over the budget is an error.
+func (s *gitShadow) copyEntryAt(d *repoDir, name, t string, budget *int64, depth int) error {
+	var st unix.Stat_t
+	if unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return nil // gone meanwhile
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		if err := copyFileAt(d, name, t, fs.FileMode(st.Mode&0o777), budget); err != nil {
+			return err
+		}
+	case unix.S_IFLNK:
+		buf := make([]byte, 4096)
+		n, err := unix.Readlinkat(d.fd, name, buf)
+		if err != nil || n == len(buf) {
+			return nil
+		}
+		if err := os.Symlink(string(buf[:n]), t); err != nil {
+			return err
+		}
+	case unix.S_IFDIR:
+		if depth <= 1 {
+			return nil
+		}
+		sub, err := openBeneathFD(d, name)
+		if err != nil {
+			return nil
+		}
+		defer sub.close()
+		if err := os.Mkdir(t, fs.FileMode(st.Mode&0o777)|0o700); err != nil {
+			return err
+		}
+		s.chown(t)
+		return s.copyDirAt(sub, t, budget, depth-1)
+	default:
+		return nil
+	}
+	s.chown(t)
+	return nil
+}
+
+// copyFileAt copies the regular file name in d to t, opened without
+// following a link or blocking, checked on its descriptor, and charged to
+// budget.
+func copyFileAt(d *repoDir, name, t string, perm fs.FileMode, budget *int64) error {
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // gone meanwhile
+	}
+	in := os.NewFile(uintptr(fd), filepath.Join(d.path, name))
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil // replaced meanwhile
+	}
+	if *budget -= fi.Size(); *budget < 0 {
+		return fmt.Errorf("sandbox: the repository's %s holds more than %d MiB besides the objects: too much to shadow", d.path, maxShadowCopy>>20)
+	}
+	out, err := os.OpenFile(t, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, io.LimitReader(in, fi.Size()))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // openBeneathFD opens the directory name in d, not following a link.
@@ -676,26 +767,6 @@ func openBeneathFD(d *repoDir, name string) (*repoDir, error) {
 		return nil, err
 	}
 	return &repoDir{fd: fd, path: filepath.Join(d.path, name)}, nil
-}
-
-func copyFile(src, dst string, perm fs.FileMode) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil // gone meanwhile
-	}
-	defer in.Close()
-	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil // replaced meanwhile
-	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // chown gives what the container may write to the workspace's owner, when

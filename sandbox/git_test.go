@@ -404,3 +404,227 @@ func TestCheckIndexVersions(t *testing.T) {
 		})
 	}
 }
+
+// A command leaves a repository in the workspace whose objects is a
+// symbolic link to a directory of the host outside it (here one like
+// /var/lib/dpkg, whose info/ holds scripts root runs). The next session,
+// corral run as root on the user's workspace, shadows that repository: it
+// must not give the host's objects/info (or anything else through the
+// link) to the workspace's owner, nor make directories there.
+func TestGitShadowNestedObjectsLink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root gives files away: as the user corral chowns nothing")
+	}
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	if err := os.Chown(ws, 1001, 1001); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(t.TempDir(), "dpkg")
+	if err := os.MkdirAll(filepath.Join(victim, "info"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := newSandbox(t, cfg)
+	// The hostile steps, as a command writes them.
+	sh(t, c, "mkdir -p sub/.git other/.git && printf 'ref: refs/heads/main\\n' | tee sub/.git/HEAD > other/.git/HEAD && "+
+		"ln -s "+victim+" sub/.git/objects && ln -s "+victim+" other/.git/refs && ln -s "+victim+" other/.git/logs")
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The next session on the workspace.
+	cfg2 := cfg
+	cfg2.Session += "-2"
+	c2, err := New(cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	startErr := c2.Start(ctx)
+	for _, p := range []string{victim, filepath.Join(victim, "info")} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("%s now belongs to %d:%d: corral (root) gave it away through a link a command made in the workspace", p, st.Uid, st.Gid)
+		}
+	}
+	if ents, _ := os.ReadDir(victim); len(ents) != 1 {
+		t.Errorf("corral made %v in the host's directory through a link", ents)
+	}
+	if startErr != nil {
+		t.Fatalf("the next session does not start: %v", startErr)
+	}
+	// The repository still works as one inside, its objects a link.
+	sh(t, c2, "test -L sub/.git/objects || test -d sub/.git/objects")
+}
+
+// copyRaceScript, run in a sandbox, turns sub/.git/d back and forth
+// between a directory and a symbolic link to a directory of the host,
+// until its time or count runs out.
+const copyRaceScript = `
+import os, sys, time, random
+target, secs = sys.argv[1], float(sys.argv[2])
+os.chdir('sub/.git')
+end = time.time() + secs
+n = 0
+while time.time() < end and n < 1000000:
+    n += 1
+    try:
+        os.rename('d', 'd.real')
+        os.symlink(target, 'd')
+        time.sleep(random.random() / 2000)
+        os.unlink('d')
+        os.rename('d.real', 'd')
+        time.sleep(random.random() / 2000)
+    except OSError:
+        pass
+`
+
+// A command of a session still running on the workspace turns a directory
+// of a repository it made there back and forth into a link to a directory
+// of the host, while another session starts and copies that repository into
+// its shadow (which its commands read). corral never copies what is behind
+// the link.
+func TestGitShadowCopyRace(t *testing.T) {
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 {
+		uid, gid = 1001, 1001
+		if err := os.Chown(ws, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	const word = "the host's secret"
+	if err := os.MkdirAll(secret, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secret, "key"), []byte(word), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newSandbox(t, cfg)
+	if !hasTool(t, c, "python3") {
+		t.Skip("no python3 in the image")
+	}
+	sh(t, c, "mkdir -p sub/.git/d && printf 'ref: refs/heads/main\\n' > sub/.git/HEAD && echo x > sub/.git/d/f")
+	if err := os.WriteFile(filepath.Join(ws, "race.py"), []byte(copyRaceScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, "(python3 race.py "+secret+" 25 >/dev/null 2>&1 &)")
+	log := slog.New(slog.DiscardHandler)
+	end := time.Now().Add(20 * time.Second)
+	for i := 0; i < 3000 && time.Now().Before(end); i++ {
+		s, err := newGitShadow(ws, "race", uid, gid, nil, log)
+		if err != nil {
+			continue
+		}
+		var leaked []string
+		filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if b, _ := os.ReadFile(p); strings.Contains(string(b), word) {
+					leaked = append(leaked, p)
+				}
+			}
+			return nil
+		})
+		s.close()
+		if len(leaked) > 0 {
+			t.Fatalf("start %d copied the host's file into the shadow, where commands read it: %v", i+1, leaked)
+		}
+	}
+}
+
+// forgeTreeScript rewrites .git/index with its own entries but the cache
+// tree (the TREE extension) of /tmp/evil.idx.
+const forgeTreeScript = `
+import struct, hashlib
+def split(b):
+    n = struct.unpack('>I', b[8:12])[0]
+    off = 12
+    for _ in range(n):
+        nl = struct.unpack('>H', b[off+60:off+62])[0] & 0xfff
+        off += (62 + nl + 8) & ~7
+    return b[:off], b[off:-20]
+good, _ = split(open('.git/index', 'rb').read())
+_, exts = split(open('/tmp/evil.idx', 'rb').read())
+out, i = good, 0
+while i < len(exts):
+    ln = struct.unpack('>I', exts[i+4:i+8])[0]
+    if exts[i:i+4] == b'TREE':
+        out += exts[i:i+8+ln]
+    i += 8 + ln
+open('.git/index', 'wb').write(out + hashlib.sha1(out).digest())
+`
+
+// A command writes an index whose entries are the host's but whose cache
+// tree says src/ is a tree of its own (another src/a.txt). git status shows
+// nothing; the user's next commit of another change writes the trees from
+// the cache tree, so it would carry the command's src/a.txt, unseen. The
+// cache tree does not reach the host.
+func TestGitShadowForgedCacheTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on the host")
+	}
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	hostGitT(t, ws, "init", "-q")
+	for n, body := range map[string]string{"src/a.txt": "good\n", "docs/d.txt": "doc\n"} {
+		os.MkdirAll(filepath.Join(ws, filepath.Dir(n)), 0o755)
+		os.WriteFile(filepath.Join(ws, n), []byte(body), 0o644)
+	}
+	hostGitT(t, ws, "add", ".")
+	hostGitT(t, ws, "commit", "-q", "-m", "one")
+	c := newSandbox(t, cfg)
+	if !hasTool(t, c, "git") || !hasTool(t, c, "python3") {
+		t.Skip("no git or python3 in the image")
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".forge.py"), []byte(forgeTreeScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, `set -e
+export GIT_INDEX_FILE=/tmp/evil.idx
+git read-tree HEAD
+blob=$(echo evil | git hash-object -w --stdin)
+git update-index --cacheinfo 100644,$blob,src/a.txt
+git write-tree >/dev/null
+unset GIT_INDEX_FILE
+python3 .forge.py
+rm .forge.py`)
+	if st := hostGitT(t, ws, "status", "--porcelain"); st != "" {
+		t.Fatalf("the host's status is not clean: %q", st)
+	}
+	// The user changes docs/ and commits.
+	os.WriteFile(filepath.Join(ws, "docs", "d.txt"), []byte("doc 2\n"), 0o644)
+	hostGitT(t, ws, "add", "docs/d.txt")
+	hostGitT(t, ws, "commit", "-q", "-m", "user")
+	if got := hostGitT(t, ws, "show", "HEAD:src/a.txt"); got != "good\n" {
+		t.Errorf("the user's commit holds src/a.txt %q, the command's, that no status or diff showed", got)
+	}
+}
+
+// A command leaves a repository 300 directories deep in the workspace (and
+// could list submodules as deep in its index). The next session must not
+// make a mount of every directory down to it: the mounts of every later
+// session's container would have no bound.
+func TestGitShadowPinBounded(t *testing.T) {
+	ws := t.TempDir()
+	deep := filepath.Join(ws, strings.Repeat("d"+string(filepath.Separator), 300))
+	if err := os.MkdirAll(filepath.Join(deep, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(deep, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newGitShadow(ws, "deep", os.Getuid(), os.Getgid(), nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	if n := len(s.mounts); n > 100 {
+		t.Errorf("%d mounts for one repository deep in the workspace", n)
+	}
+}

@@ -18,7 +18,12 @@ import (
 // ("link"), the name of another file to read. checkIndex reads an index a
 // command wrote, as git's read-cache.c lays it out (versions 2 to 4), and
 // returns what may be copied to the host: the same entries, with only the
-// extensions that hold data derived from them (TREE, REUC, sdir).
+// extensions that hold data derived from them and that git checks against
+// them (REUC, sdir). Not the cache tree (TREE): git on the host trusts it
+// without looking at the entries — a commit writes the trees it names for
+// the directories it says are valid — so a command's cache tree would put
+// its own files in the user's next commit, unseen by git status and diff;
+// without it git rebuilds the trees from the entries.
 
 // gitIndexEntry is what checkIndex keeps of an entry.
 type gitIndexEntry struct {
@@ -54,7 +59,7 @@ const (
 )
 
 // indexKeep are the extensions an index copied to the host may keep.
-var indexKeep = map[string]bool{"TREE": true, "REUC": true, "sdir": true}
+var indexKeep = map[string]bool{"REUC": true, "sdir": true}
 
 // parseIndex reads an index. hashLen is the repository's object id length
 // (20 for SHA-1, 32 for SHA-256).
