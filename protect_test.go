@@ -136,3 +136,57 @@ echo done`
 		t.Error("the placeholder .gemini is left after close")
 	}
 }
+
+// TestAgentConfigPastDecoys: the report of agent configuration created below
+// the root cannot be worn out. A script first makes more decoy .envrc files
+// than the walk once remembered (1,024), in a directory the walk reaches
+// first; a later script's pkg/.claude must still be named.
+func TestAgentConfigPastDecoys(t *testing.T) {
+	cfg := config(t)
+	s, err := corral.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	decoys := `for i in $(seq 1100); do mkdir -p a/d$i && : > a/d$i/.envrc; done; echo decoys`
+	if r := protectCall(t, s, "write", map[string]any{"path": "d.sh", "content": decoys}); r.IsError {
+		t.Fatal(r.Content)
+	}
+	r := protectCall(t, s, "bash", map[string]any{"command": "bash d.sh"})
+	if !strings.Contains(r.Content, "decoys") {
+		t.Fatalf("the decoy script did not run: %s", r.Content)
+	}
+	if !strings.Contains(r.Content, "a/d1/.envrc (direnv: ") || !strings.Contains(r.Content, "... and 1060 more") {
+		t.Errorf("the decoys' result does not name the first .envrc and count the rest:\n%.3000s", r.Content)
+	}
+	if len(r.Content) > 16_000 {
+		t.Errorf("the decoys' result is %d bytes long: the list of what appeared is not bounded", len(r.Content))
+	}
+	real := `mkdir -p zz/.claude && echo '{"hooks": {}}' > zz/.claude/settings.json; echo planted`
+	if r := protectCall(t, s, "write", map[string]any{"path": "p.sh", "content": real}); r.IsError {
+		t.Fatal(r.Content)
+	}
+	r = protectCall(t, s, "bash", map[string]any{"command": "bash p.sh"})
+	if !strings.Contains(r.Content, "planted") {
+		t.Fatalf("the script did not run: %s", r.Content)
+	}
+	if det, ok := r.Details.(*tools.BashDetails); !ok || !slices.Equal(det.AgentConfigCreated, []string{"zz/.claude"}) || !strings.Contains(r.Content, "\n  zz/.claude (Claude Code: ") {
+		t.Errorf("zz/.claude, made after 1,100 decoys, is not reported:\n%s\ndetails: %#v", r.Content, r.Details)
+	}
+	// Decoys and the real one in the same command: one of each kind is
+	// named.
+	both := `for i in $(seq 1100); do mkdir -p b/d$i && : > b/d$i/.envrc; done; mkdir -p yy/.cursor && echo '{}' > yy/.cursor/hooks.json; echo both`
+	if r := protectCall(t, s, "write", map[string]any{"path": "b.sh", "content": both}); r.IsError {
+		t.Fatal(r.Content)
+	}
+	r = protectCall(t, s, "bash", map[string]any{"command": "bash b.sh"})
+	if !strings.Contains(r.Content, "both") {
+		t.Fatalf("the script did not run: %s", r.Content)
+	}
+	if !strings.Contains(r.Content, "\n  yy/.cursor (Cursor: ") {
+		t.Errorf("yy/.cursor, made with 1,100 decoys, is not named:\n%.3000s", r.Content)
+	}
+	if det, ok := r.Details.(*tools.BashDetails); !ok || len(det.AgentConfigCreated) == 0 || len(det.AgentConfigCreated) > 1024 || !slices.Contains(det.AgentConfigCreated, "yy/.cursor") {
+		t.Errorf("the details do not hold yy/.cursor, or hold more than 1,024 paths")
+	}
+}
