@@ -93,12 +93,24 @@ func (c *configScan) scan() (found []string, whole bool) {
 				if d.IsDir() {
 					return fs.SkipDir
 				}
-				break
+				return nil
 			}
+		}
+		if d.Type()&fs.ModeSymlink != 0 && c.linkHolds(rel) {
+			// x/.vscode -> ../y: an editor reads x/.vscode/tasks.json
+			// from y, which the walk, not following links, never names.
+			found = append(found, rel)
 		}
 		return nil
 	})
 	return found, whole
+}
+
+// linkHolds reports whether a symbolic link at rel stands where a directory
+// holding a protected entry's file would (.vscode for .vscode/tasks.json).
+func (c *configScan) linkHolds(rel string) bool {
+	e, holds, ok := agentconf.Lookup(rel)
+	return ok && holds && slices.ContainsFunc(c.pats, func(p string) bool { return strings.EqualFold(p, "**/"+e.Path) })
 }
 
 // scanReport is what one look after a command found.
