@@ -410,7 +410,7 @@ var errNestedWalk = errors.New("too many entries")
 // follow or hide it).
 func (s *gitShadow) pin(ws, dir string) bool {
 	rel, err := filepath.Rel(ws, dir)
-	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+	if err != nil || rel == "." || upward(rel) {
 		return false
 	}
 	parts := strings.Split(rel, string(filepath.Separator))
@@ -499,8 +499,10 @@ func (s *gitShadow) placeholder(p string) {
 // gets an empty read-only directory as a placeholder (git shows no empty
 // directory, so it never appears as a change), at its topmost missing
 // directory when there is one (.vscode/ for .vscode/tasks.json).
-// The directories leading to each are pinned. Patterns and paths into a
-// repository are left to the file tools and the shadow.
+// The directories leading to each are pinned. The paths are literal —
+// expandProtect has turned the patterns into what they match, names like
+// app/[slug] included — and paths into a repository are left to the file
+// tools and the shadow.
 func (s *gitShadow) protect(ws string, paths []string) {
 	paths = slices.Clone(paths)
 	slices.SortFunc(paths, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
@@ -515,7 +517,7 @@ func (s *gitShadow) protect(ws string, paths []string) {
 			rel = r
 		}
 		p := filepath.Join(ws, rel)
-		if rel == "." || strings.HasPrefix(rel, "..") || strings.ContainsAny(rel, "*?[\\") ||
+		if rel == "." || upward(rel) ||
 			slices.Contains(strings.Split(rel, string(filepath.Separator)), ".git") ||
 			slices.ContainsFunc(covered, func(c string) bool { return envpath.Within(c, p) }) || s.pinned[p] {
 			continue

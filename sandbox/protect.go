@@ -37,7 +37,7 @@ func expandProtect(dir, workspace string, list []string, log *slog.Logger) []str
 		}
 		e := raw
 		for _, base := range []string{workspace, dir} {
-			if rel, err := filepath.Rel(base, raw); err == nil && filepath.IsAbs(raw) && !strings.HasPrefix(rel, "..") {
+			if rel, err := filepath.Rel(base, raw); err == nil && filepath.IsAbs(raw) && !upward(rel) {
 				e = rel
 				break
 			}
@@ -88,4 +88,11 @@ func expandProtect(dir, workspace string, list []string, log *slog.Logger) []str
 		return nil
 	})
 	return out
+}
+
+// upward reports whether rel, a path relative to a directory (filepath.Rel),
+// leads out of it: "..", or a path under it. A name that only starts with
+// two dots ("..cache") is inside.
+func upward(rel string) bool {
+	return rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

@@ -451,10 +451,9 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	// A command the policy is sure changes nothing is not followed by a
 	// walk: what a background process wrote is found after the next one.
 	if det.Verdict == nil || !det.Verdict.ReadOnly {
-		det.AgentConfigCreated = s.configScan.created()
-	}
-	if len(det.AgentConfigCreated) > 0 {
-		h.WriteString(createdText(det.AgentConfigCreated))
+		look := s.configScan.created()
+		det.AgentConfigCreated = look.fresh[:min(len(look.fresh), maxConfigFound)]
+		h.WriteString(createdText(look))
 	}
 	if len(res.NotCopied) > 0 {
 		fmt.Fprintf(&h, "Not copied to the host's repository: %s. Commands work on a copy of the repository's state; a change git itself would not write, or a new submodule, stays out and was undone.\n", strings.Join(res.NotCopied, ", "))

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -10,10 +11,15 @@ import (
 	"github.com/corralhq/corral/internal/agentconf"
 )
 
-// Bounds of the walk that looks for protected paths commands created.
+// Bounds of the walk that looks for protected paths commands created, and of
+// its report. The matches it remembers are bounded by the entries it looks
+// at, not by a count of their own: a bound on them would let a command wear
+// the report out with decoys (a thousand .envrc files, then a .claude past
+// them).
 const (
 	maxConfigScan  = 200_000 // entries looked at
-	maxConfigFound = 1024    // matches remembered
+	maxConfigFound = 1024    // new matches in one result's details
+	maxConfigNamed = 40      // new matches named in one result's text
 )
 
 // configScan finds the protected paths of "**/" entries (agent configuration
@@ -27,8 +33,12 @@ type configScan struct {
 	dir  string   // the workspace's real path
 	pats []string // the "**/" entries, lower-case; .git's left to the shadow
 
-	mu    sync.Mutex      // guards known
+	limit int // entries looked at, maxConfigScan
+
+	mu    sync.Mutex      // guards known and whole
 	known map[string]bool // matches seen so far, workspace-relative
+	// whole: the last walk looked at every entry, or none was made yet.
+	whole bool
 }
 
 func newConfigScan(s *Session) *configScan {
@@ -44,23 +54,25 @@ func newConfigScan(s *Session) *configScan {
 	if len(pats) == 0 {
 		return nil
 	}
-	c := &configScan{dir: s.ws.real, pats: pats, known: map[string]bool{}}
-	for _, p := range c.scan() {
+	c := &configScan{dir: s.ws.real, pats: pats, limit: maxConfigScan, known: map[string]bool{}, whole: true}
+	found, _ := c.scan()
+	for _, p := range found {
 		c.known[p] = true
 	}
 	return c
 }
 
 // scan lists the matches below the root, bounded; it does not enter .git,
-// node_modules or a match.
-func (c *configScan) scan() []string {
-	var found []string
+// node_modules or a match. whole is false when it stopped at its bound.
+func (c *configScan) scan() (found []string, whole bool) {
 	seen := 0
+	whole = true
 	filepath.WalkDir(c.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == c.dir {
 			return nil
 		}
-		if seen++; seen > maxConfigScan || len(found) >= maxConfigFound {
+		if seen++; seen > c.limit {
+			whole = false
 			return fs.SkipAll
 		}
 		name := strings.ToLower(d.Name())
@@ -81,43 +93,95 @@ func (c *configScan) scan() []string {
 				if d.IsDir() {
 					return fs.SkipDir
 				}
-				break
+				return nil
 			}
+		}
+		if d.Type()&fs.ModeSymlink != 0 && c.linkHolds(rel) {
+			// x/.vscode -> ../y: an editor reads x/.vscode/tasks.json
+			// from y, which the walk, not following links, never names.
+			found = append(found, rel)
 		}
 		return nil
 	})
-	return found
+	return found, whole
+}
+
+// linkHolds reports whether a symbolic link at rel stands where a directory
+// holding a protected entry's file would (.vscode for .vscode/tasks.json).
+func (c *configScan) linkHolds(rel string) bool {
+	e, holds, ok := agentconf.Lookup(rel)
+	return ok && holds && slices.ContainsFunc(c.pats, func(p string) bool { return strings.EqualFold(p, "**/"+e.Path) })
+}
+
+// scanReport is what one look after a command found.
+type scanReport struct {
+	fresh []string // the new matches, in byEntry's order
+	// cut: this walk stopped at its bound and the last one did not (or it
+	// is the first): what is past the bound goes unreported from now on.
+	cut bool
 }
 
 // created returns the matches that were not there at the last look.
-func (c *configScan) created() []string {
+func (c *configScan) created() scanReport {
 	if c == nil {
-		return nil
+		return scanReport{}
 	}
-	found := c.scan()
+	found, whole := c.scan()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var fresh []string
+	var r scanReport
 	for _, p := range found {
 		if !c.known[p] {
 			c.known[p] = true
-			fresh = append(fresh, p)
+			r.fresh = append(r.fresh, p)
 		}
 	}
-	slices.Sort(fresh)
-	return fresh
+	r.fresh = byEntry(r.fresh)
+	r.cut = !whole && c.whole
+	c.whole = whole
+	return r
 }
 
-// createdText is the result's line about what created names.
-func createdText(created []string) string {
-	var b strings.Builder
-	b.WriteString("Agent configuration appeared below the workspace's root while the command ran (made by it, or by something still running):")
-	for _, p := range created {
-		b.WriteString("\n  " + p)
-		if e, _, ok := agentconf.Lookup(p); ok {
-			b.WriteString(" (" + e.Who + ": " + e.Why + ")")
+// byEntry orders new matches for the report: the first of each entry's
+// (one .envrc, one .claude, ...), then the rest, each part sorted, so that
+// many of one kind, made as decoys, cannot push another kind out of what the
+// report names.
+func byEntry(fresh []string) []string {
+	slices.Sort(fresh)
+	var first, rest []string
+	seen := map[string]bool{}
+	for _, p := range fresh {
+		e, _, _ := agentconf.Lookup(p)
+		if seen[e.Path] {
+			rest = append(rest, p)
+			continue
 		}
+		seen[e.Path] = true
+		first = append(first, p)
 	}
-	b.WriteString("\nThe user's own tools run such files without review, and the sandbox protects only what existed when the session started. Do not create agent configuration; tell the user about these files so that they can review or remove them.\n")
+	return append(first, rest...)
+}
+
+// createdText is the result's lines about what a look found; "" when there
+// is nothing to say.
+func createdText(r scanReport) string {
+	var b strings.Builder
+	if len(r.fresh) > 0 {
+		b.WriteString("Agent configuration appeared below the workspace's root while the command ran (made by it, or by something still running):")
+		for i, p := range r.fresh {
+			if i == maxConfigNamed {
+				fmt.Fprintf(&b, "\n  ... and %d more (all of them in the details' agent_config_created, up to %d)", len(r.fresh)-i, maxConfigFound)
+				break
+			}
+			b.WriteString("\n  " + p)
+			if e, _, ok := agentconf.Lookup(p); ok {
+				b.WriteString(" (" + e.Who + ": " + e.Why + ")")
+			}
+		}
+		b.WriteString("\nThe user's own tools run such files without review, and the sandbox protects only what existed when the session started. Do not create agent configuration; tell the user about these files so that they can review or remove them.\n")
+	}
+	if r.cut {
+		fmt.Fprintf(&b, "The workspace now has more than %d entries outside .git and node_modules: the look for agent configuration after each command stops there, and what a command creates past them is not reported. Tell the user, so that they review the workspace's agent configuration (git status) before starting an agent in it.\n", maxConfigScan)
+	}
 	return b.String()
 }
