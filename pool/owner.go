@@ -113,7 +113,20 @@ func GC(ctx context.Context, parent string) ([]string, error) {
 // parent is given: corral's private state directory (see internal/statedir),
 // never a shared temporary directory, where another local user could plant a
 // directory for GC to read and remove.
-func DefaultParent() (string, error) { return statedir.Dir("pools") }
+//
+// For root with no XDG_STATE_HOME it is /var/lib/corral/pools rather than
+// one under /root: a slot is mounted at its own path in its sandbox, and most
+// images keep /root closed (0700), so the commands' user could not reach a
+// slot below it.
+func DefaultParent() (string, error) {
+	if os.Geteuid() == 0 && !filepath.IsAbs(os.Getenv("XDG_STATE_HOME")) {
+		return statedir.Private(rootPools)
+	}
+	return statedir.Dir("pools")
+}
+
+// rootPools is DefaultParent for root.
+const rootPools = "/var/lib/corral/pools"
 
 // parentDir returns parent, checked, or DefaultParent when it is empty.
 func parentDir(parent string) (string, error) {

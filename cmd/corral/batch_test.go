@@ -258,7 +258,7 @@ func TestBatchInterrupt(t *testing.T) {
 	needsDocker(t)
 	dir := t.TempDir()
 	tmp := t.TempDir()
-	cmd, stderr := startBatch(t, dir, 3, 2, []string{"TMPDIR=" + tmp})
+	cmd, stderr := startBatch(t, dir, 3, 2, []string{"XDG_STATE_HOME=" + tmp})
 	if n := len(containersOf(t, cmd.Process.Pid, true)); n != 2 {
 		t.Errorf("%d sandboxes while 2 tasks run at most", n)
 	}
@@ -279,7 +279,7 @@ func TestBatchInterrupt(t *testing.T) {
 	if left := containersOf(t, cmd.Process.Pid, true); len(left) > 0 {
 		t.Errorf("sandboxes left after Ctrl-C: %v", left)
 	}
-	if left := poolDirs(t, tmp); len(left) > 0 {
+	if left := poolDirs(t, filepath.Join(tmp, "corral", "pools")); len(left) > 0 {
 		t.Errorf("workspaces left after Ctrl-C: %v", left)
 	}
 	sum, _ := readSummary(t, filepath.Join(dir, "out"))
@@ -295,7 +295,7 @@ func TestBatchGCAfterKill(t *testing.T) {
 	needsDocker(t)
 	dir := t.TempDir()
 	tmp := t.TempDir()
-	env := []string{"TMPDIR=" + tmp}
+	env := []string{"XDG_STATE_HOME=" + tmp}
 	cmd, _ := startBatch(t, dir, 2, 2, env)
 	pid := cmd.Process.Pid
 	if err := cmd.Process.Kill(); err != nil {
@@ -305,7 +305,7 @@ func TestBatchGCAfterKill(t *testing.T) {
 	if n := len(containersOf(t, pid, true)); n != 2 {
 		t.Fatalf("%d sandboxes after kill -9, want the 2 left behind", n)
 	}
-	if n := len(poolDirs(t, tmp)); n != 1 {
+	if n := len(poolDirs(t, filepath.Join(tmp, "corral", "pools"))); n != 1 {
 		t.Fatalf("%d pool directories after kill -9, want 1", n)
 	}
 	gc := exec.Command("corral", "gc")
@@ -317,7 +317,7 @@ func TestBatchGCAfterKill(t *testing.T) {
 	if left := containersOf(t, pid, true); len(left) > 0 {
 		t.Errorf("sandboxes left after gc: %v\n%s", left, out)
 	}
-	if left := poolDirs(t, tmp); len(left) > 0 {
+	if left := poolDirs(t, filepath.Join(tmp, "corral", "pools")); len(left) > 0 {
 		t.Errorf("workspaces left after gc: %v\n%s", left, out)
 	}
 	// The rerun: the same output directory, tasks that end at once.

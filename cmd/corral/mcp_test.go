@@ -263,8 +263,8 @@ func startHTTPCmd(t *testing.T, env []string, args ...string) (string, *exec.Cmd
 // session still removes that session's sandbox and log directory.
 func TestMCPHTTPLeavesNothing(t *testing.T) {
 	needsDocker(t)
-	tmp, ws := t.TempDir(), t.TempDir()
-	url, cmd := startHTTPCmd(t, []string{"TMPDIR=" + tmp}, "--workspace", ws)
+	tmp, state, ws := t.TempDir(), t.TempDir(), t.TempDir()
+	url, cmd := startHTTPCmd(t, []string{"TMPDIR=" + tmp, "XDG_STATE_HOME=" + state}, "--workspace", ws)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := mcp.NewClient(&mcp.Implementation{Name: "corral-test", Version: "v0"}, nil)
@@ -279,6 +279,13 @@ func TestMCPHTTPLeavesNothing(t *testing.T) {
 	cmd.Wait()
 	if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
 		t.Errorf("left in the temporary directory: %v", ents)
+	}
+	// The session's command logs and shadows live in the state directory
+	// while it runs, and go with it.
+	for _, sub := range []string{"logs", "shadows"} {
+		if ents, _ := os.ReadDir(filepath.Join(state, "corral", sub)); len(ents) > 0 {
+			t.Errorf("left in the state directory's %s: %v", sub, ents)
+		}
 	}
 	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "id="+strings.TrimSpace(host)).Output(); len(out) > 0 {
 		t.Errorf("sandbox %s left behind", host)
