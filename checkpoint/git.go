@@ -80,9 +80,9 @@ type git struct {
 	// source is the workspace repository's object directory ("" outside
 	// git): read, never written, to import the blobs its index names and to
 	// read the checkpoints of older versions of corral.
-	source string
-	workTree   string
-	index      string // corral's index, in the state directory
+	source   string
+	workTree string
+	index    string // corral's index, in the state directory
 }
 
 // baseEnv is the environment of every git corral runs: nothing of the
