@@ -220,26 +220,39 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := initShim(s.git, s.format); err != nil {
 		return nil, fmt.Errorf("checkpoint: state directory: %w", err)
 	}
-	m := meta{Workspace: ws, Git: s.inGit, ID: fileIdentity(ws) + "|" + fileIdentity(filepath.Join(ws, ".git"))}
-	var old meta
-	if b, err := os.ReadFile(filepath.Join(s.dir, "workspace.json")); err == nil && json.Unmarshal(b, &old) == nil && old.ID != m.ID {
-		// Another directory, or another repository, at the same path (or
-		// the state of an older corral): corral's index describes files
-		// that are not there, and is made again from the workspace's.
-		// The checkpoints taken stay, and can be restored.
-		if err := os.Remove(s.git.index); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("checkpoint: state directory: %w", err)
-		}
-		if old.ID != "" {
-			s.notice = fmt.Sprintf("the workspace %s was made anew since the last checkpoint (another directory or repository at the same path): corral started its record of the files anew; the earlier checkpoints can still be restored", ws)
-			s.log.Warn("checkpoint: "+s.notice, "workspace", ws)
-		}
-	}
-	b, _ := json.Marshal(m)
-	if err := writeFileAtomic(filepath.Join(s.dir, "workspace.json"), b, 0o600); err != nil {
-		return nil, fmt.Errorf("checkpoint: state directory: %w", err)
+	if err := s.checkIdentity(); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// checkIdentity compares the workspace with the one the state directory
+// was made for: another directory, or another repository, at the same path
+// (or the state of an older corral) makes corral's index describe files that
+// are not there, and it is made again from the workspace's. The checkpoints
+// taken stay, and can be restored. The caller holds the lock.
+func (s *Store) checkIdentity() error {
+	m := meta{Workspace: s.ws, Git: s.inGit, ID: fileIdentity(s.ws) + "|" + fileIdentity(filepath.Join(s.ws, ".git"))}
+	name := filepath.Join(s.dir, "workspace.json")
+	var old meta
+	b, err := os.ReadFile(name)
+	if err == nil && json.Unmarshal(b, &old) == nil && old.ID == m.ID && old.Git == m.Git {
+		return nil
+	}
+	if err == nil {
+		if err := os.Remove(s.git.index); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("checkpoint: state directory: %w", err)
+		}
+		if old.ID != "" {
+			s.notice = fmt.Sprintf("the workspace %s was made anew since the last checkpoint (another directory or repository at the same path): corral started its record of the files anew; the earlier checkpoints can still be restored", s.ws)
+			s.log.Warn("checkpoint: "+s.notice, "workspace", s.ws)
+		}
+	}
+	b, _ = json.Marshal(m)
+	if err := writeFileAtomic(name, b, 0o600); err != nil {
+		return fmt.Errorf("checkpoint: state directory: %w", err)
+	}
+	return nil
 }
 
 // Workspace is the real path of the workspace.

@@ -58,6 +58,9 @@ func (s *Store) record(ctx context.Context, call Call) (Checkpoint, error) {
 		return Checkpoint{}, err
 	}
 	defer unlock()
+	if err := s.checkIdentity(); err != nil {
+		return Checkpoint{}, err
+	}
 	prev := s.readLast()
 	var notices []string
 	if s.notice != "" {
