@@ -216,65 +216,89 @@ func TestSwapRace(t *testing.T) {
 	ws := newRepo(t)
 	private := t.TempDir()
 	secret := filepath.Join(private, "id_secret")
-	const mark = "SECRET-KEY-MATERIAL-7f3a9c"
-	writeFile(t, secret, mark+"\n", 0o600)
+	const mark = "SECRET-KEY" // the secret's first bytes: a read of a shorter file's size takes no more
+	writeFile(t, secret, mark+"-MATERIAL-7f3a9c\n", 0o600)
 	must(t, os.Chmod(private, 0o700))
 	s := open(t, ws)
 	r, err := s.Begin(context.Background(), "s")
 	must(t, err)
 	defer r.Close()
-	// The racer: 16 files, each in turn a plain file, a link to the
-	// secret, a named pipe; every swap a rename, so that a path is always
-	// one of them. Bounded in count.
-	racer := exec.Command("sh", "-c", `
-i=0
-while [ $i -lt 3000 ]; do
-  for f in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do
-    echo "plain $i" > .t$f && mv -f .t$f swap$f
-    ln -sf '`+secret+`' .l$f && mv -f .l$f swap$f
-    rm -f .p$f; mkfifo .p$f && mv -f .p$f swap$f
-  done
-  i=$((i+1))
-done`)
-	racer.Dir = ws
-	must(t, racer.Start())
-	racerDone := make(chan error, 1)
-	go func() { racerDone <- racer.Wait() }()
-	defer func() {
+	// The racer: 16 files, each in turn a plain file and a link to the
+	// secret (first) or a named pipe (then), and 16 directories, each in
+	// turn a directory and a link to the secret's, as fast as it can; every
+	// swap of a file a rename, so that the path is always one of them.
+	// Bounded in count and in time.
+	for _, mode := range []string{"link", "fifo"} {
+		racer := exec.Command("python3", "-c", `
+import os, sys, time
+secret, mode, end = sys.argv[1], sys.argv[2], time.time() + 20
+for i in range(100000):
+    if time.time() > end:
+        break
+    for f in "0123456789abcdef":
+        with open(".t" + f, "w") as w:
+            w.write("plain-%06d\n" % i)  # shorter than the secret: git reads the size lstat said
+        os.rename(".t" + f, "swap" + f)
+        try: os.remove(".s" + f)
+        except FileNotFoundError: pass
+        if mode == "link":
+            os.symlink(secret, ".s" + f)
+        else:
+            os.mkfifo(".s" + f)
+        os.rename(".s" + f, "swap" + f)
+        if mode == "link":
+            # A directory of the workspace, with a file of the secret's
+            # name in it, in turn a link to the secret's directory.
+            d = "dir" + f
+            if os.path.islink(d):
+                os.remove(d)
+            if os.path.isdir(".d" + f):
+                os.rename(".d" + f, d)
+            else:
+                os.makedirs(d, exist_ok=True)
+                with open(os.path.join(d, os.path.basename(secret)), "w") as w:
+                    w.write("plain\n")
+            os.rename(d, ".d" + f)
+            os.symlink(os.path.dirname(secret), ".l" + f)
+            os.rename(".l" + f, d)
+`, secret, mode)
+		racer.Dir = ws
+		must(t, racer.Start())
+		racerDone := make(chan struct{})
+		go func() { racer.Wait(); close(racerDone) }()
+		// The checkpoints, each bounded by its context; the loop bounded in
+		// count and by the racer's end.
+		done := make(chan []string, 1)
+		go func() {
+			var errs []string
+			for range 300 {
+				select {
+				case <-racerDone:
+					done <- errs
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				_, err := r.Checkpoint(ctx, Call{Tool: "bash"})
+				cancel()
+				if err != nil {
+					errs = append(errs, err.Error())
+				}
+			}
+			done <- errs
+		}()
+		select {
+		case errs := <-done:
+			if len(errs) > 0 {
+				t.Errorf("%s race: %d checkpoints failed (a command could refuse every change so), the first: %.500s", mode, len(errs), errs[0])
+			}
+		case <-time.After(3 * time.Minute):
+			racer.Process.Kill()
+			t.Fatalf("%s race: a checkpoint hung past its context (a named pipe opened without O_NONBLOCK?)", mode)
+		}
 		racer.Process.Kill()
 		<-racerDone
-	}()
-	// The checkpoints, each bounded by its context; the loop bounded in
-	// count and by the racer's end.
-	done := make(chan string, 1)
-	go func() {
-		var errs []string
-		for i := 0; i < 400; i++ {
-			select {
-			case <-racerDone:
-				racerDone <- nil
-				done <- strings.Join(errs, "\n")
-				return
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			_, err := r.Checkpoint(ctx, Call{Tool: "bash"})
-			cancel()
-			if err != nil {
-				errs = append(errs, err.Error())
-			}
-		}
-		done <- strings.Join(errs, "\n")
-	}()
-	select {
-	case errs := <-done:
-		if errs != "" {
-			t.Logf("checkpoints that failed under the race:\n%s", errs)
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatal("a checkpoint hung past its context (a named pipe opened without O_NONBLOCK?)")
 	}
-	racer.Process.Kill()
 	// Nowhere the workspace's owner, or the sandbox, can read.
 	var found []string
 	if out := sh(t, ws, "grep -rl '"+mark+"' . 2>/dev/null || true"); strings.TrimSpace(out) != "" {
