@@ -182,6 +182,7 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 	defer tr.close()
 	var sn snap
 	var add, remove bytes.Buffer
+	added := 0
 	seen := map[string]bool{}
 	for _, rec := range bytes.Split(out, []byte{0}) {
 		if len(rec) < 3 {
@@ -250,6 +251,7 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 			return snap{}, err
 		}
 		fmt.Fprintf(&add, "%s %s\t%s\x00", mode, oid, p)
+		added++
 	}
 	if remove.Len() > 0 {
 		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &remove, "update-index", "-z", "--force-remove", "--stdin"); err != nil {
@@ -262,6 +264,9 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &add, "update-index", "-z", "--add", "--replace", "--index-info"); err != nil {
 			return snap{}, err
 		}
+		if err := s.countUnrefreshed(ctx, added); err != nil {
+			return snap{}, err
+		}
 	}
 	out, err = s.git.run(ctx, s.git.worktreeEnv(), nil, "write-tree")
 	if err != nil {
@@ -269,6 +274,30 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 	}
 	sn.tree = strings.TrimSpace(string(out))
 	return sn, nil
+}
+
+// maxUnrefreshed is how many entries corral's index may hold without stat
+// data before they are refreshed.
+const maxUnrefreshed = 1000
+
+// countUnrefreshed counts n more entries without stat data (what corral
+// read itself and gave git by name): each makes the next ls-files compare
+// that file's bytes with its entry. Past maxUnrefreshed, one refresh gives
+// them the stat data of the files that still match, in one scan of the
+// tree. The caller holds the lock.
+func (s *Store) countUnrefreshed(ctx context.Context, n int) error {
+	name := filepath.Join(s.dir, "unrefreshed")
+	b, _ := os.ReadFile(name)
+	count, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	count += n
+	if count > maxUnrefreshed {
+		_, err := s.git.run(ctx, s.git.worktreeEnv(), nil, "update-index", "-q", "--ignore-submodules", "--refresh")
+		if exitCode(err) != 1 && err != nil {
+			return err
+		}
+		count = 0
+	}
+	return os.WriteFile(name, []byte(strconv.Itoa(count)+"\n"), 0o600) // a count: a lost one costs a refresh, or one scan of a few files more
 }
 
 // seedIndex makes corral's index when it has none: a copy of the repository's
@@ -364,6 +393,9 @@ func (s *Store) seedIndex(ctx context.Context) error {
 	_, err = s.git.run(ctx, s.git.worktreeEnv(), nil, "update-index", "-q", "--ignore-submodules", "--refresh")
 	if exitCode(err) == 1 {
 		err = nil
+	}
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(s.dir, "unrefreshed"), []byte("0\n"), 0o600)
 	}
 	return err
 }
