@@ -134,7 +134,7 @@ func (g *git) withAlternates(env []string) []string {
 // corral stored them). What a restore reads is checked against its name.
 func (g *git) readEnv() []string {
 	env := g.worktreeEnv()
-	if g.source != "" {
+	if g.sourceReadable() {
 		alt := g.source
 		if g.alternates != "" {
 			alt = g.alternates + string(filepath.ListSeparator) + alt
@@ -142,6 +142,18 @@ func (g *git) readEnv() []string {
 		env = append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+alt)
 	}
 	return env
+}
+
+// sourceReadable says whether git may read the workspace's object directory
+// without waiting on a named pipe a command put where it reads a file
+// (info/alternates); git still reads it through its own opens, so this only
+// keeps a planted pipe from hanging every read.
+func (g *git) sourceReadable() bool {
+	if g.source == "" {
+		return false
+	}
+	fi, err := os.Lstat(filepath.Join(g.source, "info", "alternates"))
+	return err != nil || fi.Mode().IsRegular()
 }
 
 // repoEnv is the environment of the commands that read objects or write refs

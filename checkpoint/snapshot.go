@@ -407,6 +407,9 @@ func (s *Store) seedIndex(ctx context.Context) error {
 // then missing: write-tree says so, and the tree is recorded anew). Objects
 // the repository lacks are left out.
 func (s *Store) importObjects(ctx context.Context, oids io.Reader) error {
+	if !s.git.sourceReadable() {
+		return errors.New("the repository's object directory has a special file where git reads")
+	}
 	env := append(s.git.worktreeEnv(), "GIT_ALTERNATE_OBJECT_DIRECTORIES="+s.git.source)
 	pack := s.git.command(ctx, env, "pack-objects", "--stdout", "-q", "--window=0", "--missing=allow-any")
 	pack.Stdin = oids
@@ -450,8 +453,10 @@ func exitCode(err error) int {
 
 // changes fills c's Changed, Files, Added and Removed with the difference
 // between two trees.
+// Only corral's own objects are read: nothing the sandbox wrote can make a
+// checkpoint wait.
 func (s *Store) changes(ctx context.Context, c *Checkpoint, from, to string) error {
-	ch, err := s.diffTrees(ctx, from, to)
+	ch, err := s.diffTreesIn(ctx, s.git.worktreeEnv(), from, to)
 	if err != nil {
 		return err
 	}
@@ -474,11 +479,16 @@ func (s *Store) changes(ctx context.Context, c *Checkpoint, from, to string) err
 // diffTrees lists the files that differ between two trees, with their lines
 // added and removed.
 func (s *Store) diffTrees(ctx context.Context, from, to string, paths ...string) ([]Change, error) {
+	return s.diffTreesIn(ctx, s.git.readEnv(), from, to, paths...)
+}
+
+// diffTreesIn is diffTrees with git's environment env.
+func (s *Store) diffTreesIn(ctx context.Context, env []string, from, to string, paths ...string) ([]Change, error) {
 	args := []string{"diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", "--raw", "--numstat", from, to}
 	if len(paths) > 0 {
 		args = append(append(args, "--"), paths...)
 	}
-	out, err := s.git.run(ctx, s.git.readEnv(), nil, args...)
+	out, err := s.git.run(ctx, env, nil, args...)
 	if err != nil {
 		return nil, err
 	}

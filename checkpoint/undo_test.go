@@ -321,3 +321,44 @@ for i in range(100000):
 		t.Fatalf("the secret was read through a link into: %s", strings.Join(found, "; "))
 	}
 }
+
+// TestPipesInRepository: a command puts named pipes where corral reads the
+// repository's files (its index, its config, its objects' alternates) and
+// in the working tree. A new state directory's first checkpoint, and the
+// next, neither wait on them nor fail: each ends well within its context.
+func TestPipesInRepository(t *testing.T) {
+	ws := newRepo(t)
+	sh(t, ws, `rm -f .git/index .git/config .git/objects/info/alternates && mkfifo .git/index .git/config .git/objects/info/alternates fifo`)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		s, err := Open(ctx, Options{Workspace: ws, StateDir: t.TempDir()})
+		if err != nil {
+			done <- err
+			return
+		}
+		r, err := s.Begin(ctx, "s")
+		if err != nil {
+			done <- err
+			return
+		}
+		defer r.Close()
+		for i := range 2 {
+			writeFile(t, filepath.Join(ws, "README.md"), fmt.Sprint("change ", i), 0o644)
+			if _, err := r.Checkpoint(ctx, Call{Tool: "bash"}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("a checkpoint waited on a named pipe past its context")
+	}
+}
