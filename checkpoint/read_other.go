@@ -27,7 +27,7 @@ type wtEntry struct {
 	size int64
 }
 
-type treeReader struct{}
+type treeReader struct{ root *os.Root }
 
 func newTreeReader(ws string, max int64) (*treeReader, error) {
 	return nil, errors.New("checkpoint: not supported on this system")
