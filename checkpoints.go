@@ -18,7 +18,7 @@ func checkpointer(r *checkpoint.Recorder) tools.Checkpointer {
 		if err != nil {
 			return tools.CheckpointInfo{}, err
 		}
-		info := tools.CheckpointInfo{ID: c.ID, Ref: c.Ref, Unchanged: c.Unchanged, Files: c.Files, Added: c.Added, Removed: c.Removed}
+		info := tools.CheckpointInfo{ID: c.ID, Ref: c.Ref, Unchanged: c.Unchanged, Files: c.Files, Added: c.Added, Removed: c.Removed, Notice: c.Notice}
 		for _, x := range c.Changed {
 			info.Changed = append(info.Changed, tools.CheckpointChange{Path: x.Path, Status: x.Status, Added: x.Added, Removed: x.Removed})
 		}

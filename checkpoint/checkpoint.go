@@ -3,15 +3,17 @@
 // untracked files; ignored ones only when asked), taken from the host before a
 // call that may change it, and a restore makes the tree exactly that again.
 //
-// In a git workspace a checkpoint is a commit made through an index of
-// corral's own (seeded from a copy of the repository's index, so that the stat
-// data of unchanged files is reused, the way git stash create works), stored
-// under refs/corral/<session>/<n>: HEAD, the branches, the index, the working
-// tree and every reflog are left as they were. Outside git the objects go to
-// a repository of corral's own in the state directory. What corral trusts — the
-// list of checkpoints and the commit id of each — lives in the state
-// directory, which the sandbox cannot reach; the refs only keep the objects
-// from git gc, and every object a restore reads is checked against its name.
+// A checkpoint is a commit in a repository of corral's own, in the state
+// directory, which the sandbox cannot reach: its objects, its ref
+// (refs/corral/<session>/<n>), the index it is made through and the list of
+// checkpoints are all there. In a git workspace corral's index is seeded from
+// a copy of the repository's index, so that the stat data of unchanged files
+// is reused (the way git stash create works), and the blobs it names are
+// brought over from the repository's objects once; nothing is written to the
+// workspace's repository, and nothing a checkpoint needs lives only there: a
+// command may delete or corrupt the repository's objects and refs, or make the
+// workspace anew at the same path, and the checkpoints stay whole. Every
+// object a restore reads is checked against its name.
 package checkpoint
 
 import (
@@ -90,6 +92,10 @@ type Checkpoint struct {
 	Skipped []Skip `json:"skipped,omitempty"`
 	// Unchanged is set when the tree is that of the previous checkpoint.
 	Unchanged bool `json:"unchanged,omitempty"`
+	// Notice says what corral repaired or started anew before this
+	// checkpoint: a workspace made anew at the same path, an index or an
+	// object it could not use.
+	Notice string `json:"notice,omitempty"`
 }
 
 // Change is a file that differs between two checkpoints.
@@ -136,12 +142,18 @@ type Store struct {
 	// repository's info/exclude; "" for none.
 	exclude  string
 	maxBytes int64
+	// notice is what Open found and repaired, told with the next
+	// checkpoint.
+	notice string
 }
 
 // Meta is what a workspace's state directory says about it.
 type meta struct {
 	Workspace string `json:"workspace"`
 	Git       bool   `json:"git"`
+	// ID names the workspace's directory and its .git (see
+	// fileIdentity): another one made at the same path has another.
+	ID string `json:"id,omitempty"`
 }
 
 // Open opens the checkpoints of opts.Workspace, making its state directory
@@ -192,14 +204,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	s.git = &git{bin: bin, stateDir: s.dir, shim: filepath.Join(s.dir, "git"), workTree: ws, index: filepath.Join(s.dir, "index")}
+	s.git.repo, s.git.objects = s.git.shim, filepath.Join(s.git.shim, "objects")
+	s.format = "sha1"
 	if gitDir != "" {
 		s.inGit = true
-		s.git.repo, s.git.objects = common, filepath.Join(common, "objects")
+		s.git.source = filepath.Join(common, "objects")
 		s.format = objectFormat(ctx, s.git, common)
 		s.exclude = filepath.Join(common, "info", "exclude")
-	} else {
-		s.git.repo, s.git.objects = s.git.shim, filepath.Join(s.git.shim, "objects")
-		s.format = "sha1"
 	}
 	unlock, err := s.lock(ctx)
 	if err != nil {
@@ -209,18 +220,46 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := initShim(s.git, s.format); err != nil {
 		return nil, fmt.Errorf("checkpoint: state directory: %w", err)
 	}
-	b, _ := json.Marshal(meta{Workspace: ws, Git: s.inGit})
-	if err := writeFileAtomic(filepath.Join(s.dir, "workspace.json"), b, 0o600); err != nil {
-		return nil, fmt.Errorf("checkpoint: state directory: %w", err)
+	if err := s.checkIdentity(); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// checkIdentity compares the workspace with the one the state directory
+// was made for: another directory, or another repository, at the same path
+// (or the state of an older corral) makes corral's index describe files that
+// are not there, and it is made again from the workspace's. The checkpoints
+// taken stay, and can be restored. The caller holds the lock.
+func (s *Store) checkIdentity() error {
+	m := meta{Workspace: s.ws, Git: s.inGit, ID: fileIdentity(s.ws) + "|" + fileIdentity(filepath.Join(s.ws, ".git"))}
+	name := filepath.Join(s.dir, "workspace.json")
+	var old meta
+	b, err := os.ReadFile(name)
+	if err == nil && json.Unmarshal(b, &old) == nil && old.ID == m.ID && old.Git == m.Git {
+		return nil
+	}
+	if err == nil {
+		if err := os.Remove(s.git.index); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("checkpoint: state directory: %w", err)
+		}
+		if old.ID != "" {
+			s.notice = fmt.Sprintf("the workspace %s was made anew since the last checkpoint (another directory or repository at the same path): corral started its record of the files anew; the earlier checkpoints can still be restored", s.ws)
+			s.log.Warn("checkpoint: "+s.notice, "workspace", s.ws)
+		}
+	}
+	b, _ = json.Marshal(m)
+	if err := writeFileAtomic(name, b, 0o600); err != nil {
+		return fmt.Errorf("checkpoint: state directory: %w", err)
+	}
+	return nil
 }
 
 // Workspace is the real path of the workspace.
 func (s *Store) Workspace() string { return s.ws }
 
-// Git says whether the workspace is a git repository, whose refs hold the
-// checkpoints.
+// Git says whether the workspace is a git repository, whose index and
+// objects a checkpoint starts from.
 func (s *Store) Git() bool { return s.inGit }
 
 // workspaceKey names a workspace's state directory: its base name and a hash

@@ -1,9 +1,7 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -69,7 +67,7 @@ func (s *Store) patch(ctx context.Context, w io.Writer, a, b, la, lb string, pat
 	if len(paths) > 0 {
 		args = append(append(args, "--"), paths...)
 	}
-	cmd := s.git.command(ctx, s.git.worktreeEnv(), args...)
+	cmd := s.git.command(ctx, s.git.readEnv(), args...)
 	cmd.Stdout = w
 	var errb strings.Builder
 	cmd.Stderr = &errb
@@ -86,27 +84,11 @@ func label(id int) string {
 	return strconv.Itoa(id)
 }
 
-// DiskUsage is the space the workspace's checkpoints take beyond what its
-// repository's branches and tags hold, in bytes.
+// DiskUsage is the space the workspace's checkpoints take in corral's
+// repository, in bytes: every object they reach (in a git workspace, the
+// first checkpoint brings over the blobs of every file).
 func (s *Store) DiskUsage(ctx context.Context) (int64, error) {
-	args := []string{"rev-list", "--objects", "--disk-usage", "--glob=refs/corral/*"}
-	var stdin bytes.Buffer
-	if s.inGit {
-		// A checkpoint is a commit without a parent: git leaves out what the
-		// branches' commits reach only at the edges of the walk, so the trees
-		// of their tips are named too, and what they hold is not counted.
-		args = append(args, "--not", "--branches", "--tags", "--remotes", "--stdin")
-		tips, err := s.git.run(ctx, s.git.repoEnv(), nil, "for-each-ref", "--format=%(objecttype) %(objectname)", "refs/heads", "refs/remotes")
-		if err != nil {
-			return 0, err
-		}
-		for _, line := range strings.Split(string(tips), "\n") {
-			if oid, ok := strings.CutPrefix(line, "commit "); ok {
-				fmt.Fprintf(&stdin, "^%s^{tree}\n", oid)
-			}
-		}
-	}
-	out, err := s.git.run(ctx, s.git.repoEnv(), &stdin, args...)
+	out, err := s.git.run(ctx, s.git.repoEnv(), nil, "rev-list", "--objects", "--disk-usage", "--glob=refs/corral/*")
 	if err != nil {
 		return 0, err
 	}

@@ -41,9 +41,8 @@ type GCResult struct {
 	Gone bool `json:"gone,omitempty"`
 }
 
-// GC removes old checkpoints: their entries in the log and their refs. Outside
-// git their objects are pruned at once; in a repository they go at its next
-// git gc.
+// GC removes old checkpoints: their entries in the log, their refs, and the
+// objects only they held, from corral's repository.
 func GC(ctx context.Context, opts GCOptions) ([]GCResult, error) {
 	if opts.OlderThan <= 0 && opts.Keep <= 0 && opts.CopiesOlderThan <= 0 {
 		return nil, errors.New("checkpoint: gc needs an age or a count to keep")
@@ -170,10 +169,9 @@ func (s *Store) gc(ctx context.Context, opts GCOptions) (GCResult, error) {
 	if err := s.writeLast(l); err != nil {
 		return res, err
 	}
-	if !s.inGit {
-		if _, err := s.git.run(ctx, s.git.worktreeEnv(), nil, "gc", "--prune=now", "--quiet"); err != nil {
-			return res, err
-		}
+	// corral's index keeps the blobs it names.
+	if _, err := s.git.run(ctx, s.git.worktreeEnv(), nil, "gc", "--prune=now", "--quiet"); err != nil {
+		return res, err
 	}
 	return res, nil
 }

@@ -20,9 +20,20 @@ import (
 // command line, which beats any config file. The commands that look at the
 // working tree (ls-files, update-index, write-tree) go further: they run in a
 // repository of corral's own, in the state directory, whose config is
-// corral's, and only borrow the workspace's object directory. No repository
-// config is read by them at all, so a filter driver, a core.fsmonitor or a
-// hook named anywhere in the workspace's repository never runs.
+// corral's. No repository config is read by them at all, so a filter driver,
+// a core.fsmonitor or a hook named anywhere in the workspace's repository
+// never runs.
+//
+// Nothing is ever written to the workspace's repository: the sandbox can
+// delete, corrupt or plant links among its objects and refs while corral
+// works. Every object a checkpoint needs, and its ref, is in corral's own
+// repository; the workspace's objects are only read, to bring over, once,
+// the blobs its index names (checked against their names by index-pack on
+// the way in), and to read the checkpoints older versions of corral stored
+// there. corral's git does not read the content of a working-tree file
+// into a checkpoint: corral opens each file itself (see readEntry), so that
+// a file swapped for a link, a pipe or a device between a look and a read is
+// neither followed nor waited on.
 
 // safeConfig is given to every git corral runs.
 var safeConfig = []string{
@@ -57,18 +68,21 @@ var safeConfig = []string{
 type git struct {
 	bin      string
 	stateDir string // the working directory of every git: never the workspace
-	// shim is corral's own repository: GIT_DIR of the commands that read the
-	// working tree. objects is the object directory they store blobs and
-	// trees in: the workspace's, or shim's own outside git.
+	// shim is corral's own repository: GIT_DIR of every command, where the
+	// checkpoints' refs are. objects is its object directory, where every
+	// blob and tree of a checkpoint is stored.
 	shim, objects string
-	// repo is the workspace's git directory (its common directory for a
-	// linked worktree), where refs are written; shim outside git.
+	// repo is where refs are written: shim.
 	repo string
 	// alternates is an object directory read, never written, besides
-	// objects: the user's repository's, for the store of an isolated copy.
+	// objects: the workspace's store's, for the store of an isolated copy.
 	alternates string
-	workTree   string
-	index      string // corral's index, in the state directory
+	// source is the workspace repository's object directory ("" outside
+	// git): read, never written, to import the blobs its index names and to
+	// read the checkpoints of older versions of corral.
+	source   string
+	workTree string
+	index    string // corral's index, in the state directory
 }
 
 // baseEnv is the environment of every git corral runs: nothing of the
@@ -115,6 +129,33 @@ func (g *git) withAlternates(env []string) []string {
 	return append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+g.alternates)
 }
 
+// readEnv is the environment of the commands that only read checkpoints'
+// objects: corral's first, then the workspace's (where older versions of
+// corral stored them). What a restore reads is checked against its name.
+func (g *git) readEnv() []string {
+	env := g.worktreeEnv()
+	if g.sourceReadable() {
+		alt := g.source
+		if g.alternates != "" {
+			alt = g.alternates + string(filepath.ListSeparator) + alt
+		}
+		env = append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+alt)
+	}
+	return env
+}
+
+// sourceReadable says whether git may read the workspace's object directory
+// without waiting on a named pipe a command put where it reads a file
+// (info/alternates); git still reads it through its own opens, so this only
+// keeps a planted pipe from hanging every read.
+func (g *git) sourceReadable() bool {
+	if g.source == "" {
+		return false
+	}
+	fi, err := os.Lstat(filepath.Join(g.source, "info", "alternates"))
+	return err != nil || fi.Mode().IsRegular()
+}
+
 // repoEnv is the environment of the commands that read objects or write refs
 // of the workspace's repository; they never look at the working tree.
 func (g *git) repoEnv() []string {
@@ -134,6 +175,7 @@ func (g *git) command(ctx context.Context, env []string, args ...string) *exec.C
 	cmd := exec.CommandContext(ctx, g.bin, full...)
 	cmd.Env = env
 	cmd.Dir = g.stateDir
+	killGroup(cmd)
 	return cmd
 }
 
@@ -198,7 +240,7 @@ func findRepo(ws string) (gitDir, common string, err error) {
 	case fi.IsDir():
 		gitDir = dotgit
 	case fi.Mode().IsRegular():
-		b, err := os.ReadFile(dotgit)
+		b, err := readPlain(dotgit, 64<<10)
 		if err != nil {
 			return "", "", err
 		}
@@ -219,7 +261,7 @@ func findRepo(ws string) (gitDir, common string, err error) {
 		return "", "", nil // not a repository: checkpoint it as a plain directory
 	}
 	common = gitDir
-	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+	if b, err := readPlain(filepath.Join(gitDir, "commondir"), 64<<10); err == nil {
 		p := strings.TrimSpace(string(b))
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(gitDir, p)
@@ -232,7 +274,14 @@ func findRepo(ws string) (gitDir, common string, err error) {
 // objectFormat reads the repository's object format ("sha1" or "sha256")
 // from its config file alone, without includes.
 func objectFormat(ctx context.Context, g *git, common string) string {
-	cmd := g.command(ctx, g.baseEnv(), "config", "--file", filepath.Join(common, "config"), "--get", "extensions.objectformat")
+	// Read by corral (never waiting on a pipe), then by git from corral's
+	// copy.
+	b, err := readPlain(filepath.Join(common, "config"), 1<<20)
+	if err != nil {
+		return "sha1"
+	}
+	cmd := g.command(ctx, g.baseEnv(), "config", "--file", "-", "--get", "extensions.objectformat")
+	cmd.Stdin = bytes.NewReader(b)
 	out, err := cmd.Output()
 	if err == nil && strings.TrimSpace(string(out)) == "sha256" {
 		return "sha256"

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bufio"
 	"bytes"
+	"compress/zlib"
 	"context"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -11,7 +12,10 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -35,7 +39,7 @@ type objects struct {
 }
 
 func (s *Store) openObjects(ctx context.Context) (*objects, error) {
-	cmd := s.git.command(ctx, s.git.worktreeEnv(), "cat-file", "--batch")
+	cmd := s.git.command(ctx, s.git.readEnv(), "cat-file", "--batch")
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -141,4 +145,53 @@ func (o *objects) commitTree(oid string) (string, error) {
 		return "", fmt.Errorf("%w: commit %s has no tree", ErrDamaged, oid)
 	}
 	return string(t), nil
+}
+
+// newSum is the hash of the store's object format.
+func (s *Store) newSum() hash.Hash {
+	if s.format == "sha256" {
+		return sha256.New()
+	}
+	return sha1.New()
+}
+
+// writeBlob stores data as a blob in corral's own object directory, as a
+// loose object (unless it is there already), and returns its name.
+func (s *Store) writeBlob(data []byte) (string, error) {
+	h := s.newSum()
+	header := fmt.Sprintf("blob %d\x00", len(data))
+	io.WriteString(h, header)
+	h.Write(data)
+	oid := hex.EncodeToString(h.Sum(nil))
+	dir := filepath.Join(s.git.objects, oid[:2])
+	name := filepath.Join(dir, oid[2:])
+	if _, err := os.Lstat(name); err == nil {
+		return oid, nil
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("checkpoint: storing a blob: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "tmp_obj_")
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: storing a blob: %w", err)
+	}
+	zw, _ := zlib.NewWriterLevel(f, zlib.BestSpeed)
+	_, err = io.WriteString(zw, header)
+	if err == nil {
+		_, err = zw.Write(data)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), name)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("checkpoint: storing a blob: %w", err)
+	}
+	return oid, nil
 }

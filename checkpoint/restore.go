@@ -486,7 +486,7 @@ func (s *Store) keepIgnored(ctx context.Context, o *objects, tree string, action
 		return err
 	}
 	defer os.RemoveAll(rules)
-	out, err := s.git.run(ctx, s.git.worktreeEnv(), nil, "ls-tree", "-r", "-z", tree)
+	out, err := s.git.run(ctx, s.git.readEnv(), nil, "ls-tree", "-r", "-z", tree)
 	if err != nil {
 		return err
 	}

@@ -58,20 +58,31 @@ func (s *Store) record(ctx context.Context, call Call) (Checkpoint, error) {
 		return Checkpoint{}, err
 	}
 	defer unlock()
+	if err := s.checkIdentity(); err != nil {
+		return Checkpoint{}, err
+	}
 	prev := s.readLast()
+	var notices []string
+	if s.notice != "" {
+		notices = append(notices, s.notice)
+	}
 	snap, err := s.snapshot(ctx)
 	if err != nil {
 		return Checkpoint{}, err
 	}
+	if snap.notice != "" {
+		notices = append(notices, snap.notice)
+	}
+	s.notice = ""
 	c := Checkpoint{
 		ID: prev.ID + 1, Session: call.Session, Call: call.Call, Tool: call.Tool,
 		Command: call.Command, Path: call.Path, Time: time.Now().UTC(),
-		Tree: snap.tree, Skipped: snap.skipped,
+		Tree: snap.tree, Skipped: snap.skipped, Notice: strings.Join(notices, "; "),
 	}
 	if all, err := s.List(ctx); err == nil && len(all) > 0 {
 		c.ID = max(c.ID, all[len(all)-1].ID+1) // the log wins over a lost last.json
 	}
-	if prev.Tree == snap.tree && prev.Commit != "" {
+	if prev.Tree == snap.tree && prev.Commit != "" && s.hasObject(ctx, prev.Commit) {
 		c.Commit, c.Unchanged = prev.Commit, true
 	} else {
 		msg := fmt.Sprintf("corral checkpoint %d\n\nsession: %s\ncall: %s\ntool: %s\n", c.ID, call.Session, call.Call, call.Tool)
@@ -82,7 +93,13 @@ func (s *Store) record(ctx context.Context, call Call) (Checkpoint, error) {
 		c.Commit = strings.TrimSpace(string(out))
 		if prev.Tree != "" {
 			if err := s.changes(ctx, &c, prev.Tree, snap.tree); err != nil {
-				return Checkpoint{}, err
+				if ctx.Err() != nil {
+					return Checkpoint{}, err
+				}
+				// The previous checkpoint cannot be read (an older corral's,
+				// whose objects were in the repository): this one is whole,
+				// only its list of changes is missing.
+				s.log.Warn("checkpoint: no list of changes", "workspace", s.ws, "err", err)
 			}
 		}
 	}
@@ -99,23 +116,57 @@ func (s *Store) record(ctx context.Context, call Call) (Checkpoint, error) {
 	return c, nil
 }
 
+// hasObject says whether corral's own repository has object oid.
+func (s *Store) hasObject(ctx context.Context, oid string) bool {
+	_, err := s.git.run(ctx, s.git.worktreeEnv(), nil, "cat-file", "-e", oid)
+	return err == nil
+}
+
 // snap is the tree of the workspace at one moment.
 type snap struct {
 	tree    string
 	skipped []Skip
+	notice  string // what was repaired on the way
 }
 
-// snapshot writes the working tree's objects and returns its tree, updating
-// corral's index. The caller holds the lock.
+// snapshot writes the working tree's objects and returns its tree (see
+// snapshotWith). When corral's index, or what it was seeded from, names what
+// cannot be had (an object deleted or corrupted in the repository, an index
+// git cannot read), the tree is recorded anew from the files alone, and the
+// snap says so. The caller holds the lock.
 func (s *Store) snapshot(ctx context.Context) (snap, error) {
-	if err := s.seedIndex(ctx); err != nil {
-		return snap{}, err
+	sn, err := s.snapshotWith(ctx, true)
+	var gerr *GitError
+	if err == nil || ctx.Err() != nil || !errors.As(err, &gerr) {
+		return sn, err
+	}
+	n := fmt.Sprintf("corral could not use its record of the workspace's files (%v) and recorded them anew", err)
+	s.log.Warn("checkpoint: "+n, "workspace", s.ws)
+	if rerr := os.Remove(s.git.index); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		return snap{}, fmt.Errorf("checkpoint: %w", rerr)
+	}
+	sn, err = s.snapshotWith(ctx, false)
+	sn.notice = n
+	return sn, err
+}
+
+// snapshotWith writes the working tree's objects to corral's repository and
+// returns its tree, updating corral's index (made from the repository's when
+// it has none and seed is set, else from the files alone). git says which
+// paths changed; corral reads them itself (treeReader). The caller holds the
+// lock.
+func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
+	if seed {
+		if err := s.seedIndex(ctx); err != nil {
+			return snap{}, err
+		}
 	}
 	args := []string{"ls-files", "-z", "-t", "--modified", "--deleted", "--others"}
 	if !s.opts.IncludeIgnored {
 		args = append(args, "--exclude-standard")
 		if s.exclude != "" {
-			if fi, err := os.Stat(s.exclude); err == nil && fi.Mode().IsRegular() {
+			if f, err := openPlain(s.exclude); err == nil {
+				f.Close()
 				args = append(args, "--exclude-from="+s.exclude)
 			}
 		}
@@ -124,12 +175,21 @@ func (s *Store) snapshot(ctx context.Context) (snap, error) {
 	if err != nil {
 		return snap{}, err
 	}
+	tr, err := newTreeReader(s.ws, s.maxBytes)
+	if err != nil {
+		return snap{}, err
+	}
+	defer tr.close()
 	var sn snap
 	var add, remove bytes.Buffer
+	added := 0
 	seen := map[string]bool{}
 	for _, rec := range bytes.Split(out, []byte{0}) {
 		if len(rec) < 3 {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return snap{}, err
 		}
 		tag, p := rec[0], string(rec[2:])
 		if seen[p] {
@@ -141,14 +201,23 @@ func (s *Store) snapshot(ctx context.Context) (snap, error) {
 			sn.skipped = append(sn.skipped, Skip{Path: strings.TrimSuffix(p, "/"), Reason: "repository"})
 			continue
 		}
-		fi, err := os.Lstat(filepath.Join(s.ws, p))
-		switch {
-		case err != nil:
-			// Gone: update-index --remove drops it.
-		case fi.IsDir():
+		e, err := tr.read(p)
+		if err != nil {
+			return snap{}, err
+		}
+		mode := "100644"
+		switch e.kind {
+		case kindGone, kindOther:
+			// Gone, or a named pipe, a socket, a device: git records none.
+			if tracked {
+				remove.WriteString(p)
+				remove.WriteByte(0)
+			}
+			continue
+		case kindDir:
 			// A tracked submodule or a directory where a file was: a
 			// repository is not recorded, its directory is kept.
-			if _, err := os.Lstat(filepath.Join(s.ws, p, ".git")); err == nil {
+			if _, err := tr.root.Lstat(p + "/.git"); err == nil {
 				sn.skipped = append(sn.skipped, Skip{Path: p, Reason: "repository"})
 				continue
 			}
@@ -159,30 +228,30 @@ func (s *Store) snapshot(ctx context.Context) (snap, error) {
 				remove.WriteByte(0)
 			}
 			continue
-		case fi.Mode().IsRegular() && s.maxBytes >= 0 && fi.Size() > s.maxBytes:
-			sn.skipped = append(sn.skipped, Skip{Path: p, Size: fi.Size(), Reason: "too large"})
+		case kindTooLarge, kindUnreadable:
+			reason := "too large"
+			if e.kind == kindUnreadable {
+				reason = "unreadable"
+			}
+			sn.skipped = append(sn.skipped, Skip{Path: p, Size: e.size, Reason: reason})
 			if tracked {
 				remove.WriteString(p)
 				remove.WriteByte(0)
 			}
 			continue
-		case fi.Mode().IsRegular():
-			f, err := os.Open(filepath.Join(s.ws, p))
-			if err != nil {
-				sn.skipped = append(sn.skipped, Skip{Path: p, Size: fi.Size(), Reason: "unreadable"})
-				if tracked {
-					remove.WriteString(p)
-					remove.WriteByte(0)
-				}
-				continue
+		case kindLink:
+			mode = "120000"
+		case kindFile:
+			if e.exec {
+				mode = "100755"
 			}
-			f.Close()
-		case fi.Mode()&fs.ModeSymlink != 0:
-		default:
-			continue // a named pipe, a socket, a device: git records none
 		}
-		add.WriteString(p)
-		add.WriteByte(0)
+		oid, err := s.writeBlob(e.data)
+		if err != nil {
+			return snap{}, err
+		}
+		fmt.Fprintf(&add, "%s %s\t%s\x00", mode, oid, p)
+		added++
 	}
 	if remove.Len() > 0 {
 		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &remove, "update-index", "-z", "--force-remove", "--stdin"); err != nil {
@@ -190,7 +259,12 @@ func (s *Store) snapshot(ctx context.Context) (snap, error) {
 		}
 	}
 	if add.Len() > 0 {
-		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &add, "update-index", "-z", "--add", "--remove", "--replace", "--stdin"); err != nil {
+		// Entries without stat data: the next ls-files compares these files'
+		// content with them, and lists them only when it differs.
+		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &add, "update-index", "-z", "--add", "--replace", "--index-info"); err != nil {
+			return snap{}, err
+		}
+		if err := s.countUnrefreshed(ctx, added); err != nil {
 			return snap{}, err
 		}
 	}
@@ -202,10 +276,35 @@ func (s *Store) snapshot(ctx context.Context) (snap, error) {
 	return sn, nil
 }
 
+// maxUnrefreshed is how many entries corral's index may hold without stat
+// data before they are refreshed.
+const maxUnrefreshed = 1000
+
+// countUnrefreshed counts n more entries without stat data (what corral
+// read itself and gave git by name): each makes the next ls-files compare
+// that file's bytes with its entry. Past maxUnrefreshed, one refresh gives
+// them the stat data of the files that still match, in one scan of the
+// tree. The caller holds the lock.
+func (s *Store) countUnrefreshed(ctx context.Context, n int) error {
+	name := filepath.Join(s.dir, "unrefreshed")
+	b, _ := os.ReadFile(name)
+	count, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	count += n
+	if count > maxUnrefreshed {
+		_, err := s.git.run(ctx, s.git.worktreeEnv(), nil, "update-index", "-q", "--ignore-submodules", "--refresh")
+		if exitCode(err) != 1 && err != nil {
+			return err
+		}
+		count = 0
+	}
+	return os.WriteFile(name, []byte(strconv.Itoa(count)+"\n"), 0o600) // a count: a lost one costs a refresh, or one scan of a few files more
+}
+
 // seedIndex makes corral's index when it has none: a copy of the repository's
 // own index, whose stat data spares hashing the files that did not change, or
 // an empty one. Conflicted entries are dropped (the files are then recorded as
-// they are).
+// they are). The blobs the index names are brought into corral's repository
+// from the workspace's.
 func (s *Store) seedIndex(ctx context.Context) error {
 	if _, err := os.Stat(s.git.index); err == nil {
 		return nil
@@ -217,7 +316,7 @@ func (s *Store) seedIndex(ctx context.Context) error {
 	if err != nil || gitDir == "" {
 		return nil
 	}
-	src, err := os.Open(filepath.Join(gitDir, "index"))
+	src, err := openPlain(filepath.Join(gitDir, "index"))
 	if err != nil {
 		return nil // a repository without an index
 	}
@@ -248,7 +347,7 @@ func (s *Store) seedIndex(ctx context.Context) error {
 	if err := os.Chtimes(s.git.index, epoch, epoch); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	out, err := s.git.run(ctx, s.git.worktreeEnv(), nil, "ls-files", "-z", "--unmerged")
+	out, err := s.git.run(ctx, s.git.worktreeEnv(), nil, "ls-files", "-z", "--stage")
 	if err != nil {
 		// An index this git cannot read (a split index, a newer version):
 		// start from an empty one.
@@ -256,16 +355,38 @@ func (s *Store) seedIndex(ctx context.Context) error {
 		os.Remove(s.git.index)
 		return nil
 	}
-	if len(out) > 0 {
-		var paths bytes.Buffer
-		for _, rec := range bytes.Split(out, []byte{0}) {
-			if _, p, ok := bytes.Cut(rec, []byte{'\t'}); ok {
-				paths.Write(p)
-				paths.WriteByte(0)
-			}
+	var unmerged bytes.Buffer
+	var oids bytes.Buffer
+	seen := map[string]bool{}
+	for _, rec := range bytes.Split(out, []byte{0}) {
+		meta, p, ok := bytes.Cut(rec, []byte{'\t'})
+		f := strings.Fields(string(meta))
+		if !ok || len(f) != 3 {
+			continue
 		}
-		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &paths, "update-index", "-z", "--force-remove", "--stdin"); err != nil {
+		if f[2] != "0" {
+			unmerged.Write(p)
+			unmerged.WriteByte(0)
+			continue
+		}
+		if f[0] != "160000" && !seen[f[1]] {
+			seen[f[1]] = true
+			oids.WriteString(f[1])
+			oids.WriteByte('\n')
+		}
+	}
+	if unmerged.Len() > 0 {
+		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &unmerged, "update-index", "-z", "--force-remove", "--stdin"); err != nil {
 			return err
+		}
+	}
+	if oids.Len() > 0 {
+		if err := s.importObjects(ctx, &oids); err != nil {
+			// The repository lacks them, or they are corrupt: the files are
+			// recorded from the working tree.
+			s.log.Info("checkpoint: not reusing the repository's index", "err", err)
+			os.Remove(s.git.index)
+			return nil
 		}
 	}
 	// Changed files make refresh exit 1: ls-files lists them next.
@@ -273,7 +394,48 @@ func (s *Store) seedIndex(ctx context.Context) error {
 	if exitCode(err) == 1 {
 		err = nil
 	}
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(s.dir, "unrefreshed"), []byte("0\n"), 0o600)
+	}
 	return err
+}
+
+// importObjects brings the objects listed in oids (one a line) from the
+// workspace's repository into corral's: git pack-objects reads them there,
+// and index-pack, in corral's repository, names each by its content, so
+// that a corrupt one arrives under another name (and the one asked for is
+// then missing: write-tree says so, and the tree is recorded anew). Objects
+// the repository lacks are left out.
+func (s *Store) importObjects(ctx context.Context, oids io.Reader) error {
+	if !s.git.sourceReadable() {
+		return errors.New("the repository's object directory has a special file where git reads")
+	}
+	env := append(s.git.worktreeEnv(), "GIT_ALTERNATE_OBJECT_DIRECTORIES="+s.git.source)
+	pack := s.git.command(ctx, env, "pack-objects", "--stdout", "-q", "--window=0", "--missing=allow-any")
+	pack.Stdin = oids
+	var perr, ierr limitedBuffer
+	perr.b, ierr.b = new(bytes.Buffer), new(bytes.Buffer)
+	perr.n, ierr.n = 4096, 4096
+	pack.Stderr = &perr
+	r, err := pack.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	index := s.git.command(ctx, s.git.worktreeEnv(), "index-pack", "--stdin", "-q")
+	index.Stdin = r
+	index.Stderr = &ierr
+	if err := pack.Start(); err != nil {
+		return err
+	}
+	if err := index.Run(); err != nil {
+		pack.Process.Kill()
+		pack.Wait()
+		return &GitError{Args: []string{"index-pack"}, Err: err, Stderr: ierr.b.String()}
+	}
+	if err := pack.Wait(); err != nil {
+		return &GitError{Args: []string{"pack-objects"}, Err: err, Stderr: perr.b.String()}
+	}
+	return nil
 }
 
 // exitCode is the exit status of the git that failed with err, -1 for another
@@ -291,8 +453,10 @@ func exitCode(err error) int {
 
 // changes fills c's Changed, Files, Added and Removed with the difference
 // between two trees.
+// Only corral's own objects are read: nothing the sandbox wrote can make a
+// checkpoint wait.
 func (s *Store) changes(ctx context.Context, c *Checkpoint, from, to string) error {
-	ch, err := s.diffTrees(ctx, from, to)
+	ch, err := s.diffTreesIn(ctx, s.git.worktreeEnv(), from, to)
 	if err != nil {
 		return err
 	}
@@ -315,11 +479,16 @@ func (s *Store) changes(ctx context.Context, c *Checkpoint, from, to string) err
 // diffTrees lists the files that differ between two trees, with their lines
 // added and removed.
 func (s *Store) diffTrees(ctx context.Context, from, to string, paths ...string) ([]Change, error) {
+	return s.diffTreesIn(ctx, s.git.readEnv(), from, to, paths...)
+}
+
+// diffTreesIn is diffTrees with git's environment env.
+func (s *Store) diffTreesIn(ctx context.Context, env []string, from, to string, paths ...string) ([]Change, error) {
 	args := []string{"diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", "--raw", "--numstat", from, to}
 	if len(paths) > 0 {
 		args = append(append(args, "--"), paths...)
 	}
-	out, err := s.git.run(ctx, s.git.worktreeEnv(), nil, args...)
+	out, err := s.git.run(ctx, env, nil, args...)
 	if err != nil {
 		return nil, err
 	}

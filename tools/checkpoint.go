@@ -44,6 +44,9 @@ type CheckpointInfo struct {
 	// Skipped are files the checkpoint did not record (too large,
 	// repositories, unreadable).
 	Skipped []CheckpointSkip `json:"skipped,omitempty"`
+	// Notice says what corral repaired before this checkpoint (a workspace
+	// made anew at the same path, a record it could not use).
+	Notice string `json:"notice,omitempty"`
 }
 
 // CheckpointChange is a file changed since the previous checkpoint.
