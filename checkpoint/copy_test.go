@@ -440,7 +440,7 @@ func TestCopyReflink(t *testing.T) {
 		var st syscall.Statfs_t
 		syscall.Sync()
 		must(t, syscall.Statfs(dir, &st))
-		return int64(st.Bfree) * st.Bsize
+		return int64(st.Bfree) * int64(st.Bsize)
 	}
 	before := free()
 	must(t, os.Mkdir(dst, 0o755))

@@ -3,7 +3,6 @@
 package checkpoint
 
 import (
-	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -21,11 +20,3 @@ func fileOwner(fi fs.FileInfo) (uid, gid int, ok bool) {
 // asRoot says whether corral runs as root, and so makes files that are
 // root's unless it gives them away.
 func asRoot() bool { return os.Geteuid() == 0 }
-
-// fileKey is the device and inode of the file fi describes.
-func fileKey(fi fs.FileInfo) string {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return fmt.Sprintf("%d:%d", st.Dev, st.Ino)
-	}
-	return ""
-}

@@ -1226,7 +1226,7 @@ func (d *repoDir) stat(name string) (k statKey, ok bool) {
 }
 
 func keyOfStat(st *unix.Stat_t) statKey {
-	return statKey{Size: st.Size, MTime: st.Mtim.Nano(), Ino: st.Ino, Mode: uint32(fileMode(st.Mode))}
+	return statKey{Size: st.Size, MTime: st.Mtim.Nano(), Ino: st.Ino, Mode: uint32(fileMode(uint32(st.Mode)))}
 }
 
 // fileMode turns a stat mode into an fs.FileMode as os.Lstat does (the type

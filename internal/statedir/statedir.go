@@ -76,7 +76,7 @@ func check(dir string) error {
 		return fmt.Errorf("statedir: %s belongs to uid %d, not to uid %d that corral runs as (%w: point XDG_STATE_HOME at a directory of your own, e.g. XDG_STATE_HOME=$HOME/.local/state under sudo -H)", dir, st.Uid, uid, ErrUnsafe)
 	}
 	if fs.FileMode(st.Mode)&0o077 != 0 {
-		if err := syscall.Fchmod(fd, st.Mode&0o700); err != nil {
+		if err := syscall.Fchmod(fd, uint32(st.Mode)&0o700); err != nil {
 			return fmt.Errorf("statedir: %s is open to other users and could not be closed: %w (%w)", dir, err, ErrUnsafe)
 		}
 	}
