@@ -79,7 +79,11 @@ func TestAgentFSBasics(t *testing.T) {
 		t.Errorf("remote %v %v %v vs host %v %v", fi.Size(), fi.ModTime(), fi.Sys(), hfi.Size(), hfi.ModTime())
 	}
 	uid, _, _ := fsys.Owner(fi)
-	if want := 65532; uid != want {
+	want := 65532 // a workspace of root's: commands run as 65532
+	if os.Geteuid() != 0 {
+		want = os.Geteuid() // an ordinary user's: commands run as its owner
+	}
+	if uid != want {
 		t.Errorf("a file made through the agent belongs to %d, want the commands' user %d", uid, want)
 	}
 	if _, err := a.Stat("missing"); !errors.Is(err, fs.ErrNotExist) {
@@ -144,9 +148,13 @@ func TestAgentFSConformance(t *testing.T) {
 				}
 				cfg.Runtime = tc.runtime
 			}
-			if err := os.Chown(cfg.Workspace, tc.owner, tc.owner); err != nil {
-				t.Fatal(err)
-			}
+			if os.Geteuid() == 0 {
+				if err := os.Chown(cfg.Workspace, tc.owner, tc.owner); err != nil {
+					t.Fatal(err)
+				}
+			} else if tc.owner == 0 {
+				t.Skip("an ordinary user cannot make a workspace of root's")
+			} // else: the workspace is the user's own, as an ordinary user's is
 			need(t)
 			c, err := New(cfg)
 			if err != nil {
@@ -242,15 +250,29 @@ func runtimeConfig(t *testing.T, rt string) Config {
 func testAgentFSAsCommandsUser(t *testing.T, rt string) {
 	cfg := runtimeConfig(t, rt)
 	ws := cfg.Workspace
-	if err := os.Chown(ws, 1000, 1000); err != nil {
-		t.Fatal(err)
+	// As root: the workspace is given to 1000, and a file and a directory
+	// stay root's. As an ordinary user the workspace is already theirs, and
+	// what the commands' user may not touch is what the user's own modes
+	// forbid them (no DAC override either way).
+	asRoot := os.Geteuid() == 0
+	owner, group, secretMode, dirMode := 1000, 1000, fs.FileMode(0o600), fs.FileMode(0o755)
+	if asRoot {
+		if err := os.Chown(ws, owner, group); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		owner, group, secretMode, dirMode = os.Geteuid(), os.Getegid(), 0, 0o555
 	}
 	if err := os.WriteFile(filepath.Join(ws, "root-secret"), []byte("s"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(filepath.Join(ws, "root-dir"), 0o755); err != nil {
+	if err := os.Chmod(filepath.Join(ws, "root-secret"), secretMode); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Mkdir(filepath.Join(ws, "root-dir"), dirMode); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(ws, "root-dir"), 0o755) })
 	c := newSandbox(t, cfg)
 	a := agentFS(t, c)
 	if _, err := a.OpenFile("root-secret", os.O_RDONLY, 0); !errors.Is(err, fs.ErrPermission) {
@@ -259,8 +281,10 @@ func testAgentFSAsCommandsUser(t *testing.T, rt string) {
 	if _, err := a.OpenFile("root-dir/new", os.O_WRONLY|os.O_CREATE, 0o644); !errors.Is(err, fs.ErrPermission) {
 		t.Errorf("create in a directory only root may write: %v, want permission denied", err)
 	}
-	if err := a.Chmod("root-secret", 0o644); !errors.Is(err, fs.ErrPermission) {
+	if err := a.Chmod("root-secret", 0o644); asRoot && !errors.Is(err, fs.ErrPermission) {
 		t.Errorf("chmod of root's file: %v, want permission denied", err)
+	} else if !asRoot && err != nil {
+		t.Errorf("chmod of the user's own file: %v", err)
 	}
 	if err := a.Rename("root-secret", "mine"); err != nil {
 		t.Errorf("rename in the commands' own directory: %v", err) // the directory is theirs
@@ -277,8 +301,8 @@ func testAgentFSAsCommandsUser(t *testing.T, rt string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if uid, gid, _ := fsys.Owner(fi); uid != 1000 || gid != 1000 {
-		t.Errorf("a file made through the agent belongs to %d:%d, want 1000:1000", uid, gid)
+	if uid, gid, _ := fsys.Owner(fi); uid != owner || gid != group {
+		t.Errorf("a file made through the agent belongs to %d:%d, want %d:%d", uid, gid, owner, group)
 	}
 }
 
