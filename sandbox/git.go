@@ -800,21 +800,7 @@ func readSmall(p string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if fi.Size() > max {
-		return nil, errTooLarge
-	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if int64(len(b)) > max {
-		return nil, errTooLarge
-	}
-	return b, err
+	return readRegular(f, max)
 }
 
 // keyOf is the sync key of a file present (or absent) alike on both sides.

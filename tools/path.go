@@ -463,36 +463,12 @@ func newProtection(list []string) protection {
 // root. Case is ignored whatever the filesystem, so .GIT/config is refused
 // everywhere.
 func (p protection) lexical(canon string) (string, bool) {
-	c := strings.Split(strings.ToLower(canon), "/")
 	for _, e := range p.entries {
-		if matchPrefix(strings.Split(e, "/"), c) {
+		if agentconf.Match(e, canon) {
 			return e, true
 		}
 	}
 	return "", false
-}
-
-// matchPrefix reports whether the pattern's components match the first
-// components of name (all of them, or a directory above the rest).
-func matchPrefix(pattern, name []string) bool {
-	if len(pattern) == 0 {
-		return true
-	}
-	if pattern[0] == "**" {
-		for i := 0; i <= len(name); i++ {
-			if matchPrefix(pattern[1:], name[i:]) {
-				return true
-			}
-		}
-		return false
-	}
-	if len(name) == 0 {
-		return false
-	}
-	if ok, _ := path.Match(pattern[0], name[0]); !ok {
-		return false
-	}
-	return matchPrefix(pattern[1:], name[1:])
 }
 
 // isPattern reports whether an entry holds pattern characters.
