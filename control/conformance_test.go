@@ -72,7 +72,7 @@ var backends = []backend{
 			t.Fatal(err)
 		}
 		// The pod's agent runs as its commands' one user.
-		return func(o *Options) { o.Config.Backend = b }, SessionOptions{}, sandboxtest.Limits{OneUser: true}
+		return func(o *Options) { o.Config.Backend = b }, SessionOptions{}, sandboxtest.Limits{OneUser: true, NoInputWait: true}
 	}},
 }
 

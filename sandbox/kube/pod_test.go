@@ -40,5 +40,5 @@ func TestConformance(t *testing.T) {
 	b := backend(t, kube.Options{})
 	sandboxtest.RunWith(t, func(t *testing.T) sandbox.Sandbox {
 		return newPod(t, b, sandbox.Config{})
-	}, sandboxtest.Limits{OneUser: true})
+	}, sandboxtest.Limits{OneUser: true, NoInputWait: true})
 }
