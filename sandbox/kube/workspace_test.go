@@ -215,7 +215,7 @@ rm seeded.txt`, marker))
 		".git/hooks/post-checkout": ".git/hooks (",
 		".git/config":              ".git/config (",
 		".vscode/tasks.json":       ".vscode/tasks.json (",
-		".claude/settings.json":    ".claude/settings.json (",
+		".claude/settings.json":    ".claude (", // the whole directory is agent configuration
 	} {
 		if _, err := os.Lstat(filepath.Join(dir, rel)); !os.IsNotExist(err) {
 			t.Errorf("%s was downloaded: %v", rel, err)
