@@ -135,3 +135,28 @@ func TestPatchIndexStatVersions(t *testing.T) {
 		t.Error("a truncated index was rewritten")
 	}
 }
+
+// The first checkpoint of a repository's workspace starts from a copy of
+// the repository's index and brings over the blobs it names in one pack:
+// the files that match their entries are not read and stored one by one.
+func TestFirstCheckpointReusesIndex(t *testing.T) {
+	ctx := context.Background()
+	ws := newRepo(t)
+	s := open(t, ws)
+	r, err := s.Begin(ctx, "s1")
+	must(t, err)
+	defer r.Close()
+	c, err := r.Checkpoint(ctx, Call{Tool: "bash"})
+	must(t, err)
+	packs, _ := filepath.Glob(filepath.Join(s.git.objects, "pack", "*.pack"))
+	if len(packs) == 0 {
+		t.Error("no pack of the repository's blobs in corral's store")
+	}
+	oid := strings.TrimSpace(storeGit(t, s, "rev-parse", c.Commit+":src/main.go"))
+	if _, err := os.Lstat(filepath.Join(s.git.objects, oid[:2], oid[2:])); err == nil {
+		t.Error("a file that matched the repository's index was read and stored anew")
+	}
+	if oid != strings.TrimSpace(hostGit(t, ws, "rev-parse", "HEAD:src/main.go")) {
+		t.Error("src/main.go recorded as another blob")
+	}
+}

@@ -436,7 +436,7 @@ func (s *Store) importObjects(ctx context.Context, oids io.Reader) error {
 	if err != nil {
 		return err
 	}
-	index := s.git.command(ctx, s.git.worktreeEnv(), "index-pack", "--stdin", "-q")
+	index := s.git.command(ctx, s.git.worktreeEnv(), "index-pack", "--stdin")
 	index.Stdin = r
 	index.Stderr = &ierr
 	if err := pack.Start(); err != nil {
