@@ -9,6 +9,7 @@ import (
 	"hash"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // statData is what git's index keeps of a file's stat(2) to tell, without
@@ -19,6 +20,21 @@ type statData struct {
 	mtimeS, mtimeNs    uint32
 	dev, ino, uid, gid uint32
 	size               uint32
+}
+
+// recentWindow: a file whose ctime or mtime is less than this before a
+// checkpoint began gets no stat data in corral's index. Its stat data could
+// be the same after a change made after corral read it, within the same
+// tick of the filesystem's clock, and git's racy rule, which compares a
+// file's mtime with the index's, misses such a change when the index is
+// written in a later tick. Without stat data, the next checkpoint compares
+// the file's content (a few files: the ones a call just changed).
+const recentWindow = time.Second
+
+// since says whether the file changed (its ctime or mtime) at t or after.
+func (st statData) since(t time.Time) bool {
+	return !time.Unix(int64(st.ctimeS), int64(st.ctimeNs)).Before(t) ||
+		!time.Unix(int64(st.mtimeS), int64(st.mtimeNs)).Before(t)
 }
 
 // statEntry is a path corral read by descriptor and stored as blob oid (raw

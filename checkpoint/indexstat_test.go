@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // indexStat is what git ls-files --debug says of path's entry in the index
@@ -44,8 +45,16 @@ func TestCheckpointEntriesHaveStatData(t *testing.T) {
 	must(t, err)
 	writeFile(t, filepath.Join(ws, "README.md"), "hello, changed\n", 0o644)
 	writeFile(t, filepath.Join(ws, "new/file.txt"), "a new file\n", 0o644)
+	writeFile(t, filepath.Join(ws, "just-now.txt"), "written as the checkpoint begins\n", 0o644)
+	time.Sleep(recentWindow + 100*time.Millisecond) // older than recentWindow...
+	writeFile(t, filepath.Join(ws, "just-now.txt"), "written as the checkpoint begins, again\n", 0o644)
 	c, err := r.Checkpoint(ctx, Call{Tool: "bash"})
 	must(t, err)
+	// ...but for the file written just before the checkpoint: it may change
+	// again within the same tick of the filesystem's clock.
+	if _, size := indexStat(t, s, s.git.worktreeEnv(), "just-now.txt"); size != 0 {
+		t.Errorf("a file changed just before the checkpoint has stat data (size %d)", size)
+	}
 	for _, p := range []string{"README.md", "new/file.txt"} {
 		fi, err := os.Stat(filepath.Join(ws, p))
 		must(t, err)
@@ -54,7 +63,9 @@ func TestCheckpointEntriesHaveStatData(t *testing.T) {
 			t.Errorf("%s: corral's index has mtime %d, size %d; the file has %d, %d", p, mtime, size, fi.ModTime().Unix(), fi.Size())
 		}
 	}
-	if b, _ := os.ReadFile(filepath.Join(s.dir, "unrefreshed")); strings.TrimSpace(string(b)) != "0" {
+	// Without: notes.txt, written just before the first checkpoint, and
+	// just-now.txt.
+	if b, _ := os.ReadFile(filepath.Join(s.dir, "unrefreshed")); strings.TrimSpace(string(b)) != "2" {
 		t.Errorf("entries counted as without stat data: %q", b)
 	}
 

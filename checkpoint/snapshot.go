@@ -162,6 +162,9 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 			return snap{}, err
 		}
 	}
+	// Files changed since just before this moment get no stat data (see
+	// recentWindow).
+	recent := time.Now().Add(-recentWindow)
 	args := []string{"ls-files", "-z", "-t", "--modified", "--deleted", "--others"}
 	if !s.opts.IncludeIgnored {
 		args = append(args, "--exclude-standard")
@@ -254,7 +257,7 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 		}
 		fmt.Fprintf(&add, "%s %s\t%s\x00", mode, oid, p)
 		added++
-		if e.stat.ok {
+		if e.stat.ok && !e.stat.since(recent) {
 			raw, _ := hex.DecodeString(oid)
 			stats[p] = statEntry{oid: raw, stat: e.stat}
 		}
