@@ -281,9 +281,12 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 		// and every ls-files after would read and hash those files again,
 		// as root too, until a refresh: corral gives them the stat data of
 		// the descriptors it read them through.
-		n, err := setIndexStat(s.git.index, s.sumLen(), stats)
-		if err != nil && !errors.Is(err, errIndexFormat) {
-			return snap{}, fmt.Errorf("checkpoint: writing the index: %w", err)
+		n := 0
+		if len(stats) > 0 {
+			n, err = setIndexStat(s.git.index, s.sumLen(), stats)
+			if err != nil && !errors.Is(err, errIndexFormat) {
+				return snap{}, fmt.Errorf("checkpoint: writing the index: %w", err)
+			}
 		}
 		if err := s.countUnrefreshed(ctx, added-n); err != nil {
 			return snap{}, err
