@@ -155,6 +155,9 @@ func (s *Store) newSum() hash.Hash {
 	return sha1.New()
 }
 
+// sumLen is the length of an object name of the store's format, in bytes.
+func (s *Store) sumLen() int { return s.newSum().Size() }
+
 // writeBlob stores data as a blob in corral's own object directory, as a
 // loose object (unless it is there already), and returns its name.
 func (s *Store) writeBlob(data []byte) (string, error) {

@@ -25,6 +25,7 @@ type wtEntry struct {
 	data []byte
 	exec bool
 	size int64
+	stat statData
 }
 
 type treeReader struct{ root *os.Root }

@@ -31,6 +31,7 @@ type wtEntry struct {
 	data []byte // a file's content, a link's target
 	exec bool
 	size int64
+	stat statData // a file's, from the descriptor it was read through
 }
 
 // treeReader reads the files of a working tree for a checkpoint. Every path
@@ -119,7 +120,12 @@ func (r *treeReader) read(p string) (wtEntry, error) {
 					return wtEntry{kind: kindGone}, nil
 				}
 				if n < len(buf) {
-					return wtEntry{kind: kindLink, data: buf[:n]}, nil
+					e := wtEntry{kind: kindLink, data: buf[:n]}
+					var after unix.Stat_t
+					if unix.Fstatat(dfd, base, &after, unix.AT_SYMLINK_NOFOLLOW) == nil && sameStat(&st, &after) {
+						e.stat = statDataOf(&st)
+					}
+					return e, nil
 				}
 				if len(buf) >= 1<<20 {
 					return wtEntry{kind: kindUnreadable}, nil
@@ -186,7 +192,15 @@ func (r *treeReader) readFd(fd int) (wtEntry, error) {
 		}
 		buf = buf[:len(buf)+n]
 	}
-	return wtEntry{kind: kindFile, data: buf, exec: st.Mode&0o100 != 0, size: int64(len(buf))}, nil
+	e := wtEntry{kind: kindFile, data: buf, exec: st.Mode&0o100 != 0, size: int64(len(buf))}
+	// The stat data, taken before the read, goes into the file's index
+	// entry, unless the file changed while it was read (then the entry has
+	// none, and the next checkpoint compares the file's content).
+	var after unix.Stat_t
+	if unix.Fstat(fd, &after) == nil && int64(len(buf)) == st.Size && sameStat(&st, &after) {
+		e.stat = statDataOf(&st)
+	}
+	return e, nil
 }
 
 // ownerMayRead says whether uid (of group gid) may read the file st

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -161,6 +162,9 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 			return snap{}, err
 		}
 	}
+	// Files changed since just before this moment get no stat data (see
+	// recentWindow).
+	recent := time.Now().Add(-recentWindow)
 	args := []string{"ls-files", "-z", "-t", "--modified", "--deleted", "--others"}
 	if !s.opts.IncludeIgnored {
 		args = append(args, "--exclude-standard")
@@ -183,6 +187,7 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 	var sn snap
 	var add, remove bytes.Buffer
 	added := 0
+	stats := map[string]statEntry{}
 	seen := map[string]bool{}
 	for _, rec := range bytes.Split(out, []byte{0}) {
 		if len(rec) < 3 {
@@ -252,6 +257,10 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 		}
 		fmt.Fprintf(&add, "%s %s\t%s\x00", mode, oid, p)
 		added++
+		if e.stat.ok && !e.stat.since(recent) {
+			raw, _ := hex.DecodeString(oid)
+			stats[p] = statEntry{oid: raw, stat: e.stat}
+		}
 	}
 	if remove.Len() > 0 {
 		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &remove, "update-index", "-z", "--force-remove", "--stdin"); err != nil {
@@ -259,18 +268,29 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 		}
 	}
 	if add.Len() > 0 {
-		// Entries without stat data: the next ls-files compares these files'
-		// content with them, and lists them only when it differs.
 		if _, err := s.git.run(ctx, s.git.worktreeEnv(), &add, "update-index", "-z", "--add", "--replace", "--index-info"); err != nil {
-			return snap{}, err
-		}
-		if err := s.countUnrefreshed(ctx, added); err != nil {
 			return snap{}, err
 		}
 	}
 	out, err = s.git.run(ctx, s.git.worktreeEnv(), nil, "write-tree")
 	if err != nil {
 		return snap{}, err
+	}
+	if added > 0 {
+		// git gives the entries of --index-info no stat data (all zeros),
+		// and every ls-files after would read and hash those files again,
+		// as root too, until a refresh: corral gives them the stat data of
+		// the descriptors it read them through.
+		n := 0
+		if len(stats) > 0 {
+			n, err = setIndexStat(s.git.index, s.sumLen(), stats)
+			if err != nil && !errors.Is(err, errIndexFormat) {
+				return snap{}, fmt.Errorf("checkpoint: writing the index: %w", err)
+			}
+		}
+		if err := s.countUnrefreshed(ctx, added-n); err != nil {
+			return snap{}, err
+		}
 	}
 	sn.tree = strings.TrimSpace(string(out))
 	return sn, nil
@@ -281,7 +301,8 @@ func (s *Store) snapshotWith(ctx context.Context, seed bool) (snap, error) {
 const maxUnrefreshed = 1000
 
 // countUnrefreshed counts n more entries without stat data (what corral
-// read itself and gave git by name): each makes the next ls-files compare
+// read itself and gave git by name, without the stat data of setIndexStat:
+// links, files that changed as they were read, an index it does not write): each makes the next ls-files compare
 // that file's bytes with its entry. Past maxUnrefreshed, one refresh gives
 // them the stat data of the files that still match, in one scan of the
 // tree. The caller holds the lock.
@@ -421,7 +442,7 @@ func (s *Store) importObjects(ctx context.Context, oids io.Reader) error {
 	if err != nil {
 		return err
 	}
-	index := s.git.command(ctx, s.git.worktreeEnv(), "index-pack", "--stdin", "-q")
+	index := s.git.command(ctx, s.git.worktreeEnv(), "index-pack", "--stdin")
 	index.Stdin = r
 	index.Stderr = &ierr
 	if err := pack.Start(); err != nil {
