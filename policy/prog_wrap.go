@@ -756,7 +756,7 @@ var (
 // without end, decodes hidden code and runs it, or runs a shell command that is
 // itself denied.
 func (w *walker) inlineCode(c *call, code, runner string) {
-	w.add(Confirm, ruleInlineCode, fmt.Sprintf("%s runs inline code, which the policy cannot fully check; write it to a file in the workspace and run that, or ask for approval", runner), c.part)
+	w.add(Confirm, ruleInlineCode, fmt.Sprintf("%s runs inline code, which the policy cannot fully check; here nothing contains what it does (a sandbox with no network, and a checkpoint to undo it), so it needs approval", runner), c.part)
 	w.scanCode(c, code, runner)
 }
 
