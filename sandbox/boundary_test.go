@@ -145,10 +145,13 @@ def cmdline(p):
         return open('/proc/%d/cmdline' % p, 'rb').read().replace(b'\0', b' ').decode(errors='replace')
     except Exception as e:
         return '?'
-targets = [1]
-for d in os.listdir('/proc'):
-    if d.isdigit() and 'corral agent' in cmdline(int(d)):
-        targets.append(int(d))
+def agents():
+    return {int(d) for d in os.listdir('/proc') if d.isdigit() and 'corral agent' in cmdline(int(d))}
+# Twice, apart: a shell the agent is starting carries the agent's command
+# line until it runs bash, and is then the command's user's own process.
+first = agents()
+time.sleep(0.3)
+targets = [1] + sorted(first & agents())
 print('targets', targets, flush=True)
 def attempt(what, f):
     try:
@@ -214,6 +217,96 @@ sys.exit(5)
 			out = h.bash("echo alive; exit 3", 10, 30*time.Second)
 			if exitCode(out) != 3 || !strings.Contains(out, "alive") || strings.Contains(out, "Sandbox restarted") {
 				t.Errorf("after the attacks:\n%s", out)
+			}
+		})
+	}
+}
+
+// spareShellPy finds the bash the agent started ahead for the next command:
+// the command's user's own process, waiting, not in this script's tree.
+const spareShellPy = `
+import os, sys, time, signal, ctypes
+def status(p):
+    try:
+        return dict(l.split(':\t', 1) for l in open('/proc/%d/status' % p).read().splitlines() if ':\t' in l)
+    except Exception:
+        return {}
+mine = set()
+p = os.getpid()
+while p > 1:
+    mine.add(p)
+    p = int(status(p).get('PPid', '0'))
+spare = None
+for _ in range(50):
+    for d in os.listdir('/proc'):
+        if not d.isdigit() or int(d) in mine:
+            continue
+        try:
+            cl = open('/proc/%s/cmdline' % d, 'rb').read()
+        except Exception:
+            continue
+        if b'__corral_c' in cl and status(int(d)).get('Uid', '').split()[:1] == [str(os.getuid())]:
+            spare = int(d)
+    if spare:
+        break
+    time.sleep(0.1)
+print('spare', spare, flush=True)
+if not spare:
+    sys.exit(9)
+how = sys.argv[1]
+if how == 'stop':
+    os.kill(spare, signal.SIGSTOP)
+elif how == 'trace':
+    r, w = os.pipe()
+    if os.fork() == 0:  # the tracer, left attached past the command's end
+        os.setsid()
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = libc.ptrace(16, spare, 0, 0) == 0  # PTRACE_ATTACH
+        if ok:
+            os.waitpid(spare, 0x40000000)  # __WALL: its stop
+            libc.ptrace(7, spare, 0, 0)  # PTRACE_CONT
+        os.write(w, b'1' if ok else b'0')
+        time.sleep(60)
+        os._exit(0)
+    if os.read(r, 1) != b'1':
+        sys.exit(8)
+else:
+    try:
+        fds = [os.open('/proc/%d/fd/%d' % (spare, fd), os.O_WRONLY) for fd in (4, 5)]
+    except PermissionError:
+        sys.exit(8)
+    if how == 'write':
+        os.write(fds[1], b'echo INJECTED; ')
+    if os.fork() == 0:  # hold the pipes open past the command's end
+        os.setsid()
+        time.sleep(60)
+        os._exit(0)
+sys.exit(0)
+`
+
+// Class 2: the bash the agent starts ahead for the next command runs as the
+// commands' user, so a command can stop it, trace it, or write into and hold
+// open the pipes that bring it its directory and command. The next command
+// must run as asked, promptly, whatever was done to that shell.
+func TestBoundarySpareShell(t *testing.T) {
+	for _, rt := range runtimes(t) {
+		t.Run(runtimeName(rt), func(t *testing.T) {
+			h := newHostile(t, rt, nil)
+			h.write("spare.py", spareShellPy)
+			for _, how := range []string{"stop", "trace", "write", "hold"} {
+				out := h.bash("python3 spare.py "+how, 20, time.Minute)
+				if rt == "runsc" && exitCode(out) == 8 {
+					// gVisor lets no process trace another or open its
+					// descriptors: nothing to undo.
+					continue
+				}
+				if exitCode(out) != 0 {
+					t.Fatalf("%s: the script did not reach the spare shell:\n%s", how, out)
+				}
+				out = h.bash("echo next-command; exit 4", 30, time.Minute)
+				if exitCode(out) != 4 || !strings.Contains(out, "next-command") || strings.Contains(out, "INJECTED") {
+					t.Errorf("after a command did %q to the spare shell, the next one:\n%s", how, out)
+				}
 			}
 		})
 	}

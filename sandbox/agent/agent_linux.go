@@ -788,7 +788,9 @@ func (p *shellProc) begin(a *agent, dir, command string) error {
 	if p.isIn(a, dir) {
 		dir = ""
 	}
-	_, err := p.dir.WriteString(dir)
+	// Each ends at a NUL, where bash's read stops: a command's process that
+	// holds the pipe open for writing cannot make the shell wait for its end.
+	_, err := p.dir.WriteString(dir + "\x00")
 	p.dir.Close()
 	p.dir = nil
 	if err != nil {
@@ -796,6 +798,7 @@ func (p *shellProc) begin(a *agent, dir, command string) error {
 	}
 	w := p.command
 	p.command = nil
+	command += "\x00"
 	if len(command) < 32<<10 {
 		_, err = w.WriteString(command) // fits in the pipe
 		w.Close()
@@ -854,10 +857,62 @@ func (a *agent) takeSpare(dir string) *shellProc {
 			// It died idle (killed for memory, say).
 			p.close()
 		default:
-			return p
+			if p.untouched() {
+				return p
+			}
+			a.log.Warn("a spare shell was stopped, traced or written to by a command; starting another", "pid", p.pid)
+			go p.kill(a)
 		}
 	}
 	return nil
+}
+
+// untouched reports whether a waiting spare is as the agent left it. It runs
+// as the commands' user, so their processes may stop it, trace it or write
+// into its pipes (through /proc/PID/fd) while it waits: the next command must
+// not inherit any of that. What a process does after this check it could do
+// to any later shell; this keeps a spare from widening that.
+func (p *shellProc) untouched() bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			if strings.HasPrefix(v, "T") || strings.HasPrefix(v, "t") {
+				return false
+			}
+		case "TracerPid":
+			if v != "0" {
+				return false
+			}
+		}
+	}
+	for _, f := range []*os.File{p.dir, p.command} {
+		if f == nil || pending(f) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// pending is the number of bytes waiting in the pipe f is an end of
+// (FIONREAD, which Linux names TIOCINQ), or -1 when that cannot be told.
+func pending(f *os.File) int {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	n := -1
+	_ = rc.Control(func(fd uintptr) {
+		if v, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ); err == nil {
+			n = v
+		}
+	})
+	return n
 }
 
 // refill starts spare bashes in dir until there are want of them, unless one
