@@ -43,20 +43,21 @@ import (
 // .git directories of submodules' worktrees, and every other repository in
 // the workspace a bounded walk finds at the start) is replaced inside the
 // container by a shadow: a copy, in a host directory outside the workspace,
-// of everything but its data. Into the shadow are bind-mounted, shared with
-// the host, only the directories git keeps data in, which git never reads as
-// configuration or runs: objects (with objects/info, where alternates live,
-// shadowed again), refs, logs, reftable and lfs. What a command writes
-// anywhere else in the repository — config, hooks, commondir,
-// config.worktree, info/, worktrees/, modules/, gitdir files — stays in the
-// shadow and never reaches the host, during a command, between commands or
-// after corral is killed.
+// of everything but its objects, with an object store of its own that
+// borrows the host's, mounted read-only (gitstore.go). Nothing of the
+// host's repository is writable in the container: what a command writes
+// anywhere in the repository — config, hooks, commondir, config.worktree,
+// info/, worktrees/, modules/, gitdir files, objects, refs, reflogs — stays
+// in the shadow and never reaches the host as written, during a command,
+// between commands or after corral is killed. (Large files of git-lfs, and
+// refs kept in a reftable, are still shared.)
 //
-// A few small files carry the state git commands change and the host must
-// see: HEAD, ORIG_HEAD, index and packed-refs. After each command (and at
-// close, and in `corral gc` for a dead session) the host reads them from the
-// shadow, checks them against git's own formats — HEAD and ORIG_HEAD are
-// one ref name or object id, packed-refs lines of ids and ref names, the
+// After each command the host takes the objects and refs commands made,
+// checked (gitstore.go), then a few small files that carry the state git
+// commands change: HEAD, ORIG_HEAD and index. After each command (and at
+// close, and in `corral gc` for a dead session) the host reads those files
+// from the shadow, checks them against git's own
+// formats — HEAD and ORIG_HEAD are one ref name or object id, the
 // index's paths are what git's verify_path allows, its gitlinks are the
 // submodules the host's index had, its extensions only the derived ones
 // git checks against the entries (REUC, sdir; not the cache tree, which a
@@ -81,11 +82,20 @@ const (
 	maxSyncFile   = indexMaxSize
 )
 
-// gitShared are the directories of a repository bind-mounted into its shadow.
-var gitShared = []string{"objects", "refs", "logs", "reftable", "lfs"}
+// gitShared are the directories of a repository bind-mounted into its
+// shadow, shared with the host: its large files, and, where the refs are
+// kept in a reftable, its refs (gitstore.go takes back objects, refs and
+// reflogs of every other repository).
+func gitShared(reftable bool) []string {
+	if reftable {
+		return []string{"refs", "logs", "reftable", "lfs"}
+	}
+	return []string{"lfs"}
+}
 
-// gitSynced are the files copied back to the host after validation.
-var gitSynced = []string{"HEAD", "ORIG_HEAD", "index", "packed-refs"}
+// gitSynced are the files copied back to the host after validation (after
+// the objects and refs, gitstore.go).
+var gitSynced = []string{"HEAD", "ORIG_HEAD", "index"}
 
 // shadowState is the state of a session's shadows, kept in the shadow
 // directory's state.json (outside every shadow, so no command can change it).
@@ -108,6 +118,18 @@ type shadowRepo struct {
 	HashLen int                `json:"hash_len"`
 	Links   map[string]bool    `json:"links,omitempty"` // the gitlinks the host's index had
 	Base    map[string]syncKey `json:"base"`            // each synced file at the last sync
+	// Refs are the refs at the last sync, the same on both sides, and
+	// StashSum the SHA-256 of the stash list (logs/refs/stash) then; not
+	// used where Reftable (its refs are shared).
+	Refs     refMap   `json:"refs"`
+	StashSum [32]byte `json:"stash_sum"`
+	Reftable bool     `json:"reftable,omitempty"`
+	// Store is set when the shadow has an object store of its own (an
+	// older corral's shared the host's), and Alternate is where the host's
+	// objects are in the container, which that store borrows ("" when the
+	// host's objects are not a directory of the repository's own).
+	Store     bool   `json:"store,omitempty"`
+	Alternate string `json:"alternate,omitempty"`
 }
 
 // syncKey tells whether a synced file changed since the last sync: a file
@@ -247,42 +269,64 @@ func (s *gitShadow) build(ws string, protect []string) error {
 		if strings.EqualFold(gitConfigValue(filepath.Join(r.dir, "config"), "extensions", "objectformat"), "sha256") {
 			sr.HashLen = 32
 		}
-		if err := s.copyRepo(ws, r.dir, shadow, &budget); err != nil {
-			return err
-		}
-		s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: shadow, Target: r.dir})
-		// The repository's own directories are made through its descriptor:
-		// one a command left there may be a link out of the workspace
-		// (objects to /var/lib/dpkg), and a directory made, or given to the
-		// user, by its path would be made or given through the link.
 		hd, err := openRepoDir(ws, r.dir)
 		if err != nil {
 			return fmt.Errorf("sandbox: shadow of %s: %w", r.dir, err)
 		}
-		for _, name := range gitShared {
+		var st unix.Stat_t
+		sr.Reftable = unix.Fstatat(hd.fd, "reftable", &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+		shared := gitShared(sr.Reftable)
+		if err := s.copyRepo(ws, r.dir, shadow, shared, &budget); err != nil {
+			hd.close()
+			return err
+		}
+		s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: shadow, Target: r.dir})
+		// The repository's own directories are made through its descriptor:
+		// one left there may be a link out of the workspace (objects to
+		// /var/lib/dpkg), and a directory made, or given to the user, by its
+		// path would be made or given through the link.
+		s.mkdirAt(hd, "objects")
+		if sr.Reftable {
+			s.mkdirAt(hd, "refs")
+			s.mkdirAt(hd, "logs")
+		}
+		for _, name := range shared {
 			p := filepath.Join(r.dir, name)
-			if name == "refs" || name == "logs" || name == "objects" {
-				s.mkdirAt(hd, name) // git makes them anyway; shared from the start
-			}
-			var st unix.Stat_t
 			if unix.Fstatat(hd.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				continue
 			}
 			s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: p, Target: p})
 		}
-		// objects/info holds alternates, which send git to other object
-		// stores: shadowed too, under the shared objects.
-		info := filepath.Join(r.dir, "objects", "info")
-		if od, err := openBeneathFD(hd, "objects"); err == nil {
-			s.mkdirAt(od, "info")
-			od.close()
+		// The host's objects, read-only, where the shadow's own store's
+		// alternate names them; none where they are not a directory of the
+		// repository's own (a link out of the workspace is not followed).
+		if unix.Fstatat(hd.fd, "objects", &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			sr.Alternate = hostObjects(i)
+			s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(r.dir, "objects"), Target: sr.Alternate, ReadOnly: true})
+		} else {
+			s.log.Warn("a repository's objects are not a directory: its shadow does not see them", "repo", r.dir)
+		}
+		if err := s.makeStore(shadow, sr.Alternate); err != nil {
+			hd.close()
+			return fmt.Errorf("sandbox: shadow of %s: %w", r.dir, err)
+		}
+		sr.Store = true
+		if !sr.Reftable {
+			if sr.Refs, _, err = readRefs(hd, sr.HashLen); err != nil {
+				hd.close()
+				return fmt.Errorf("sandbox: shadow of %s: %w", r.dir, err)
+			}
+			if ld, err := openBeneathFD(hd, "logs"); err == nil {
+				if rd, err := openBeneathFD(ld, "refs"); err == nil {
+					if b, err := rd.read("stash", maxStashLog); err == nil && len(b) > 0 {
+						sr.StashSum = sha256.Sum256(b)
+					}
+					rd.close()
+				}
+				ld.close()
+			}
 		}
 		hd.close()
-		infoShadow := filepath.Join(s.dir, "objects-info-"+strconv.Itoa(i))
-		if err := s.copyInfo(ws, info, infoShadow, &budget); err != nil {
-			return err
-		}
-		s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: infoShadow, Target: info})
 		hd, sd, err := s.openRepo(sr)
 		if err != nil {
 			return fmt.Errorf("sandbox: shadow of %s: %w", r.dir, err)
@@ -557,7 +601,7 @@ func (s *gitShadow) protect(ws string, paths []string) {
 // descriptor (see repoDir), so that a directory in it replaced by a link
 // while it is copied leads nowhere (read by path, the link would be
 // followed, and a file of the host copied where commands read it).
-func (s *gitShadow) copyRepo(ws, src, dst string, budget *int64) error {
+func (s *gitShadow) copyRepo(ws, src, dst string, shared []string, budget *int64) error {
 	if err := os.Mkdir(dst, 0o755); err != nil {
 		return fmt.Errorf("sandbox: shadow of %s: %w", src, err)
 	}
@@ -572,7 +616,10 @@ func (s *gitShadow) copyRepo(ws, src, dst string, budget *int64) error {
 		return fmt.Errorf("sandbox: shadow of %s: %w", src, err)
 	}
 	for _, name := range names {
-		if slices.Contains(gitShared, name) || name == "modules" {
+		if name == "objects" {
+			continue // the shadow's own store (makeStore)
+		}
+		if slices.Contains(shared, name) || name == "modules" {
 			var st unix.Stat_t
 			if unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				continue
@@ -656,25 +703,6 @@ func (d *repoDir) names(max int) ([]string, error) {
 		return nil, err
 	}
 	return names, nil
-}
-
-// copyInfo copies objects/info (commit-graphs, the packs' list,
-// alternates) into its shadow. It is in the shared objects a command of
-// another session on the workspace can write, so it is read by descriptor
-// (see repoDir), two levels deep: a directory on the way replaced by a link
-// leads nowhere, and a root that is not a directory gives an empty shadow
-// (a link copied as one would be followed by the mount).
-func (s *gitShadow) copyInfo(ws, info, dst string, budget *int64) error {
-	if err := os.Mkdir(dst, 0o755); err != nil {
-		return err
-	}
-	s.chown(dst)
-	d, err := openRepoDir(ws, info)
-	if err != nil {
-		return nil
-	}
-	defer d.close()
-	return s.copyDirAt(d, dst, budget, 2)
 }
 
 func (s *gitShadow) copyDirAt(d *repoDir, dst string, budget *int64, depth int) error {
@@ -856,6 +884,12 @@ func (s *gitShadow) syncIn() {
 			s.log.Warn("cannot open a repository or its shadow", "path", r.Host, "err", err)
 			continue
 		}
+		if r.Alternate != "" {
+			s.keepAlternate(sd, r.Alternate)
+		}
+		if r.Refs != nil && s.pullRefs(r, hd, sd) {
+			changed = true
+		}
 		for _, name := range gitSynced {
 			if s.pull(r, hd, sd, name) {
 				changed = true
@@ -930,6 +964,21 @@ func (s *gitShadow) syncOut() (refused []string) {
 			s.log.Warn("cannot open a repository or its shadow", "path", r.Host, "err", err)
 			refuse(r, "", "cannot open it: "+err.Error())
 			continue
+		}
+		// The objects first, then the refs that name them, then HEAD and
+		// the index. (Refs is nil in the state of an older corral, whose
+		// shadows shared the refs.)
+		if r.Store {
+			if why := s.importObjects(r, hd, sd); why != "" {
+				refuse(r, "objects", why)
+			}
+		}
+		if r.Refs != nil {
+			ch, why := s.pushRefs(r, hd, sd)
+			changed = changed || ch
+			if why != "" {
+				refuse(r, "refs", why)
+			}
 		}
 		for _, name := range gitSynced {
 			ch, why := s.push(r, hd, sd, name)
