@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/corralhq/corral/batch"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "rewrite the generated reference of docs/cli.md from the command tree")
@@ -74,7 +76,17 @@ func cliReference(root *cobra.Command) string {
 		}
 	}
 	walk(root)
-	return sb.String()
+	return machineDependent().Replace(sb.String())
+}
+
+// machineDependent replaces what help texts compute on the machine that runs
+// corral (batch mode's defaults, twice its cores) with what they mean, so that
+// the reference is the same wherever it is generated.
+func machineDependent() *strings.Replacer {
+	return strings.NewReplacer(
+		fmt.Sprintf("(default twice the cores: %d)", batch.DefaultMax()), "(default twice the cores)",
+		fmt.Sprintf("(default twice the cores: %v)", batch.DefaultRate()), "(default twice the cores)",
+	)
 }
 
 func writeCommand(sb *strings.Builder, c *cobra.Command) {
