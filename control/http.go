@@ -121,7 +121,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case parts[0] == "snapshots" && len(parts) <= 2:
 		h.snapshots(w, r, parts[1:])
 	case parts[0] != "sessions" || len(parts) > 3:
-		writeError(w, errorf(CodeNotFound, "no endpoint %s (see the README's Control API section)", r.URL.Path))
+		writeError(w, errorf(CodeNotFound, "no endpoint %s (see docs/api.md)", r.URL.Path))
 	case len(parts) == 1:
 		switch r.Method {
 		case http.MethodGet:

@@ -737,7 +737,7 @@ func jsonError(err error, what string) error {
 		return errorf(CodeBadRequest, "%s must be a JSON object, not %s", what, te.Value)
 	}
 	// An unknown field, among others: the decoder's words name it.
-	return errorf(CodeBadRequest, "%s: %v (the README's Control API section lists the fields)", what, err)
+	return errorf(CodeBadRequest, "%s: %v (docs/api.md lists the fields)", what, err)
 }
 
 // jsonKind names a Go kind as a JSON type.

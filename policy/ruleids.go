@@ -5,8 +5,8 @@ import "strings"
 // The policy's own rules, each with an id that verdicts name ("default:" and
 // the id) and a line that says what it covers. This table is the one place
 // rule ids are declared: checks name a rule by its constant, corral check
-// --explain prints the lines of the rules that decided, and the README's list
-// is checked against it (TestRuleTableInReadme).
+// --explain prints the lines of the rules that decided, and the list in
+// docs/policy.md is checked against it (TestRuleTableInDocs).
 //
 // A rule about what a command does to a path is named by the two tables
 // below it: the action (read, write, delete ...) and the kind of path (home,

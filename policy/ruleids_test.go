@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-var updateReadme = flag.Bool("update-readme", false, "rewrite the README's list of rule ids from the table")
+var updateDocs = flag.Bool("update-docs", false, "rewrite the list of rule ids in docs/policy.md from the table")
 
 // TestRuleTable: every rule has an id and a line, ids are unique, and every
 // plain rule is named by some check (a rule nothing decides is not listed).
@@ -72,7 +72,7 @@ func TestRuleTable(t *testing.T) {
 	}
 }
 
-// rulesMarkdown is the README's list of the rule ids, made from the table.
+// rulesMarkdown is docs/policy.md's list of the rule ids, made from the table.
 func rulesMarkdown() string {
 	var sb strings.Builder
 	sb.WriteString("| rule | what it covers |\n|---|---|\n")
@@ -93,30 +93,30 @@ func rulesMarkdown() string {
 }
 
 const (
-	readmeRulesStart = "<!-- rule ids: from policy/ruleids.go; TestRuleTableInReadme keeps them the same -->\n"
-	readmeRulesEnd   = "<!-- end of rule ids -->\n"
+	docsRulesStart = "<!-- rule ids: from policy/ruleids.go; TestRuleTableInDocs keeps them the same -->\n"
+	docsRulesEnd   = "<!-- end of rule ids -->\n"
 )
 
-// TestRuleTableInReadme: the README lists every rule id the table declares,
-// and nothing else. go test ./policy -run TestRuleTableInReadme -update-readme
+// TestRuleTableInDocs: docs/policy.md lists every rule id the table declares,
+// and nothing else. go test ./policy -run TestRuleTableInDocs -update-docs
 // rewrites the list.
-func TestRuleTableInReadme(t *testing.T) {
-	const readme = "../README.md"
-	b, err := os.ReadFile(readme)
+func TestRuleTableInDocs(t *testing.T) {
+	const doc = "../docs/policy.md"
+	b, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
-	i, j := strings.Index(s, readmeRulesStart), strings.Index(s, readmeRulesEnd)
+	i, j := strings.Index(s, docsRulesStart), strings.Index(s, docsRulesEnd)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no list of rule ids between %q and %q", strings.TrimSpace(readmeRulesStart), strings.TrimSpace(readmeRulesEnd))
+		t.Fatalf("%s has no list of rule ids between %q and %q", doc, strings.TrimSpace(docsRulesStart), strings.TrimSpace(docsRulesEnd))
 	}
-	got, want := s[i+len(readmeRulesStart):j], rulesMarkdown()
+	got, want := s[i+len(docsRulesStart):j], rulesMarkdown()
 	if got == want {
 		return
 	}
-	if *updateReadme {
-		if err := os.WriteFile(readme, []byte(s[:i+len(readmeRulesStart)]+want+s[j:]), 0o644); err != nil {
+	if *updateDocs {
+		if err := os.WriteFile(doc, []byte(s[:i+len(docsRulesStart)]+want+s[j:]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -131,7 +131,7 @@ func TestRuleTableInReadme(t *testing.T) {
 			w = wl[k]
 		}
 		if g != w {
-			t.Fatalf("README.md's list of rule ids differs from policy/ruleids.go at its line %d:\n\tREADME: %s\n\ttable:  %s\nrun go test ./policy -run TestRuleTableInReadme -update-readme", k+1, g, w)
+			t.Fatalf("%s's list of rule ids differs from policy/ruleids.go at its line %d:\n\tdocs:  %s\n\ttable: %s\nrun go test ./policy -run TestRuleTableInDocs -update-docs", doc, k+1, g, w)
 		}
 	}
 }

@@ -71,7 +71,7 @@ func newHostile(t *testing.T, rt string, cfg func(*sandbox.Config)) *hostile {
 	}
 	if rt == "runsc" && os.Getuid() == 0 {
 		// gVisor before 2023 has no ambient capabilities: commands could
-		// not write a workspace that belongs to root (see the README).
+		// not write a workspace that belongs to root (see docs/limits.md).
 		if err := os.Chown(ws, 65532, 65532); err != nil {
 			t.Fatal(err)
 		}

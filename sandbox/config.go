@@ -124,5 +124,5 @@ type Bind struct {
 // editors' configuration (hooks, MCP servers, tasks, permissions), direnv's
 // .envrc and dev container definitions. They are package agentconf's
 // protected entries, which the file tools refuse and the policy asks about
-// too; the README's table gives each one's reason.
+// too; docs/tools.md's table gives each one's reason.
 var DefaultProtect = agentconf.Protected()

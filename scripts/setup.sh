@@ -206,8 +206,8 @@ install_staticcheck() {
 
 # --- gVisor (optional) -------------------------------------------------------------
 
-# --host-uds=open lets the egress socket corral mounts be connected to (see the
-# README's Network section).
+# --host-uds=open lets the egress socket corral mounts be connected to (see
+# docs/sandbox.md, Network).
 readonly RUNSC_ARGS='["--network=none","--platform=ptrace","--host-uds=open"]'
 
 runsc_registered() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
@@ -272,7 +272,7 @@ gvisor() {
 	if runsc_registered; then
 		info "runsc is registered with the engine"
 		if ! docker info --format '{{json .Runtimes.runsc}}' 2>/dev/null | grep -q -e '--host-uds=open' -e '--host-uds=all'; then
-			info "  without --host-uds=open: under gVisor, --network allow relays over the agent's stream (slower; see the README's Images section)"
+			info "  without --host-uds=open: under gVisor, --network allow relays over the agent's stream (slower; see docs/sandbox.md, Images)"
 		fi
 		return 0
 	fi

@@ -311,7 +311,7 @@ func testToolchains(t *testing.T, runtime string) {
 		goEnv := fmt.Sprintf("GOPROXY=https://goproxy.test:%d GOSUMDB=off GOFLAGS=-mod=mod SSL_CERT_FILE=%s", goproxy, ca)
 		if runtime == "runsc" {
 			// go build does not finish in corral's gVisor sandbox, network
-			// or not (see the README's known limits): the module is
+			// or not (see docs/limits.md): the module is
 			// fetched and read, not built.
 			ts.run(fmt.Sprintf("cd %s/gomod && %s go mod download && cat $(go env GOMODCACHE)/example.test/hello@v1.0.0/hello.go", ts.ws, goEnv),
 				0, "hello from the module proxy")
@@ -323,7 +323,7 @@ func testToolchains(t *testing.T, runtime string) {
 	t.Run("npm", func(t *testing.T) {
 		ts.t = t
 		if runtime == "runsc" {
-			t.Skip("npm does not exit in corral's gVisor sandbox, network or not (npm --version prints and hangs; see the README's known limits)")
+			t.Skip("npm does not exit in corral's gVisor sandbox, network or not (npm --version prints and hangs; see docs/limits.md)")
 		}
 		npmFlags := "--registry " + registryURL + "/ --cafile " + ca
 		ts.run(fmt.Sprintf(`mkdir -p %[1]s/app && cd %[1]s/app && echo '{"name":"app","version":"1.0.0"}' > package.json && npm install %[2]s corral-hello && node -e "console.log(require('corral-hello'))"`, ts.ws, npmFlags),

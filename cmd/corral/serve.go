@@ -46,7 +46,7 @@ the workspace root is always cold: it works on that directory itself.
 
 With --http ADDR it speaks HTTP and JSON (streams as NDJSON) on ADDR, loopback
 unless --auth-token is given; with --stdio, JSON-RPC 2.0 on stdin and stdout,
-one message a line. The README's Control API section documents every request.
+one message a line. docs/api.md documents every request.
 
 The flags below are every session's defaults; a session's options change them.
 --workspace is the workspace root: a session works on it or a directory below

@@ -89,7 +89,7 @@ func needsPython(t *testing.T) string {
 	return py
 }
 
-// The README's Python client (examples/python/corral_client.py, standard
+// The Python client of docs/api.md (examples/python/corral_client.py, standard
 // library only) passes the conformance suite (snapshots on Docker) against a
 // real `corral serve`,
 // over HTTP and over stdio, under runc (cold, and warm from --warm's pool),

@@ -4,7 +4,8 @@
 // reads pkg/.claude/settings.json as an agent started at the root reads
 // .claude/settings.json. It is the one list the sandbox (read-only mounts),
 // the file tools (edit and write refuse) and the policy (writes need
-// approval) share; the README's table of protected paths is made from it.
+// approval) share; the tables of docs/tools.md (Agent configuration) are
+// made from it.
 package agentconf
 
 import (
@@ -41,7 +42,7 @@ type Entry struct {
 	// asks before a command writes them; the file tools allow them.
 	Protected bool
 	Kind      Kind
-	// Who reads it, and Why it matters: the README's table.
+	// Who reads it, and Why it matters: the tables of docs/tools.md.
 	Who, Why string
 }
 

@@ -8,11 +8,12 @@ import (
 	"testing"
 )
 
-// TestReadmeTable: the README's two tables of agent configuration are the
-// list, entry for entry, in its order: the protected one, then the one the
-// policy alone asks about.
-func TestReadmeTable(t *testing.T) {
-	f, err := os.Open("../../README.md")
+// TestDocsTable: the two tables of agent configuration in docs/tools.md are
+// the list, entry for entry, in its order: the protected one, then the one
+// the policy alone asks about.
+func TestDocsTable(t *testing.T) {
+	const doc = "../../docs/tools.md"
+	f, err := os.Open(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestReadmeTable(t *testing.T) {
 		}
 	}
 	if len(tables) != 2 {
-		t.Fatalf("the README has %d tables of agent configuration, want 2", len(tables))
+		t.Fatalf("%s has %d tables of agent configuration, want 2", doc, len(tables))
 	}
 	var want [2][]string
 	for _, e := range Entries {
@@ -44,7 +45,7 @@ func TestReadmeTable(t *testing.T) {
 	}
 	for i, rows := range tables {
 		if !slices.Equal(rows, want[i]) {
-			t.Errorf("README table %d:\n%s\nwant (from Entries):\n%s", i+1, strings.Join(rows, "\n"), strings.Join(want[i], "\n"))
+			t.Errorf("%s, table %d:\n%s\nwant (from Entries):\n%s", doc, i+1, strings.Join(rows, "\n"), strings.Join(want[i], "\n"))
 		}
 	}
 }

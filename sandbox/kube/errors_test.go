@@ -103,7 +103,7 @@ func TestNoPermission(t *testing.T) {
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "pods/attach: create") {
 		t.Errorf("start as a user without rules: %v; want a PermissionError naming the verbs", err)
 	}
-	// With the rules the README names, it works.
+	// With the rules docs/kubernetes.md names (RBAC), it works.
 	role := user + "-role"
 	kubectl(t, "-n", "default", "create", "role", role, "--verb=create,get,list,watch,delete", "--resource=pods", "--resource=pods/attach", "--resource=networkpolicies.networking.k8s.io")
 	t.Cleanup(func() { exec.Command(testenv.Kubectl(), "-n", "default", "delete", "role", role).Run() })

@@ -11,7 +11,6 @@
 // chosen by the host. Control payloads are JSON; data payloads are raw bytes. Output
 // is flow-controlled per stream by credits, so one slow reader never blocks the
 // other commands sharing the connection and neither side buffers without bound.
-
 package proto
 
 import (

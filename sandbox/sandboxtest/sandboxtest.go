@@ -49,7 +49,7 @@ type Limits struct {
 	NoSessionDir bool
 	// NoInputWait says a command waiting on the terminal is not ended for
 	// it, and runs to its timeout (a pod, whose agent holds no capability:
-	// see the README's known limits).
+	// see docs/limits.md).
 	NoInputWait bool
 }
 
@@ -340,7 +340,7 @@ func testLongCommand(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
 	cmd := "x='" + strings.Repeat("y", 512<<10) + "'; echo ${#x}"
 	// bash reads a command from its pipe a byte at a time (read -d ''), a
 	// system call each: under gVisor, where one costs some 150 µs, this one
-	// takes 85-120 s on two loaded cores (see the README's known limits),
+	// takes 85-120 s on two loaded cores (see docs/limits.md),
 	// hence a timeout of its own above the suite's bound.
 	res, out, errOut := Exec(t, sb, sandbox.ExecRequest{Command: cmd, Pipes: true, Timeout: 4 * time.Minute})
 	if res.ExitCode != 0 || out != "524288\n" {
