@@ -255,3 +255,30 @@ func TestAgentConfigThroughLink(t *testing.T) {
 		t.Errorf("x/.vscode, a link to a directory with tasks.json, is not reported:\n%s", r.Content)
 	}
 }
+
+// TestRepositoryCreatedReported: a repository a command makes in the
+// workspace (here with a planted fsmonitor, by a script) is not shadowed —
+// the sandbox cannot mount over what did not exist when it started — so
+// the bash result names it and the details list it, for the user to review.
+func TestRepositoryCreatedReported(t *testing.T) {
+	cfg := config(t)
+	s, err := corral.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	script := "mkdir -p vendor/lib && cd vendor/lib && git init -q && git config core.fsmonitor 'touch /tmp/pwned; false' && echo done\n"
+	if r := protectCall(t, s, "write", map[string]any{"path": "mk.sh", "content": script}); r.IsError {
+		t.Fatal(r.Content)
+	}
+	r := protectCall(t, s, "bash", map[string]any{"command": "bash mk.sh"})
+	if !strings.Contains(r.Content, "done") {
+		t.Fatalf("the script did not run: %s", r.Content)
+	}
+	if !strings.Contains(r.Content, "A repository appeared in the workspace") || !strings.Contains(r.Content, "\n  vendor/lib/.git") {
+		t.Errorf("the result does not report vendor/lib/.git:\n%s", r.Content)
+	}
+	if det, ok := r.Details.(*tools.BashDetails); !ok || !slices.Equal(det.RepositoriesCreated, []string{"vendor/lib/.git"}) {
+		t.Errorf("details: %#v", r.Details)
+	}
+}

@@ -208,6 +208,10 @@ type BashDetails struct {
 	// since the last command the policy did not find read-only), which the
 	// sandbox cannot protect.
 	AgentConfigCreated []string `json:"agent_config_created,omitempty"`
+	// RepositoriesCreated lists the repositories (their .git) that appeared
+	// in the workspace while the command ran: unlike those there at the
+	// start, they are not shadowed.
+	RepositoriesCreated []string `json:"repositories_created,omitempty"`
 }
 
 func (s *Session) bash(ctx context.Context, p BashParams) (Result, error) {
@@ -453,6 +457,7 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 	if det.Verdict == nil || !det.Verdict.ReadOnly {
 		look := s.configScan.created()
 		det.AgentConfigCreated = look.fresh[:min(len(look.fresh), maxConfigFound)]
+		det.RepositoriesCreated = look.repos[:min(len(look.repos), maxConfigFound)]
 		h.WriteString(createdText(look))
 	}
 	if len(res.NotCopied) > 0 {

@@ -35,8 +35,11 @@ type configScan struct {
 
 	limit int // entries looked at, maxConfigScan
 
-	mu    sync.Mutex      // guards known and whole
+	mu    sync.Mutex      // guards known, repos and whole
 	known map[string]bool // matches seen so far, workspace-relative
+	// repos are the repositories (.git, a directory or a file) seen so far:
+	// those there at the start are shadowed; one a command makes is not.
+	repos map[string]bool
 	// whole: the last walk looked at every entry, or none was made yet.
 	whole bool
 }
@@ -51,20 +54,21 @@ func newConfigScan(s *Session) *configScan {
 			pats = append(pats, e)
 		}
 	}
-	if len(pats) == 0 {
-		return nil
-	}
-	c := &configScan{dir: s.ws.real, pats: pats, limit: maxConfigScan, known: map[string]bool{}, whole: true}
-	found, _ := c.scan()
+	c := &configScan{dir: s.ws.real, pats: pats, limit: maxConfigScan, known: map[string]bool{}, repos: map[string]bool{}, whole: true}
+	found, repos, _ := c.scan()
 	for _, p := range found {
 		c.known[p] = true
+	}
+	for _, p := range repos {
+		c.repos[p] = true
 	}
 	return c
 }
 
-// scan lists the matches below the root, bounded; it does not enter .git,
-// node_modules or a match. whole is false when it stopped at its bound.
-func (c *configScan) scan() (found []string, whole bool) {
+// scan lists the matches below the root and the repositories (.git) in the
+// workspace, bounded; it does not enter .git, node_modules or a match. whole
+// is false when it stopped at its bound.
+func (c *configScan) scan() (found, repos []string, whole bool) {
 	seen := 0
 	whole = true
 	filepath.WalkDir(c.dir, func(p string, d fs.DirEntry, err error) error {
@@ -76,14 +80,17 @@ func (c *configScan) scan() (found []string, whole bool) {
 			return fs.SkipAll
 		}
 		name := strings.ToLower(d.Name())
-		if d.IsDir() && (name == ".git" || name == "node_modules") {
-			return fs.SkipDir
-		}
 		rel, err := filepath.Rel(c.dir, p)
 		if err != nil {
 			return nil
 		}
 		rel = filepath.ToSlash(rel)
+		if name == ".git" && (d.IsDir() || d.Type().IsRegular()) {
+			repos = append(repos, rel)
+		}
+		if d.IsDir() && (name == ".git" || name == "node_modules") {
+			return fs.SkipDir
+		}
 		if !strings.Contains(rel, "/") {
 			return nil // the root's: the sandbox holds them, present or absent
 		}
@@ -103,7 +110,7 @@ func (c *configScan) scan() (found []string, whole bool) {
 		}
 		return nil
 	})
-	return found, whole
+	return found, repos, whole
 }
 
 // linkHolds reports whether a symbolic link at rel stands where a directory
@@ -116,6 +123,7 @@ func (c *configScan) linkHolds(rel string) bool {
 // scanReport is what one look after a command found.
 type scanReport struct {
 	fresh []string // the new matches, in byEntry's order
+	repos []string // the new repositories' .git, sorted
 	// cut: this walk stopped at its bound and the last one did not (or it
 	// is the first): what is past the bound goes unreported from now on.
 	cut bool
@@ -126,7 +134,7 @@ func (c *configScan) created() scanReport {
 	if c == nil {
 		return scanReport{}
 	}
-	found, whole := c.scan()
+	found, repos, whole := c.scan()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var r scanReport
@@ -136,6 +144,16 @@ func (c *configScan) created() scanReport {
 			r.fresh = append(r.fresh, p)
 		}
 	}
+	if c.repos == nil {
+		c.repos = map[string]bool{}
+	}
+	for _, p := range repos {
+		if !c.repos[p] {
+			c.repos[p] = true
+			r.repos = append(r.repos, p)
+		}
+	}
+	slices.Sort(r.repos)
 	r.fresh = byEntry(r.fresh)
 	r.cut = !whole && c.whole
 	c.whole = whole
@@ -179,6 +197,17 @@ func createdText(r scanReport) string {
 			}
 		}
 		b.WriteString("\nThe user's own tools run such files without review, and the sandbox protects only what existed when the session started. Do not create agent configuration; tell the user about these files so that they can review or remove them.\n")
+	}
+	if len(r.repos) > 0 {
+		b.WriteString("A repository appeared in the workspace while the command ran (made by it, or by something still running):")
+		for i, p := range r.repos {
+			if i == maxConfigNamed {
+				fmt.Fprintf(&b, "\n  ... and %d more (all of them in the details' repositories_created)", len(r.repos)-i)
+				break
+			}
+			b.WriteString("\n  " + p)
+		}
+		b.WriteString("\nIts config and hooks were written in the sandbox, and git on the host runs what they name (core.fsmonitor, hooks, filters) as soon as the user runs git there. Tell the user, so that they review its .git/config and .git/hooks (or remove it and clone it again themselves) before using git in it.\n")
 	}
 	if r.cut {
 		fmt.Fprintf(&b, "The workspace now has more than %d entries outside .git and node_modules: the look for agent configuration after each command stops there, and what a command creates past them is not reported. Tell the user, so that they review the workspace's agent configuration (git status) before starting an agent in it.\n", maxConfigScan)

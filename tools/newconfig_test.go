@@ -40,3 +40,31 @@ func TestConfigScanCut(t *testing.T) {
 		t.Errorf("the cut is said again: %+v", r)
 	}
 }
+
+// TestConfigScanRepos: a repository a command makes in the workspace (git
+// init, git clone, a linked worktree's .git file), at any depth or at the
+// root, is reported once; one there at the start is not (it is shadowed).
+func TestConfigScanRepos(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "old", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &configScan{dir: dir, limit: 1000, known: map[string]bool{}, repos: map[string]bool{"old/.git": true}, whole: true}
+	for _, p := range []string{".git", "vendor/lib/.git", "node_modules/x/.git"} {
+		if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(dir, "wt"), 0o755)
+	os.WriteFile(filepath.Join(dir, "wt", ".git"), []byte("gitdir: ../.git/worktrees/wt\n"), 0o644)
+	r := c.created()
+	if want := []string{".git", "vendor/lib/.git", "wt/.git"}; !slices.Equal(r.repos, want) {
+		t.Fatalf("new repositories %v, want %v", r.repos, want)
+	}
+	if txt := createdText(r); !strings.Contains(txt, "\n  vendor/lib/.git") || !strings.Contains(txt, "core.fsmonitor") {
+		t.Errorf("the result's text:\n%s", txt)
+	}
+	if r = c.created(); len(r.repos) != 0 {
+		t.Errorf("reported again: %v", r.repos)
+	}
+}
