@@ -311,25 +311,20 @@ func (s *gitShadow) build(ws string, protect []string) error {
 			return fmt.Errorf("sandbox: shadow of %s: %w", r.dir, err)
 		}
 		sr.Store = true
-		if !sr.Reftable {
-			if sr.Refs, _, err = readRefs(hd, sr.HashLen); err != nil {
-				hd.close()
-				return fmt.Errorf("sandbox: shadow of %s: %w", r.dir, err)
-			}
-			if ld, err := openBeneathFD(hd, "logs"); err == nil {
-				if rd, err := openBeneathFD(ld, "refs"); err == nil {
-					if b, err := rd.read("stash", maxStashLog); err == nil && len(b) > 0 {
-						sr.StashSum = sha256.Sum256(b)
-					}
-					rd.close()
-				}
-				ld.close()
-			}
-		}
 		hd.close()
 		hd, sd, err := s.openRepo(sr)
 		if err != nil {
 			return fmt.Errorf("sandbox: shadow of %s: %w", r.dir, err)
+		}
+		if !sr.Reftable {
+			// The host's refs, all in the shadow's packed-refs: what is
+			// loose in the shadow after that is what commands wrote, a few
+			// files to read after each command however many the host has.
+			for _, d := range []string{"refs", "refs/heads", "refs/tags"} {
+				os.Mkdir(filepath.Join(shadow, d), 0o755)
+				s.chown(filepath.Join(shadow, d))
+			}
+			s.resetRefs(sr, hd, sd)
 		}
 		for _, name := range gitSynced {
 			k, _ := s.keyOf(hd, sd, name)
@@ -616,8 +611,8 @@ func (s *gitShadow) copyRepo(ws, src, dst string, shared []string, budget *int64
 		return fmt.Errorf("sandbox: shadow of %s: %w", src, err)
 	}
 	for _, name := range names {
-		if name == "objects" {
-			continue // the shadow's own store (makeStore)
+		if name == "objects" || name == "refs" && !slices.Contains(shared, "refs") {
+			continue // the shadow's own store (makeStore), its refs (resetRefs)
 		}
 		if slices.Contains(shared, name) || name == "modules" {
 			var st unix.Stat_t

@@ -123,6 +123,11 @@ func (s *gitShadow) keepAlternate(sd *repoDir, alt string) {
 	s.writeShadow(id, "alternates", want)
 }
 
+// deletedRefs is where the host keeps the last value of each ref a command
+// deleted. Refs under refs/corral/ are neither shown to commands nor taken
+// from them.
+const deletedRefs = "refs/corral/deleted/"
+
 // refValue is a ref's value: an object id in hex, or "ref: NAME".
 type refMap map[string]string
 
@@ -142,7 +147,9 @@ func readRefs(d *repoDir, hashLen int) (refs refMap, bad int, err error) {
 				bad++
 				continue
 			}
-			refs[name] = id
+			if !strings.HasPrefix(name, "refs/corral/") {
+				refs[name] = id
+			}
 		}
 	} else if !errors.Is(err, unix.ENOENT) {
 		return nil, 0, fmt.Errorf("packed-refs: %w", err)
@@ -173,6 +180,9 @@ func readRefs(d *repoDir, hashLen int) (refs refMap, bad int, err error) {
 			case unix.S_IFDIR:
 				if depth >= maxRefDepth {
 					bad++
+					continue
+				}
+				if full == "refs/corral" {
 					continue
 				}
 				if sub, err := openBeneathFD(dir, name); err == nil {
@@ -535,7 +545,9 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 		case cur == "" && name == current:
 			refused = append(refused, name+" is the branch checked out: git does not delete it")
 		case cur == "":
-			lines = append(lines, "delete "+name+" "+old)
+			// Its reflog goes with it: its last value is kept where no
+			// command reaches (refs/corral is never synced).
+			lines = append(lines, "update "+deletedRefs+name+" "+old, "delete "+name+" "+old)
 			applied = append(applied, name)
 		case old == "":
 			lines = append(lines, "create "+name+" "+cur)

@@ -60,9 +60,13 @@ func TestGitStoreHostile(t *testing.T) {
 		t.Errorf("the host's blob %s now reads %q: a command replaced it", blob, got)
 	}
 	// Removing a ref's file is what git branch -D does, and reaches the
-	// host as that, but for the branch HEAD names, which git never deletes.
-	if got := hostGitT(t, ws, "for-each-ref", "--format=%(refname)"); got != "refs/heads/main\nrefs/tags/v1\n" {
+	// host as that, but for the branch HEAD names, which git never deletes;
+	// the last value of each deleted ref is kept where commands cannot go.
+	if got := hostGitT(t, ws, "for-each-ref", "--format=%(refname)"); got != "refs/corral/deleted/refs/heads/keep\nrefs/corral/deleted/refs/tags/v1\nrefs/heads/main\n" {
 		t.Errorf("the host's refs are now:\n%s", got)
+	}
+	if out := sh(t, c, "git for-each-ref refs/corral | wc -l"); out != "0" {
+		t.Errorf("commands see corral's refs: %s", out)
 	}
 	hostGitT(t, ws, "fsck", "--no-dangling")
 	// The user's next commit writes its reflog where the host's repository
@@ -77,13 +81,13 @@ func TestGitStoreHostile(t *testing.T) {
 	// What git in the sandbox makes reaches the host, loose and packed,
 	// and the user's commit reaches the sandbox.
 	sh(t, c, "rm .git/logs/HEAD && git checkout -q main && git reset -q --hard && git log -1 --format=%s | grep -qx 'by the user'")
-	sh(t, c, "git -c user.name=a -c user.email=a@x commit -q --allow-empty -m two && git tag v2 && git tag -d v1")
+	sh(t, c, "git -c user.name=a -c user.email=a@x commit -q --allow-empty -m two && git tag v2 && git tag v1 && git tag -d v1")
 	sh(t, c, "echo x >> f && git stash -q && echo y >> f && git stash -q && git gc -q")
 	sh(t, c, "git -c user.name=a -c user.email=a@x commit -q --allow-empty -m three")
 	if got := hostGitT(t, ws, "log", "--format=%s"); got != "three\ntwo\nby the user\none\n" {
 		t.Errorf("host log:\n%s", got)
 	}
-	if got := hostGitT(t, ws, "for-each-ref", "--format=%(refname)"); got != "refs/heads/main\nrefs/stash\nrefs/tags/v2\n" {
+	if got := hostGitT(t, ws, "for-each-ref", "--format=%(refname)", "refs/heads", "refs/tags", "refs/stash"); got != "refs/heads/main\nrefs/stash\nrefs/tags/v2\n" {
 		t.Errorf("the host's refs are now:\n%s", got)
 	}
 	if got := hostGitT(t, ws, "stash", "list", "--format=%gd"); got != "stash@{0}\nstash@{1}\n" {
