@@ -130,6 +130,10 @@ type shadowRepo struct {
 	// host's objects are not a directory of the repository's own).
 	Store     bool   `json:"store,omitempty"`
 	Alternate string `json:"alternate,omitempty"`
+
+	// What was read of each side at the last sync (gitstore.go's treeKey);
+	// nil: read it all.
+	hostKey, shadowKey, objectsKey treeKey
 }
 
 // syncKey tells whether a synced file changed since the last sync: a file
@@ -879,8 +883,9 @@ func (s *gitShadow) syncIn() {
 			s.log.Warn("cannot open a repository or its shadow", "path", r.Host, "err", err)
 			continue
 		}
-		if r.Alternate != "" {
+		if r.Alternate != "" && !r.objectsKey.unchanged(sd) {
 			s.keepAlternate(sd, r.Alternate)
+			r.objectsKey = nil // taken after the command, and the key with it
 		}
 		if r.Refs != nil && s.pullRefs(r, hd, sd) {
 			changed = true

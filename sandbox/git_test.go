@@ -49,7 +49,7 @@ func TestShadowDoesNotBlock(t *testing.T) {
 
 // hostGitT runs git on the host in dir, as the user would, and fails the
 // test when it fails.
-func hostGitT(t *testing.T, dir string, args ...string) string {
+func hostGitT(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-c", "user.name=u", "-c", "user.email=u@x", "-c", "core.fsmonitor=false"}, args...)...)
 	cmd.Dir = dir

@@ -123,6 +123,93 @@ func (s *gitShadow) keepAlternate(sd *repoDir, alt string) {
 	s.writeShadow(id, "alternates", want)
 }
 
+// treeKey tells whether a part of a repository changed since it was read:
+// the stat keys of the files and directories git changes when it writes
+// there (a ref, a loose object or a pack is made by a rename into its
+// directory, which changes the directory's mtime). Unchanged, the part is not
+// read again: after most commands nothing in the repository changed, and a
+// repository may have thousands of refs.
+type treeKey map[string]statKey
+
+// unchanged reports whether every path of k still has its key in d.
+func (k treeKey) unchanged(d *repoDir) bool {
+	if k == nil {
+		return false
+	}
+	for p, want := range k {
+		var st unix.Stat_t
+		got := statKey{}
+		if unix.Fstatat(d.fd, p, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			got = keyOfStat(&st)
+		}
+		if got != want {
+			return false
+		}
+	}
+	return true
+}
+
+// keyOf is the treeKey of paths in d, and of every directory under each of
+// dirs (found by descriptor, bounded).
+func keyOf(d *repoDir, paths []string, dirs ...string) treeKey {
+	k := treeKey{}
+	add := func(p string) {
+		var st unix.Stat_t
+		if unix.Fstatat(d.fd, p, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			k[p] = keyOfStat(&st)
+		} else {
+			k[p] = statKey{}
+		}
+	}
+	for _, p := range paths {
+		add(p)
+	}
+	n := 0
+	var walk func(dir *repoDir, rel string, depth int)
+	walk = func(dir *repoDir, rel string, depth int) {
+		add(rel)
+		if depth >= maxRefDepth {
+			return
+		}
+		names, err := dir.names(-1)
+		if err != nil {
+			return
+		}
+		for _, name := range names {
+			var st unix.Stat_t
+			if unix.Fstatat(dir.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || rel+"/"+name == "refs/corral" {
+				continue
+			}
+			if n++; n > maxRefs {
+				return
+			}
+			if sub, err := openBeneathFD(dir, name); err == nil {
+				walk(sub, rel+"/"+name, depth+1)
+				sub.close()
+			}
+		}
+	}
+	for _, top := range dirs {
+		if sub, err := openBeneathFD(d, top); err == nil {
+			walk(sub, top, 1)
+			sub.close()
+		} else {
+			add(top)
+		}
+	}
+	return k
+}
+
+// refsKey is the treeKey of a repository's refs and stash list.
+func refsKey(d *repoDir) treeKey {
+	return keyOf(d, []string{"packed-refs", "logs", "logs/refs", "logs/refs/stash"}, "refs")
+}
+
+// objectsKey is the treeKey of a shadow's own object store.
+func objectsKey(sd *repoDir) treeKey {
+	return keyOf(sd, []string{"objects/info/alternates"}, "objects")
+}
+
 // deletedRefs is where the host keeps the last value of each ref a command
 // deleted. Refs under refs/corral/ are neither shown to commands nor taken
 // from them.
@@ -254,6 +341,17 @@ func gitHostEnv() []string {
 // importObjects moves the objects commands made in r's shadow into the
 // host's store, checked by git; why says what was refused.
 func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
+	if r.objectsKey.unchanged(sd) {
+		return ""
+	}
+	defer func() {
+		// What was taken (or refused) is gone from the shadow now; the
+		// alternate is put back if a command changed it.
+		if r.Alternate != "" {
+			s.keepAlternate(sd, r.Alternate)
+		}
+		r.objectsKey = objectsKey(sd)
+	}()
 	od, err := openBeneathFD(sd, "objects")
 	if err != nil {
 		return ""
@@ -318,6 +416,13 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 		}
 		for _, o := range objs {
 			o.dir.remove(o.name)
+		}
+	}
+	// An emptied fan-out directory goes, so that the next object made there
+	// changes the store's own mtime (git makes the directory again).
+	for _, name := range names {
+		if len(name) == 2 {
+			unix.Unlinkat(od.fd, name, unix.AT_REMOVEDIR)
 		}
 	}
 	if len(problems) > 0 {
@@ -496,10 +601,20 @@ func writePackEntry(w io.Writer, d *repoDir, name string, typ byte, size int64) 
 // pushRefs applies to the host the refs commands changed in r's shadow since
 // the last sync; why says what was refused (those are put back).
 func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why string) {
+	if r.shadowKey.unchanged(sd) {
+		return false, ""
+	}
+	key := refsKey(sd)
 	shadow, _, err := readRefs(sd, r.HashLen)
 	if err != nil {
 		return false, ""
 	}
+	defer func() {
+		if r.shadowKey == nil {
+			r.shadowKey = key
+		}
+		r.hostKey = nil // written, perhaps: read again before the next command
+	}()
 	// A symbolic ref (refs/remotes/origin/HEAD) stays the shadow's.
 	symbolic := func(v string) bool { return strings.HasPrefix(v, "ref: ") }
 	var names []string
@@ -515,6 +630,7 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 	}
 	stashLog, stashChanged := s.stashLogChanged(r, sd)
 	if len(names) == 0 && !stashChanged {
+		r.shadowKey = key
 		return false, ""
 	}
 	slices.Sort(names)
@@ -655,11 +771,20 @@ func checkReflog(b []byte, hashLen int) error {
 // pullRefs writes into r's shadow the refs the user changed on the host
 // since the last sync.
 func (s *gitShadow) pullRefs(r *shadowRepo, hd, sd *repoDir) bool {
+	if r.hostKey.unchanged(hd) {
+		return false
+	}
+	key := refsKey(hd)
 	host, _, err := readRefs(hd, r.HashLen)
-	if err != nil || maps.Equal(host, r.Refs) {
+	if err != nil {
+		return false
+	}
+	if maps.Equal(host, r.Refs) {
+		r.hostKey = key
 		return false
 	}
 	s.resetRefs(r, hd, sd)
+	r.hostKey = key
 	return true
 }
 
@@ -739,4 +864,5 @@ func (s *gitShadow) resetRefs(r *shadowRepo, hd, sd *repoDir) {
 	if len(log) > 0 {
 		r.StashSum = sha256.Sum256(log)
 	}
+	r.shadowKey = refsKey(sd)
 }

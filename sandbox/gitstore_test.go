@@ -1,9 +1,12 @@
 package sandbox
 
 import (
+	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -184,4 +187,49 @@ func TestGitStoreRace(t *testing.T) {
 	}
 	run(t, c, ExecRequest{Command: "pkill -f race.py"})
 	hostGitT(t, ws, "fsck", "--no-dangling")
+}
+
+// BenchmarkShadowSync: what the shadow costs after a command that changed
+// nothing in the repository (every command), for a repository of a few refs
+// and one of 10,000 (tags, loose on the host), against the part that was
+// there before the shadow had its own store (HEAD, ORIG_HEAD, index).
+//
+//	go test ./sandbox -run XXX -bench ShadowSync -benchtime 2000x
+func BenchmarkShadowSync(b *testing.B) {
+	if _, err := exec.LookPath("git"); err != nil {
+		b.Fatal("no git on the host")
+	}
+	for _, n := range []int{10, 10_000} {
+		ws := b.TempDir()
+		b.Setenv("XDG_STATE_HOME", b.TempDir())
+		hostGitT(b, ws, "init", "-q")
+		hostGitT(b, ws, "commit", "-q", "--allow-empty", "-m", "one")
+		head := strings.TrimSpace(hostGitT(b, ws, "rev-parse", "HEAD"))
+		os.MkdirAll(filepath.Join(ws, ".git", "refs", "tags"), 0o755)
+		for i := range n {
+			os.WriteFile(filepath.Join(ws, ".git", "refs", "tags", "t"+strconv.Itoa(i)), []byte(head+"\n"), 0o644)
+		}
+		s, err := newGitShadow(ws, "bench", os.Getuid(), os.Getgid(), nil, slog.New(slog.DiscardHandler))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("refs=%d/files", n), func(b *testing.B) {
+			r := s.st.Repos[0]
+			for b.Loop() {
+				hd, sd, _ := s.openRepo(r)
+				for _, name := range gitSynced {
+					s.push(r, hd, sd, name)
+				}
+				hd.close()
+				sd.close()
+			}
+		})
+		b.Run(fmt.Sprintf("refs=%d/all", n), func(b *testing.B) {
+			for b.Loop() {
+				s.syncIn()
+				s.syncOut()
+			}
+		})
+		s.close()
+	}
 }
