@@ -150,8 +150,9 @@ func (k treeKey) unchanged(d *repoDir) bool {
 }
 
 // keyOf is the treeKey of paths in d, and of every directory under each of
-// dirs (found by descriptor, bounded).
-func keyOf(d *repoDir, paths []string, dirs ...string) treeKey {
+// dirs (found by descriptor, bounded), and with files, of every file there
+// too (a command may write a ref in place, where git would rename).
+func keyOf(d *repoDir, paths []string, files bool, dirs ...string) treeKey {
 	k := treeKey{}
 	add := func(p string) {
 		var st unix.Stat_t
@@ -177,11 +178,17 @@ func keyOf(d *repoDir, paths []string, dirs ...string) treeKey {
 		}
 		for _, name := range names {
 			var st unix.Stat_t
-			if unix.Fstatat(dir.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || rel+"/"+name == "refs/corral" {
+			if unix.Fstatat(dir.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || rel+"/"+name == "refs/corral" {
 				continue
 			}
 			if n++; n > maxRefs {
 				return
+			}
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				if files {
+					k[rel+"/"+name] = keyOfStat(&st)
+				}
+				continue
 			}
 			if sub, err := openBeneathFD(dir, name); err == nil {
 				walk(sub, rel+"/"+name, depth+1)
@@ -200,14 +207,16 @@ func keyOf(d *repoDir, paths []string, dirs ...string) treeKey {
 	return k
 }
 
-// refsKey is the treeKey of a repository's refs and stash list.
-func refsKey(d *repoDir) treeKey {
-	return keyOf(d, []string{"packed-refs", "logs", "logs/refs", "logs/refs/stash"}, "refs")
+// refsKey is the treeKey of a repository's refs and stash list: on the
+// host, which git alone writes (by rename), its directories; in a shadow,
+// whose refs are packed but for the few commands wrote, every file.
+func refsKey(d *repoDir, files bool) treeKey {
+	return keyOf(d, []string{"packed-refs", "logs", "logs/refs", "logs/refs/stash"}, files, "refs")
 }
 
 // objectsKey is the treeKey of a shadow's own object store.
 func objectsKey(sd *repoDir) treeKey {
-	return keyOf(sd, []string{"objects/info/alternates"}, "objects")
+	return keyOf(sd, []string{"objects/info/alternates"}, false, "objects")
 }
 
 // deletedRefs is where the host keeps the last value of each ref a command
@@ -604,17 +613,12 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 	if r.shadowKey.unchanged(sd) {
 		return false, ""
 	}
-	key := refsKey(sd)
+	key := refsKey(sd, true)
 	shadow, _, err := readRefs(sd, r.HashLen)
 	if err != nil {
 		return false, ""
 	}
-	defer func() {
-		if r.shadowKey == nil {
-			r.shadowKey = key
-		}
-		r.hostKey = nil // written, perhaps: read again before the next command
-	}()
+	r.shadowKey = key // what was read; resetRefs below makes it anew
 	// A symbolic ref (refs/remotes/origin/HEAD) stays the shadow's.
 	symbolic := func(v string) bool { return strings.HasPrefix(v, "ref: ") }
 	var names []string
@@ -630,7 +634,6 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 	}
 	stashLog, stashChanged := s.stashLogChanged(r, sd)
 	if len(names) == 0 && !stashChanged {
-		r.shadowKey = key
 		return false, ""
 	}
 	slices.Sort(names)
@@ -672,6 +675,9 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 			lines = append(lines, "update "+name+" "+cur+" "+old)
 			applied = append(applied, name)
 		}
+	}
+	if len(lines) > 0 || stashChanged {
+		r.hostKey = nil // the host's refs change: read them again before the next command
 	}
 	if len(lines) > 0 {
 		in := strings.Join(lines, "\n") + "\n"
@@ -774,7 +780,7 @@ func (s *gitShadow) pullRefs(r *shadowRepo, hd, sd *repoDir) bool {
 	if r.hostKey.unchanged(hd) {
 		return false
 	}
-	key := refsKey(hd)
+	key := refsKey(hd, false)
 	host, _, err := readRefs(hd, r.HashLen)
 	if err != nil {
 		return false
@@ -864,5 +870,5 @@ func (s *gitShadow) resetRefs(r *shadowRepo, hd, sd *repoDir) {
 	if len(log) > 0 {
 		r.StashSum = sha256.Sum256(log)
 	}
-	r.shadowKey = refsKey(sd)
+	r.shadowKey = refsKey(sd, true)
 }
