@@ -33,7 +33,7 @@ func (c *Container) Commit(ctx context.Context, ref string, labels map[string]st
 	switch {
 	case closed:
 		return "", ErrClosed
-	case conn == nil || conn.broken():
+	case conn == nil || conn.Err() != nil:
 		return "", errors.New("sandbox: no running container to commit: run a command first")
 	}
 	img, err := api.ImageInspect(ctx, c.cfg.Image)

@@ -255,7 +255,7 @@ func (c *Container) ensure(ctx context.Context) (conn *Client, reason string, er
 	if closed {
 		return nil, "", ErrClosed
 	}
-	if old != nil && !old.broken() {
+	if old != nil && old.Err() == nil {
 		return old, "", nil
 	}
 	// A new container starts where the last one's shell was.
@@ -266,10 +266,8 @@ func (c *Container) ensure(ctx context.Context) (conn *Client, reason string, er
 		if errors.As(old.Death(), &d) {
 			reason = d.Reason
 		}
-		c.removeLater(old.name)
-		old.mu.Lock()
-		dir, reset = old.dir, old.dirReset
-		old.mu.Unlock()
+		c.removeLater(old.Name())
+		dir, reset = old.Dir(), old.DirReset()
 	}
 	// Close cancels a start in progress, and waits for it.
 	sctx, cancel := context.WithCancel(ctx)
@@ -294,7 +292,7 @@ func (c *Container) ensure(ctx context.Context) (conn *Client, reason string, er
 	if c.closed {
 		c.mu.Unlock()
 		conn.Close()
-		c.remove(ctx, conn.name)
+		c.remove(ctx, conn.Name())
 		return nil, "", ErrClosed
 	}
 	c.client = conn
@@ -462,7 +460,7 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	}
 	defer func() {
 		if err != nil && side != nil {
-			side.close()
+			side.Close()
 		}
 	}()
 	cc, hc := c.spec(info, g, side)
@@ -520,23 +518,26 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	if c.transport != nil {
 		stream = c.transport(stream)
 	}
-	conn, err := Dial(ctx, stream, ClientConfig{
-		Name:       id,
-		Hello:      hello,
-		Dir:        dir,
-		InputWait:  c.cfg.InputWait,
-		Egress:     c.cfg.Egress,
-		Stderr:     stderr,
-		egressSide: side,
-		Logger:     c.log,
-		Died:       func(cause error) *DiedError { return c.died(api, id, cause, stderr) },
-		Broken:     func() { c.removeLater(id) },
-	})
+	cfg := ClientConfig{
+		Name:      id,
+		Hello:     hello,
+		Dir:       dir,
+		DirReset:  reset,
+		InputWait: c.cfg.InputWait,
+		Egress:    c.cfg.Egress,
+		Stderr:    stderr,
+		Logger:    c.log,
+		Died:      func(cause error) *DiedError { return c.died(api, id, cause, stderr) },
+		Broken:    func() { c.removeLater(id) },
+	}
+	if side != nil {
+		cfg.EgressSocket = side
+	}
+	conn, err := Dial(ctx, stream, cfg)
 	if err != nil {
 		return nil, c.startFailed(api, id, err)
 	}
-	conn.dirReset = reset
-	c.log.Debug("sandbox started", "container", id, "name", name, "shell", conn.hello.Shell, "inputWait", conn.hello.InputWait)
+	c.log.Debug("sandbox started", "container", id, "name", name, "shell", conn.Agent().Shell, "inputWait", conn.Agent().InputWait)
 	return conn, nil
 }
 
@@ -823,7 +824,7 @@ func (c *Container) Close(ctx context.Context) error {
 	c.mu.Unlock()
 	if conn != nil {
 		conn.Close()
-		ids = append(ids, conn.name)
+		ids = append(ids, conn.Name())
 	}
 	var errs []error
 	for _, id := range ids {

@@ -33,8 +33,28 @@ const (
 	EgressSOCKSAddr = "127.0.0.1:1080"
 )
 
-// maxRelayed bounds the relayed connections of one sandbox at once.
-const maxRelayed = 512
+// MaxRelayed bounds the relayed connections of one sandbox at once, over
+// the agent's stream and over an EgressSocket alike.
+const MaxRelayed = 512
+
+// EgressSocket is a second path for a sandbox's egress that a backend may
+// offer the agent with the listeners: a Unix socket of the host's that the
+// agent reaches at Path inside the sandbox (the Docker backend mounts one),
+// so that relayed connections stay off the agent's stream.
+type EgressSocket interface {
+	// Path is where the agent finds the socket inside the sandbox.
+	Path() string
+	// PassFD says the agent should hand over each connection's descriptor
+	// rather than relay its bytes in frames.
+	PassFD() bool
+	// Serve waits for the agent's connection, which the agent says it made,
+	// and serves it until Close. An error means the agent relays egress
+	// over its stream instead.
+	Serve() error
+	// Close ends the socket and every connection it brought; later calls
+	// do nothing.
+	Close()
+}
 
 // netListenTimeout bounds the agent's answer to NetListen.
 const netListenTimeout = 10 * time.Second
@@ -89,28 +109,28 @@ func (c *Container) egressSide(info *system.Info) (*egressSide, error) {
 
 // openEgress has the agent open the egress listeners, offering it side's
 // socket when there is one; the socket's connection ends with the client's.
-func (c *Client) openEgress(ctx context.Context, side *egressSide) error {
+func (c *Client) openEgress(ctx context.Context, side EgressSocket) error {
 	m := proto.NetListenMsg{HTTP: EgressHTTPAddr, SOCKS: EgressSOCKSAddr}
 	if side != nil {
-		m.Socket, m.PassFD = egressSocketPath, side.passFD
+		m.Socket, m.PassFD = side.Path(), side.PassFD()
 	}
 	reply, err := c.listen(ctx, m)
 	if err != nil || side == nil {
 		return err
 	}
 	if reply.SocketError == "" {
-		err = side.serve()
+		err = side.Serve()
 	} else {
 		err = errors.New(sanitize.Text(reply.SocketError))
 	}
 	if err != nil {
 		c.log.Warn("no egress socket: relaying egress over the agent's stream", "sandbox", c.name, "err", err)
-		side.close()
+		side.Close()
 		return nil
 	}
 	go func() {
 		<-c.done
-		side.close()
+		side.Close()
 	}()
 	return nil
 }

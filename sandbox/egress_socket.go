@@ -115,9 +115,15 @@ func (s *egressSide) acceptOne() {
 	}
 }
 
-// serve waits for the agent's connection and serves it: descriptors under
-// passFD, else frames. It returns at once; close ends it.
-func (s *egressSide) serve() error {
+// Path is where the agent finds the socket inside the container.
+func (s *egressSide) Path() string { return egressSocketPath }
+
+// PassFD says the agent hands descriptors over, else frames.
+func (s *egressSide) PassFD() bool { return s.passFD }
+
+// Serve waits for the agent's connection and serves it: descriptors under
+// passFD, else frames. It returns at once; Close ends it.
+func (s *egressSide) Serve() error {
 	var u *net.UnixConn
 	select {
 	case u = <-s.got:
@@ -132,7 +138,7 @@ func (s *egressSide) serve() error {
 	}
 	s.u = u
 	if !s.passFD {
-		s.nets = netrelay.NewSizedTable(s.send, maxRelayed, netrelay.WideSizes)
+		s.nets = netrelay.NewSizedTable(s.send, MaxRelayed, netrelay.WideSizes)
 	}
 	s.mu.Unlock()
 	if s.passFD {
@@ -157,7 +163,7 @@ func (s *egressSide) send(b []byte) error {
 // listener accepted; anything else ends the side connection (the agent then
 // relays over its stream).
 func (s *egressSide) readFDs(u *net.UnixConn) {
-	defer s.close()
+	defer s.Close()
 	var b [1]byte
 	oob := make([]byte, syscall.CmsgSpace(4*4))
 	for {
@@ -183,7 +189,7 @@ func (s *egressSide) readFDs(u *net.UnixConn) {
 // readFrames dispatches the agent's frames of relayed connections until the
 // side connection ends; a frame of another kind ends it.
 func (s *egressSide) readFrames(u *net.UnixConn) {
-	defer s.close()
+	defer s.Close()
 	fr := proto.NewReader(bufio.NewReaderSize(u, 64<<10))
 	for {
 		f, err := fr.Next()
@@ -218,7 +224,7 @@ func (s *egressSide) readFrames(u *net.UnixConn) {
 // serveConn hands one connection to the proxy until it ends.
 func (s *egressSide) serveConn(c net.Conn, socks bool) {
 	s.mu.Lock()
-	if s.closed || len(s.conns) >= maxRelayed {
+	if s.closed || len(s.conns) >= MaxRelayed {
 		s.mu.Unlock()
 		c.Close()
 		return
@@ -272,9 +278,9 @@ func tcpConn(fd int) net.Conn {
 	return c
 }
 
-// close stops listening and ends the side connection and every connection
+// Close stops listening and ends the side connection and every connection
 // it brought.
-func (s *egressSide) close() {
+func (s *egressSide) Close() {
 	s.ln.Close()
 	os.RemoveAll(s.dir)
 	s.mu.Lock()

@@ -32,7 +32,7 @@ func agentSide(t *testing.T, passFD bool, addrs map[byte]string) (*egressSide, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.close)
+	t.Cleanup(s.Close)
 	u, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: s.path, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func agentSide(t *testing.T, passFD bool, addrs map[byte]string) (*egressSide, *
 	if addrs != nil {
 		s.addrs = addrs
 	}
-	if err := s.serve(); err != nil {
+	if err := s.Serve(); err != nil {
 		t.Fatal(err)
 	}
 	return s, e, u
