@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/system"
-
 	"github.com/corralhq/corral/internal/sanitize"
 	"github.com/corralhq/corral/sandbox/internal/netrelay"
 	"github.com/corralhq/corral/sandbox/proto"
@@ -94,19 +92,6 @@ func needsQuotes(s string) bool {
 	})
 }
 
-// egressSide opens the socket of a new container's egress where the runtime
-// can mount it (see socketEgress); nil for the stream relay.
-func (c *Container) egressSide(info *system.Info) (*egressSide, error) {
-	if c.cfg.Egress == nil || c.cfg.EgressStream {
-		return nil, nil
-	}
-	ok, passFD := socketEgress(info, c.cfg.Runtime)
-	if !ok {
-		return nil, nil
-	}
-	return listenEgressSide(c.cfg.Egress, passFD, c.log)
-}
-
 // openEgress has the agent open the egress listeners, offering it side's
 // socket when there is one; the socket's connection ends with the client's.
 func (c *Client) openEgress(ctx context.Context, side EgressSocket) error {
@@ -182,19 +167,13 @@ func (c *Client) dispatchNet(f proto.Frame) (bool, error) {
 	return c.nets.Dispatch(f)
 }
 
-// sandboxAddr is the address of a relayed connection's ends.
-type sandboxAddr string
-
-func (a sandboxAddr) Network() string { return "sandbox" }
-func (a sandboxAddr) String() string  { return string(a) }
-
 // netOpen hands a connection the agent accepted to the egress proxy, or
 // refuses it: the sandbox chooses nothing of what the host does with it.
 func (c *Client) netOpen(id uint32, listener string) {
 	var conn *netrelay.Conn
 	ok := c.egress != nil && id&proto.NetStreamBit != 0 && (listener == "http" || listener == "socks")
 	if ok {
-		conn, ok = c.nets.Open(id, sandboxAddr(c.name), sandboxAddr("sandbox "+listener))
+		conn, ok = c.nets.Open(id, netrelay.Addr(c.name), netrelay.Addr("sandbox "+listener))
 	}
 	if !ok {
 		go func() { _ = c.send(proto.NetEndFrame(id, true)) }()

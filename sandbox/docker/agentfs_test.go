@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,12 +16,12 @@ import (
 
 	"github.com/corralhq/corral/fsys"
 	"github.com/corralhq/corral/fsys/fsystest"
-	"github.com/corralhq/corral/sandbox/internal/ring"
+	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/sandbox/proto"
 )
 
 // agentFS opens the sandbox's workspace through its agent.
-func agentFS(t testing.TB, c *Container) *AgentFS {
+func agentFS(t testing.TB, c *Container) *sandbox.AgentFS {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -185,40 +184,6 @@ func TestAgentFSConformance(t *testing.T) {
 	}
 }
 
-// FuzzDispatchFS: whatever file-operation frames the agent sends, the host's
-// dispatcher returns an error or nothing, never panics, and never holds more
-// of a read than its window.
-func FuzzDispatchFS(f *testing.F) {
-	f.Add(byte(proto.FSReply), uint32(proto.FSStreamBit|1), []byte(`{"handle":5,"info":{"name":"YQ==","size":3}}`))
-	f.Add(byte(proto.FSData), uint32(proto.FSStreamBit|2), []byte("data"))
-	f.Add(byte(proto.FSCredit), uint32(proto.FSStreamBit|3), []byte{0, 0, 0, 1})
-	f.Add(byte(proto.FSReply), uint32(proto.FSStreamBit|2), []byte(`{"error":{"op":"read","errno":2}}`))
-	f.Add(byte(proto.FSData), uint32(1), []byte("x"))
-	f.Fuzz(func(t *testing.T, typ byte, stream uint32, p []byte) {
-		c := &Client{streams: map[uint32]*hostStream{}, helloCh: make(chan proto.AgentHelloMsg, 1), log: slog.New(slog.DiscardHandler)}
-		c.fsc.calls = map[uint32]*fsCall{}
-		for id, read := range map[uint32]bool{proto.FSStreamBit | 1: false, proto.FSStreamBit | 2: true, proto.FSStreamBit | 3: false} {
-			call := &fsCall{id: id, reply: make(chan proto.FSReplyMsg, 1), ready: make(chan struct{}, 1)}
-			if read {
-				call.data = ring.New(proto.FSWindow)
-			}
-			c.fsc.calls[id] = call
-		}
-		rd := c.fsc.calls[proto.FSStreamBit|2]
-		for range 3 {
-			_ = c.dispatch(proto.Frame{Type: proto.Type(typ), Stream: stream, Payload: p})
-		}
-		if rd.data.Len() > proto.FSWindow {
-			t.Fatal("a read holds more than its window")
-		}
-		select {
-		case r := <-rd.reply:
-			_ = fsError(r.Error)
-		default:
-		}
-	})
-}
-
 // The agent is root in the container; its file operations are the commands'
 // user's: in a workspace of an unprivileged user, a file only root may read
 // stays closed to them, as does a directory only root may write, and what
@@ -239,7 +204,7 @@ func runtimes(t *testing.T) []string {
 	return rts
 }
 
-func runtimeConfig(t *testing.T, rt string) Config {
+func runtimeConfig(t *testing.T, rt string) sandbox.Config {
 	cfg := testConfig(t)
 	if rt != "default" {
 		cfg.Runtime = rt
@@ -358,7 +323,7 @@ print('hit', hit, 'refused', refused)
 	if err := os.WriteFile(filepath.Join(c.Workspace(), "kill.py"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, out := run(t, c, ExecRequest{Command: "python3 kill.py"})
+	res, out := run(t, c, sandbox.ExecRequest{Command: "python3 kill.py"})
 	if res.ExitCode != 0 {
 		t.Fatalf("the script failed (%d): %s", res.ExitCode, out)
 	}
@@ -369,7 +334,7 @@ print('hit', hit, 'refused', refused)
 	if _, err := a.Stat("."); err != nil {
 		t.Errorf("file operations after the attempts: %v", err)
 	}
-	res, out = run(t, c, ExecRequest{Command: "true"})
+	res, out = run(t, c, sandbox.ExecRequest{Command: "true"})
 	if res.Restarted {
 		t.Errorf("the sandbox died: %s (%s)", res.RestartReason, out)
 	}
@@ -427,7 +392,7 @@ func TestAgentFSFollowsRestart(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "the client sees the death", func() bool {
 		_, err := sub.Stat(".")
-		var d *DiedError
+		var d *sandbox.DiedError
 		return errors.As(err, &d)
 	})
 	if _, err := a.Stat("d"); err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // BenchmarkExecTrue is the round trip of `true` through the agent, as an
@@ -20,7 +22,7 @@ func BenchmarkExecTrue(b *testing.B) {
 		b.StopTimer()
 		time.Sleep(20 * time.Millisecond)
 		b.StartTimer()
-		res, err := c.Exec(ctx, ExecRequest{Command: "true"})
+		res, err := c.Exec(ctx, sandbox.ExecRequest{Command: "true"})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatal(res, err)
 		}
@@ -33,7 +35,7 @@ func BenchmarkExecTrueBackToBack(b *testing.B) {
 	c := shared(b)
 	ctx := context.Background()
 	for b.Loop() {
-		res, err := c.Exec(ctx, ExecRequest{Command: "true"})
+		res, err := c.Exec(ctx, sandbox.ExecRequest{Command: "true"})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatal(res, err)
 		}
@@ -88,7 +90,7 @@ func BenchmarkFlood(b *testing.B) {
 	b.SetBytes(100 << 20)
 	b.ResetTimer()
 	for b.Loop() {
-		res, err := c.Exec(ctx, ExecRequest{Command: "yes | head -c 100M", Output: io.Discard})
+		res, err := c.Exec(ctx, sandbox.ExecRequest{Command: "yes | head -c 100M", Output: io.Discard})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatal(res, err)
 		}
@@ -103,11 +105,11 @@ func BenchmarkColdStart(b *testing.B) {
 	ws := b.TempDir()
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
-		c, err := New(Config{Workspace: ws, Image: testImage, Agent: testAgent})
+		c, err := New(sandbox.Config{Workspace: ws, Image: testImage, Agent: testAgent})
 		if err != nil {
 			b.Fatal(err)
 		}
-		res, err := c.Exec(ctx, ExecRequest{Command: "true"})
+		res, err := c.Exec(ctx, sandbox.ExecRequest{Command: "true"})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatal(res, err)
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -59,7 +60,7 @@ func runtimeName(rt string) string {
 type hostile struct {
 	t   *testing.T
 	s   *tools.Session
-	box *sandbox.Container
+	box *docker.Container
 	ws  string
 }
 
@@ -80,7 +81,7 @@ func newHostile(t *testing.T, rt string, cfg func(*sandbox.Config)) *hostile {
 	if cfg != nil {
 		cfg(&c)
 	}
-	box, err := sandbox.New(c)
+	box, err := docker.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}

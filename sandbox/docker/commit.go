@@ -8,17 +8,9 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
-)
 
-// Committer is a sandbox whose filesystem can become an image, from which
-// later sandboxes start (package snapshot): the Docker backend's.
-type Committer interface {
-	// Commit makes an image of the sandbox's filesystem as it is now —
-	// what commands installed or changed outside the workspace; not the
-	// mounts (the workspace, /tmp and HOME) — tagged ref, with labels, and
-	// returns its ID. The sandbox must be running.
-	Commit(ctx context.Context, ref string, labels map[string]string) (string, error)
-}
+	"github.com/corralhq/corral/sandbox"
+)
 
 // Commit makes an image of the running container's filesystem, tagged ref:
 // its changes over the image are a layer of the new one. The container is
@@ -32,7 +24,7 @@ func (c *Container) Commit(ctx context.Context, ref string, labels map[string]st
 	c.mu.Unlock()
 	switch {
 	case closed:
-		return "", ErrClosed
+		return "", sandbox.ErrClosed
 	case conn == nil || conn.Err() != nil:
 		return "", errors.New("sandbox: no running container to commit: run a command first")
 	}
@@ -58,7 +50,7 @@ func (c *Container) Commit(ctx context.Context, ref string, labels map[string]st
 		cfg.Labels = map[string]string{}
 	}
 	maps.Copy(cfg.Labels, labels)
-	resp, err := api.ContainerCommit(ctx, conn.name, container.CommitOptions{Reference: ref, Pause: false, Config: cfg, Comment: "corral snapshot of sandbox " + c.cfg.Session})
+	resp, err := api.ContainerCommit(ctx, conn.Name(), container.CommitOptions{Reference: ref, Pause: false, Config: cfg, Comment: "corral snapshot of sandbox " + c.cfg.Session})
 	if err != nil {
 		return "", fmt.Errorf("sandbox: commit: %w", err)
 	}
@@ -79,7 +71,7 @@ func RemoveImage(ctx context.Context, ref string) error {
 	return nil
 }
 
-var _ Committer = (*Container)(nil)
+var _ sandbox.Committer = (*Container)(nil)
 
 // Image returns the image the container runs (DefaultImage when the
 // configuration named none).

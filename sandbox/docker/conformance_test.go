@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/sandbox/sandboxtest"
 )
 
@@ -17,15 +18,15 @@ func TestConformance(t *testing.T) {
 			name = "default"
 		}
 		t.Run(name, func(t *testing.T) {
-			sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox { return sandbox.NewConformanceSandbox(t, runtime) })
+			sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox { return docker.NewConformanceSandbox(t, runtime) })
 		})
 	}
 	// An image without bash: commands run in its sh.
 	t.Run("nobash", func(t *testing.T) {
-		sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox { return sandbox.NewNoBashConformanceSandbox(t) })
+		sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox { return docker.NewNoBashConformanceSandbox(t) })
 	})
 	// The client over a stream without write deadlines, as a pod's.
 	t.Run("piped", func(t *testing.T) {
-		sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox { return sandbox.NewPipedConformanceSandbox(t) })
+		sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox { return docker.NewPipedConformanceSandbox(t) })
 	})
 }

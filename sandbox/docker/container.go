@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,11 +22,11 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/system"
 
+	"github.com/corralhq/corral/fsys"
 	"github.com/corralhq/corral/internal/sanitize"
-
-	"github.com/corralhq/corral/sandbox/proto"
-
+	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/sandbox/internal/envpath"
+	"github.com/corralhq/corral/sandbox/proto"
 )
 
 // agentPath is where the agent binary is mounted inside the container.
@@ -36,16 +35,11 @@ const agentPath = "/.corral/corral"
 // commandHome is HOME for commands: on the /tmp tmpfs, created by the agent.
 const commandHome = "/tmp/home"
 
-// WindowSize is a terminal's size in character cells.
-type WindowSize struct {
-	Cols, Rows uint16
-}
-
 // Container is the sandbox of one session: one Docker container, created on
 // first use, whose agent runs every command. Its methods are safe for
 // concurrent use; concurrent commands run concurrently.
 type Container struct {
-	cfg Config // validated, defaults applied
+	cfg sandbox.Config // validated, defaults applied
 	log *slog.Logger
 	uid uint32 // commands' credentials, never 0
 	gid uint32
@@ -65,8 +59,8 @@ type Container struct {
 	mu         sync.Mutex // guards the fields below
 	api        dockerAPI
 	info       *system.Info
-	client     *Client // the current container's agent; nil before the first start
-	generation int     // containers started so far
+	client     *sandbox.Client // the current container's agent; nil before the first start
+	generation int             // containers started so far
 	closed     bool
 	// startCancel cancels the start in progress, if any.
 	startCancel context.CancelFunc
@@ -81,7 +75,7 @@ var opportunisticGC sync.Once
 
 // New validates cfg and returns the session's sandbox. The container itself is
 // created on first use (Exec, Shell or Start).
-func New(cfg Config) (*Container, error) {
+func New(cfg sandbox.Config) (*Container, error) {
 	if cfg.Workspace == "" {
 		return nil, errors.New("sandbox: no workspace given")
 	}
@@ -120,11 +114,11 @@ func New(cfg Config) (*Container, error) {
 		}
 	}
 	if cfg.Image == "" {
-		cfg.Image = DefaultImage
+		cfg.Image = sandbox.DefaultImage
 	}
 	switch cfg.Network {
 	case "":
-		cfg.Network = DefaultNetwork
+		cfg.Network = sandbox.DefaultNetwork
 	case "none", "bridge":
 	default:
 		return nil, fmt.Errorf("sandbox: network %q: want none or bridge", cfg.Network)
@@ -133,13 +127,13 @@ func New(cfg Config) (*Container, error) {
 		return nil, fmt.Errorf("sandbox: network %q with an egress proxy: the proxy must be the only way out, so the network is none", cfg.Network)
 	}
 	if cfg.PidsLimit == 0 {
-		cfg.PidsLimit = DefaultPidsLimit
+		cfg.PidsLimit = sandbox.DefaultPidsLimit
 	}
 	if cfg.PidsLimit < 16 {
 		return nil, fmt.Errorf("sandbox: pids limit %d: want at least 16", cfg.PidsLimit)
 	}
 	if cfg.Memory == 0 {
-		cfg.Memory = DefaultMemory
+		cfg.Memory = sandbox.DefaultMemory
 	}
 	if cfg.Memory < 32<<20 {
 		return nil, fmt.Errorf("sandbox: memory limit %d: want at least 32 MiB", cfg.Memory)
@@ -161,7 +155,7 @@ func New(cfg Config) (*Container, error) {
 		}
 	}
 	if cfg.InputWait == 0 {
-		cfg.InputWait = DefaultInputWait
+		cfg.InputWait = sandbox.DefaultInputWait
 	}
 	if cfg.Agent == "" {
 		if cfg.Agent, err = os.Executable(); err != nil {
@@ -189,10 +183,10 @@ func New(cfg Config) (*Container, error) {
 	if user == "" {
 		user = fmt.Sprintf("%d:%d", owner, group)
 		if owner == 0 {
-			user = DefaultRootUser
+			user = sandbox.DefaultRootUser
 		}
 	}
-	uid, gid, err := ParseUser(user)
+	uid, gid, err := sandbox.ParseUser(user)
 	if err != nil {
 		return nil, err
 	}
@@ -205,23 +199,6 @@ func New(cfg Config) (*Container, error) {
 		machine:       machine,
 		agentRT:       rt,
 	}, nil
-}
-
-// ParseUser parses "UID:GID" (Config.User, ExecRequest.User), both numeric,
-// neither root.
-func ParseUser(s string) (uid, gid uint32, err error) {
-	u, g, ok := strings.Cut(s, ":")
-	pu, uerr := strconv.ParseUint(u, 10, 32)
-	pg, gerr := strconv.ParseUint(g, 10, 32)
-	switch {
-	case !ok || uerr != nil || gerr != nil || pu == 1<<32-1 || pg == 1<<32-1:
-		return 0, 0, fmt.Errorf("sandbox: user %q: want UID:GID, both numbers", s)
-	case pu == 0:
-		return 0, 0, fmt.Errorf("sandbox: user %q: commands never run as root; give another uid", s)
-	case pg == 0:
-		return 0, 0, fmt.Errorf("sandbox: user %q: commands never run in the root group; give another gid", s)
-	}
-	return uint32(pu), uint32(pg), nil
 }
 
 // Session returns the session id.
@@ -239,21 +216,21 @@ func (c *Container) Start(ctx context.Context) error {
 // Client returns the client of the current container's agent, starting a
 // container first when there is none or the last one died. A client serves
 // one container: after a death, call Client again for the next.
-func (c *Container) Client(ctx context.Context) (*Client, error) {
+func (c *Container) Client(ctx context.Context) (*sandbox.Client, error) {
 	cl, _, err := c.ensure(ctx)
 	return cl, err
 }
 
 // ensure returns the agent client of a live container, starting a new
 // container when there is none or the last one died; then reason says why.
-func (c *Container) ensure(ctx context.Context) (conn *Client, reason string, err error) {
+func (c *Container) ensure(ctx context.Context) (conn *sandbox.Client, reason string, err error) {
 	c.startMu.Lock()
 	defer c.startMu.Unlock()
 	c.mu.Lock()
 	old, closed := c.client, c.closed
 	c.mu.Unlock()
 	if closed {
-		return nil, "", ErrClosed
+		return nil, "", sandbox.ErrClosed
 	}
 	if old != nil && old.Err() == nil {
 		return old, "", nil
@@ -262,7 +239,7 @@ func (c *Container) ensure(ctx context.Context) (conn *Client, reason string, er
 	dir, reset := c.cfg.Workspace, false
 	if old != nil {
 		reason = "the sandbox container died"
-		var d *DiedError
+		var d *sandbox.DiedError
 		if errors.As(old.Death(), &d) {
 			reason = d.Reason
 		}
@@ -284,7 +261,7 @@ func (c *Container) ensure(ctx context.Context) (conn *Client, reason string, er
 		closed := c.closed
 		c.mu.Unlock()
 		if closed {
-			return nil, "", ErrClosed
+			return nil, "", sandbox.ErrClosed
 		}
 		return nil, "", err
 	}
@@ -293,7 +270,7 @@ func (c *Container) ensure(ctx context.Context) (conn *Client, reason string, er
 		c.mu.Unlock()
 		conn.Close()
 		c.remove(ctx, conn.Name())
-		return nil, "", ErrClosed
+		return nil, "", sandbox.ErrClosed
 	}
 	c.client = conn
 	c.mu.Unlock()
@@ -407,7 +384,7 @@ func (c *Container) engineInfo(ctx context.Context) (dockerAPI, *system.Info, er
 // start creates, attaches to and starts a new container, and greets its
 // agent; commands that name no directory start in dir (reset: the last
 // command left the workspace).
-func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Client, err error) {
+func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *sandbox.Client, err error) {
 	api, info, err := c.engineInfo(ctx)
 	if err != nil {
 		return nil, err
@@ -415,7 +392,7 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	img, err := api.ImageInspect(ctx, c.cfg.Image)
 	if err != nil {
 		if isNotFound(err) {
-			return nil, &ImageNotFoundError{Image: c.cfg.Image}
+			return nil, &sandbox.ImageNotFoundError{Image: c.cfg.Image}
 		}
 		return nil, fmt.Errorf("sandbox: image %s: %w", c.cfg.Image, err)
 	}
@@ -425,7 +402,7 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	}
 	extra := c.cfg.Env
 	if c.cfg.Egress != nil {
-		extra = append(EgressEnv(c.agentRT.entrypoint()), extra...)
+		extra = append(sandbox.EgressEnv(c.agentRT.entrypoint()), extra...)
 	}
 	env := CommandEnv(imageEnv, extra)
 	if c.rootWorkspace {
@@ -440,7 +417,7 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	if !made {
 		protect := c.cfg.Protect
 		if protect == nil {
-			protect = DefaultProtect
+			protect = sandbox.DefaultProtect
 		}
 		protect = expandProtect(c.cfg.Source, c.cfg.Workspace, protect, c.log)
 		if g, err = newGitShadow(c.cfg.Source, c.cfg.Session, int(c.uid), int(c.gid), protect, c.log); err != nil {
@@ -481,7 +458,7 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	ccancel()
 	if err != nil {
 		if isNotFound(err) {
-			return nil, &ImageNotFoundError{Image: c.cfg.Image}
+			return nil, &sandbox.ImageNotFoundError{Image: c.cfg.Image}
 		}
 		return nil, fmt.Errorf("sandbox: create container: %w", err)
 	}
@@ -502,7 +479,7 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: attach to container: %w", err)
 	}
-	stderr := NewAgentLog(c.log)
+	stderr := sandbox.NewAgentLog(c.log)
 	if err := api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		hj.Close()
 		return nil, fmt.Errorf("sandbox: start container: %w", err)
@@ -518,7 +495,7 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	if c.transport != nil {
 		stream = c.transport(stream)
 	}
-	cfg := ClientConfig{
+	cfg := sandbox.ClientConfig{
 		Name:      id,
 		Hello:     hello,
 		Dir:       dir,
@@ -527,13 +504,13 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 		Egress:    c.cfg.Egress,
 		Stderr:    stderr,
 		Logger:    c.log,
-		Died:      func(cause error) *DiedError { return c.died(api, id, cause, stderr) },
+		Died:      func(cause error) *sandbox.DiedError { return c.died(api, id, cause, stderr) },
 		Broken:    func() { c.removeLater(id) },
 	}
 	if side != nil {
 		cfg.EgressSocket = side
 	}
-	conn, err := Dial(ctx, stream, cfg)
+	conn, err := sandbox.Dial(ctx, stream, cfg)
 	if err != nil {
 		return nil, c.startFailed(api, id, err)
 	}
@@ -554,8 +531,8 @@ func (c *Container) startFailed(api dockerAPI, id string, err error) error {
 
 // died asks the engine why container id died: its agent's connection ended
 // with cause.
-func (c *Container) died(api dockerAPI, id string, cause error, stderr *AgentLog) *DiedError {
-	d := &DiedError{Container: id}
+func (c *Container) died(api dockerAPI, id string, cause error, stderr *sandbox.AgentLog) *sandbox.DiedError {
+	d := &sandbox.DiedError{Container: id}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
 	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
@@ -660,7 +637,7 @@ func (c *Container) spec(info *system.Info, g *gitShadow, side *egressSide) (*co
 		// The agent's stdin closes when the host's attach connection does, so
 		// a killed corral leaves no running sandbox behind.
 		StdinOnce: true,
-		Labels:    OwnerLabels(cfg.Session, cfg.Source),
+		Labels:    sandbox.OwnerLabels(cfg.Session, cfg.Source),
 	}
 	nano := int64(cfg.CPUs * 1e9)
 	if nano == 0 && info.NCPU > 0 {
@@ -756,14 +733,14 @@ func isNotFound(err error) bool {
 // Exec runs one command to its end. A command that ran and failed is a result,
 // not an error; errors are for a sandbox that could not run it (a *DiedError
 // when its container died under it: the next call starts a new one).
-func (c *Container) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+func (c *Container) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	begin := time.Now()
 	if err := ctx.Err(); err != nil {
-		return ExecResult{}, err
+		return sandbox.ExecResult{}, err
 	}
 	conn, reason, err := c.ensure(ctx)
 	if err != nil {
-		return ExecResult{}, err
+		return sandbox.ExecResult{}, err
 	}
 	g := c.shadow()
 	// What the user changed in the repository since the last command goes
@@ -777,13 +754,10 @@ func (c *Container) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 	return res, err
 }
 
-// Shell runs an interactive shell in the sandbox, wired to stdin and stdout
-// (which should be a terminal in raw mode), until it exits; it returns the
-// shell's exit status. Window size changes are read from resize (nil for none;
-// a size already waiting there is the initial one, else 80x24). When stdin ends
-// the terminal gets ^D. A goroutine may stay blocked reading stdin after Shell
-// returns.
-func (c *Container) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer, resize <-chan WindowSize) (int, error) {
+// Shell runs an interactive shell in the sandbox, wired to stdin and stdout,
+// until it exits; it returns the shell's exit status. See sandbox.Sandbox's
+// Shell for resize and the end of stdin.
+func (c *Container) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer, resize <-chan sandbox.WindowSize) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return -1, err
 	}
@@ -840,4 +814,19 @@ func (c *Container) shadow() *gitShadow {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.git
+}
+
+// FS returns the workspace on the host, where the container mounts it from
+// (Source: an isolated session's copy is not the directory at the workspace's
+// path): the file tools reach it directly, faster than through the agent, and
+// the session watches it for changes made by others.
+func (c *Container) FS(ctx context.Context) (fsys.Root, error) {
+	return fsys.OpenLocal(c.cfg.Source)
+}
+
+// AgentFS returns the workspace as the container's agent reaches it, the
+// way a backend without the workspace on the host (Kubernetes) gives it.
+// It starts the container when none runs.
+func (c *Container) AgentFS(ctx context.Context) (*sandbox.AgentFS, error) {
+	return sandbox.OpenAgentFS(ctx, c.Client)
 }

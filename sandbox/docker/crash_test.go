@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // An agent that dies says why: the error names the container's exit status
@@ -17,8 +19,8 @@ import (
 func TestAgentCrashSaysWhy(t *testing.T) {
 	need(t)
 	agent := filepath.Join(t.TempDir(), "crashagent")
-	build := exec.Command("go", "build", "-o", agent, "./sandbox/testdata/crashagent")
-	build.Dir = ".."
+	build := exec.Command("go", "build", "-o", agent, "./sandbox/docker/testdata/crashagent")
+	build.Dir = "../.."
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -28,8 +30,8 @@ func TestAgentCrashSaysWhy(t *testing.T) {
 	c := newSandbox(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := c.Exec(ctx, ExecRequest{Command: "true"})
-	var died *DiedError
+	_, err := c.Exec(ctx, sandbox.ExecRequest{Command: "true"})
+	var died *sandbox.DiedError
 	if !errors.As(err, &died) {
 		t.Fatalf("exec with a crashing agent: %v, want a DiedError", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // The working directory persists between calls, like a shell's, clamped to the
@@ -49,7 +51,7 @@ func TestWorkingDirectory(t *testing.T) {
 		{cmd: "pwd", dir: ws, want: ws},
 	}
 	for i, s := range steps {
-		res, out := run(t, c, ExecRequest{Command: s.cmd})
+		res, out := run(t, c, sandbox.ExecRequest{Command: s.cmd})
 		if res.Dir != s.dir || res.DirReset != s.reset {
 			t.Errorf("step %d %q: started in %q (reset %v), want %q (reset %v)", i, s.cmd, res.Dir, res.DirReset, s.dir, s.reset)
 		}
@@ -62,7 +64,7 @@ func TestWorkingDirectory(t *testing.T) {
 	if err := os.Remove(filepath.Join(ws, "x")); err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := run(t, c, ExecRequest{Command: "true"}); res.Dir != ws || !res.DirReset {
+	if res, _ := run(t, c, sandbox.ExecRequest{Command: "true"}); res.Dir != ws || !res.DirReset {
 		t.Errorf("after removal: dir %q reset %v", res.Dir, res.DirReset)
 	}
 }
@@ -96,7 +98,7 @@ func TestWorkingDirectoryPrivate(t *testing.T) {
 	}
 	for round := range 5 {
 		for i, s := range steps {
-			res, out := run(t, c, ExecRequest{Command: s.cmd})
+			res, out := run(t, c, sandbox.ExecRequest{Command: s.cmd})
 			if res.Dir != s.dir || res.DirReset || res.ExitCode != 0 {
 				t.Errorf("round %d step %d %q: started in %q (reset %v, exit %d), want %q", round, i, s.cmd, res.Dir, res.DirReset, res.ExitCode, s.dir)
 			}
@@ -106,7 +108,7 @@ func TestWorkingDirectoryPrivate(t *testing.T) {
 		}
 	}
 	for _, dir := range []string{"p/q", ws + "/p/q"} {
-		res, out := run(t, c, ExecRequest{Command: "pwd", Dir: dir})
+		res, out := run(t, c, sandbox.ExecRequest{Command: "pwd", Dir: dir})
 		if res.ExitCode != 0 || clean(out) != ws+"/p/q" {
 			t.Errorf("Dir %q: exit %d, output %q", dir, res.ExitCode, clean(out))
 		}
@@ -131,7 +133,7 @@ func TestWorkingDirectoryReplaced(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(d, "new-marker"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, out := run(t, c, ExecRequest{Command: "pwd; ls"})
+	res, out := run(t, c, sandbox.ExecRequest{Command: "pwd; ls"})
 	if res.Dir != d || clean(out) != d+"\nnew-marker" {
 		t.Errorf("started in %q with output %q, want %q and the new directory's listing", res.Dir, clean(out), d)
 	}

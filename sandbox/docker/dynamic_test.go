@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/sandbox"
 )
 
 var (
@@ -40,7 +41,7 @@ func dynamicAgent(t *testing.T) string {
 		}
 		cgoAgent = filepath.Join(dir, "corral")
 		cmd := exec.Command("go", "build", "-o", cgoAgent, "./cmd/corral")
-		cmd.Dir = ".."
+		cmd.Dir = "../.."
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			cgoErr = errors.New("go build with CGO_ENABLED=1 (needs gcc): " + err.Error() + "\n" + string(out))
@@ -143,11 +144,11 @@ func TestDynamicAgent(t *testing.T) {
 			cfg := testConfig(t)
 			cfg.Agent, cfg.Image, cfg.Runtime, cfg.Egress = agent, tc.image, tc.runtime, proxy
 			c := newSandbox(t, cfg)
-			res, out := run(t, c, ExecRequest{Command: "echo ran in $(pwd)"})
+			res, out := run(t, c, sandbox.ExecRequest{Command: "echo ran in $(pwd)"})
 			if res.ExitCode != 0 || !strings.Contains(out, "ran in "+cfg.Workspace) {
 				t.Errorf("exit %d, output %q", res.ExitCode, out)
 			}
-			if res, out := run(t, c, ExecRequest{Command: fmt.Sprintf(proxyCommand, raw)}); res.ExitCode != 0 || !strings.Contains(out, "raw upstream says hi") {
+			if res, out := run(t, c, sandbox.ExecRequest{Command: fmt.Sprintf(proxyCommand, raw)}); res.ExitCode != 0 || !strings.Contains(out, "raw upstream says hi") {
 				t.Errorf("ssh's ProxyCommand: exit %d, output %q", res.ExitCode, out)
 			}
 		})
@@ -189,7 +190,7 @@ func TestDynamicAgentNeeds(t *testing.T) {
 	}
 	os.Remove(filepath.Join(dir, "libgone.so"))
 	_, _, err = checkAgent(filepath.Join(dir, "main"))
-	var ae *AgentError
+	var ae *sandbox.AgentError
 	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "libgone.so") || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 		t.Errorf("an agent whose library is missing: %v", err)
 	}

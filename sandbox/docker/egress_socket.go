@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/system"
 
+	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/sandbox/internal/netrelay"
 	"github.com/corralhq/corral/sandbox/proto"
 )
@@ -44,7 +45,7 @@ const sideAcceptTimeout = 10 * time.Second
 // where it cannot (gVisor), relays them in the frames the attach stream would
 // carry. Either way the attach stream carries none of their bytes.
 type egressSide struct {
-	egress Egress
+	egress sandbox.Egress
 	passFD bool // the agent hands descriptors over, else frames
 	log    *slog.Logger
 	dir    string // a private directory of the host's, holding the socket
@@ -66,7 +67,7 @@ type egressSide struct {
 
 // listenEgressSide listens on a new Unix socket in a private temporary
 // directory, for one connection.
-func listenEgressSide(e Egress, passFD bool, log *slog.Logger) (*egressSide, error) {
+func listenEgressSide(e sandbox.Egress, passFD bool, log *slog.Logger) (*egressSide, error) {
 	dir, err := os.MkdirTemp("", "corral-net-")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: egress socket: %w", err)
@@ -89,7 +90,7 @@ func listenEgressSide(e Egress, passFD bool, log *slog.Logger) (*egressSide, err
 	s := &egressSide{
 		egress: e, passFD: passFD, log: log, dir: dir, path: path, ln: ln,
 		got:   make(chan *net.UnixConn, 1),
-		addrs: map[byte]string{proto.NetSocketHTTP: EgressHTTPAddr, proto.NetSocketSOCKS: EgressSOCKSAddr},
+		addrs: map[byte]string{proto.NetSocketHTTP: sandbox.EgressHTTPAddr, proto.NetSocketSOCKS: sandbox.EgressSOCKSAddr},
 		conns: map[net.Conn]struct{}{},
 	}
 	go s.acceptOne()
@@ -103,6 +104,19 @@ func (s *egressSide) mounts() []mount.Mount {
 		{Type: mount.TypeTmpfs, Target: egressSocketDir, TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 64 << 10, Mode: 0o700}},
 		{Type: mount.TypeBind, Source: s.path, Target: egressSocketPath, ReadOnly: true},
 	}
+}
+
+// egressSide opens the socket of a new container's egress where the runtime
+// can mount it (see socketEgress); nil for the stream relay.
+func (c *Container) egressSide(info *system.Info) (*egressSide, error) {
+	if c.cfg.Egress == nil || c.cfg.EgressStream {
+		return nil, nil
+	}
+	ok, passFD := socketEgress(info, c.cfg.Runtime)
+	if !ok {
+		return nil, nil
+	}
+	return listenEgressSide(c.cfg.Egress, passFD, c.log)
 }
 
 // acceptOne takes the first connection, and stops listening.
@@ -134,11 +148,11 @@ func (s *egressSide) Serve() error {
 	if s.closed {
 		s.mu.Unlock()
 		u.Close()
-		return ErrClosed
+		return sandbox.ErrClosed
 	}
 	s.u = u
 	if !s.passFD {
-		s.nets = netrelay.NewSizedTable(s.send, MaxRelayed, netrelay.WideSizes)
+		s.nets = netrelay.NewSizedTable(s.send, sandbox.MaxRelayed, netrelay.WideSizes)
 	}
 	s.mu.Unlock()
 	if s.passFD {
@@ -201,7 +215,7 @@ func (s *egressSide) readFrames(u *net.UnixConn) {
 			if json.Unmarshal(f.Payload, &m) != nil || f.Stream&proto.NetStreamBit == 0 || (m.Listener != "http" && m.Listener != "socks") {
 				return
 			}
-			c, ok := s.nets.Open(f.Stream, sandboxAddr("egress socket"), sandboxAddr("sandbox "+m.Listener))
+			c, ok := s.nets.Open(f.Stream, netrelay.Addr("egress socket"), netrelay.Addr("sandbox "+m.Listener))
 			if !ok {
 				go func() { _ = s.send(proto.NetEndFrame(f.Stream, true)) }()
 				continue
@@ -224,7 +238,7 @@ func (s *egressSide) readFrames(u *net.UnixConn) {
 // serveConn hands one connection to the proxy until it ends.
 func (s *egressSide) serveConn(c net.Conn, socks bool) {
 	s.mu.Lock()
-	if s.closed || len(s.conns) >= MaxRelayed {
+	if s.closed || len(s.conns) >= sandbox.MaxRelayed {
 		s.mu.Unlock()
 		c.Close()
 		return

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // Bounds in these tests only catch hangs: they sit far above what the
@@ -16,7 +18,7 @@ import (
 func TestTimeout(t *testing.T) {
 	c := newSandbox(t, testConfig(t))
 	t.Run("term", func(t *testing.T) {
-		res, out := run(t, c, ExecRequest{Command: "echo begun; sleep 100", Timeout: 500 * time.Millisecond})
+		res, out := run(t, c, sandbox.ExecRequest{Command: "echo begun; sleep 100", Timeout: 500 * time.Millisecond})
 		if !res.TimedOut || res.Canceled || res.InputWait {
 			t.Errorf("flags %+v", res)
 		}
@@ -30,7 +32,7 @@ func TestTimeout(t *testing.T) {
 	t.Run("kill", func(t *testing.T) {
 		// A command that ignores SIGTERM is killed 2 s later, with what it
 		// started in the background.
-		res, out := run(t, c, ExecRequest{Command: "trap 'echo got TERM' TERM; sleep 300 & while :; do sleep 0.05; done", Timeout: 500 * time.Millisecond})
+		res, out := run(t, c, sandbox.ExecRequest{Command: "trap 'echo got TERM' TERM; sleep 300 & while :; do sleep 0.05; done", Timeout: 500 * time.Millisecond})
 		if !res.TimedOut || res.ExitCode != 137 || res.Signal != "SIGKILL" {
 			t.Errorf("exit %d %q, flags %+v", res.ExitCode, res.Signal, res)
 		}
@@ -48,7 +50,7 @@ func TestCancel(t *testing.T) {
 	for _, cmd := range []string{"sleep 100", "trap '' TERM; sleep 100"} {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(300*time.Millisecond, cancel)
-		res, _ := runCtx(t, ctx, c, ExecRequest{Command: cmd})
+		res, _ := runCtx(t, ctx, c, sandbox.ExecRequest{Command: cmd})
 		if !res.Canceled || res.TimedOut {
 			t.Errorf("%q: flags %+v", cmd, res)
 		}
@@ -64,7 +66,7 @@ func TestCancel(t *testing.T) {
 // the children keep running and are listed.
 func TestBackgroundProcesses(t *testing.T) {
 	c := newSandbox(t, testConfig(t))
-	res, out := run(t, c, ExecRequest{Command: "sleep 300 & echo started; (while :; do echo tick; sleep 0.01; done) &"})
+	res, out := run(t, c, sandbox.ExecRequest{Command: "sleep 300 & echo started; (while :; do echo tick; sleep 0.01; done) &"})
 	if res.ExitCode != 0 || !strings.HasPrefix(clean(out), "started") {
 		t.Fatalf("exit %d, output %q", res.ExitCode, out)
 	}
@@ -84,7 +86,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	}
 	// A daemon that detaches from the terminal is not listed and does not
 	// hold the call either.
-	res, _ = run(t, c, ExecRequest{Command: "setsid sleep 200 </dev/null >/dev/null 2>&1 & true"})
+	res, _ = run(t, c, sandbox.ExecRequest{Command: "setsid sleep 200 </dev/null >/dev/null 2>&1 & true"})
 	if res.ExitCode != 0 {
 		t.Errorf("exit %d", res.ExitCode)
 	}
@@ -97,7 +99,7 @@ func TestInputWait(t *testing.T) {
 	cfg.InputWait = 2 * time.Second
 	c := newSandbox(t, cfg)
 	c.mu.Lock()
-	supported := c.client.hello.InputWait
+	supported := c.client.Agent().InputWait
 	c.mu.Unlock()
 	if !supported {
 		t.Skip("this kernel does not expose /proc/<pid>/syscall")
@@ -126,7 +128,7 @@ func TestInputWait(t *testing.T) {
 	for _, cmd := range waiting {
 		t.Run(cmd, func(t *testing.T) {
 			t.Parallel()
-			res, out := run(t, c, ExecRequest{Command: cmd, Timeout: 50 * time.Second})
+			res, out := run(t, c, sandbox.ExecRequest{Command: cmd, Timeout: 50 * time.Second})
 			if !res.InputWait || res.TimedOut {
 				t.Errorf("not ended for input wait: %+v, output %q", res, out)
 			}
@@ -150,7 +152,7 @@ func TestInputWait(t *testing.T) {
 		}
 		t.Run(cmd, func(t *testing.T) {
 			t.Parallel()
-			res, out := run(t, c, ExecRequest{Command: cmd, Timeout: 50 * time.Second})
+			res, out := run(t, c, sandbox.ExecRequest{Command: cmd, Timeout: 50 * time.Second})
 			if res.InputWait || res.TimedOut || res.ExitCode != 0 && !strings.HasPrefix(cmd, "for") {
 				t.Errorf("ended early: %+v, output %q", res, out)
 			}
@@ -168,7 +170,7 @@ func TestInputWaitAsUser(t *testing.T) {
 	uid := privateWorkspace(t, cfg)
 	c := newSandbox(t, cfg)
 	c.mu.Lock()
-	supported := c.client.hello.InputWait
+	supported := c.client.Agent().InputWait
 	c.mu.Unlock()
 	if !supported {
 		t.Skip("this kernel does not expose /proc/<pid>/syscall")
@@ -176,7 +178,7 @@ func TestInputWaitAsUser(t *testing.T) {
 	if got := sh(t, c, "id -u"); got != strconv.Itoa(uid) {
 		t.Fatalf("commands run as %s, want %d", got, uid)
 	}
-	cases := []ExecRequest{
+	cases := []sandbox.ExecRequest{
 		{Command: "read x"},
 		{Command: "cat"},
 		{Command: "head -n1 | sort"},
@@ -185,7 +187,7 @@ func TestInputWaitAsUser(t *testing.T) {
 		{Command: "id -u; read x", User: "4321:8765", Dir: "/tmp"},
 	}
 	if hasTool(t, c, "python3") {
-		cases = append(cases, ExecRequest{Command: "python3 -c 'import select,sys; select.select([sys.stdin],[],[])'"})
+		cases = append(cases, sandbox.ExecRequest{Command: "python3 -c 'import select,sys; select.select([sys.stdin],[],[])'"})
 	}
 	for _, req := range cases {
 		t.Run(req.Command+" "+req.User, func(t *testing.T) {
@@ -198,7 +200,7 @@ func TestInputWaitAsUser(t *testing.T) {
 		})
 	}
 	// A quiet working command is not ended.
-	if res, out := run(t, c, ExecRequest{Command: "sleep 5", Timeout: 50 * time.Second}); res.InputWait || res.TimedOut || res.ExitCode != 0 {
+	if res, out := run(t, c, sandbox.ExecRequest{Command: "sleep 5", Timeout: 50 * time.Second}); res.InputWait || res.TimedOut || res.ExitCode != 0 {
 		t.Errorf("sleep ended early: %+v, output %q", res, out)
 	}
 }
@@ -207,7 +209,7 @@ func TestForkBomb(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.PidsLimit = 128
 	c := newSandbox(t, cfg)
-	res, _ := run(t, c, ExecRequest{Command: "bomb() { bomb | bomb & }; bomb", Timeout: 30 * time.Second})
+	res, _ := run(t, c, sandbox.ExecRequest{Command: "bomb() { bomb | bomb & }; bomb", Timeout: 30 * time.Second})
 	if !res.ProcessLimit {
 		t.Errorf("process limit not reported: %+v", res)
 	}
@@ -226,7 +228,7 @@ func TestMemoryBomb(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Memory = 128 << 20
 	c := newSandbox(t, cfg)
-	res, out := run(t, c, ExecRequest{Command: "head -c 1000000000 /dev/zero | tail -n 1 | wc -c", Timeout: time.Minute})
+	res, out := run(t, c, sandbox.ExecRequest{Command: "head -c 1000000000 /dev/zero | tail -n 1 | wc -c", Timeout: time.Minute})
 	if !res.OOMKilled {
 		t.Errorf("OOM not reported: %+v, output %q", res, out)
 	}
@@ -238,7 +240,7 @@ func TestMemoryBomb(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 	// The next command is not blamed for the old kill.
-	if res, _ := run(t, c, ExecRequest{Command: "true"}); res.OOMKilled {
+	if res, _ := run(t, c, sandbox.ExecRequest{Command: "true"}); res.OOMKilled {
 		t.Error("OOM reported again")
 	}
 }
@@ -247,7 +249,7 @@ func TestFullTmp(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Memory = 256 << 20
 	c := newSandbox(t, cfg)
-	res, out := run(t, c, ExecRequest{Command: "head -c 2000000000 /dev/zero > /tmp/fill", Timeout: time.Minute})
+	res, out := run(t, c, sandbox.ExecRequest{Command: "head -c 2000000000 /dev/zero > /tmp/fill", Timeout: time.Minute})
 	if res.ExitCode == 0 || !strings.Contains(out, "No space left on device") {
 		t.Errorf("exit %d, output %q", res.ExitCode, out)
 	}
@@ -268,10 +270,10 @@ func TestContainerDeath(t *testing.T) {
 		ContainerKill(context.Context, string, string) error
 	})
 	done := make(chan error, 1)
-	var res ExecResult
+	var res sandbox.ExecResult
 	go func() {
 		var err error
-		res, err = c.Exec(context.Background(), ExecRequest{Command: "sleep 100"})
+		res, err = c.Exec(context.Background(), sandbox.ExecRequest{Command: "sleep 100"})
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond)
@@ -280,7 +282,7 @@ func TestContainerDeath(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		var d *DiedError
+		var d *sandbox.DiedError
 		if !errors.As(err, &d) {
 			t.Fatalf("pending call: %v, want a DiedError (result %+v)", err, res)
 		}
@@ -288,7 +290,7 @@ func TestContainerDeath(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the pending call hung")
 	}
-	res2, out := run(t, c, ExecRequest{Command: "pwd"})
+	res2, out := run(t, c, sandbox.ExecRequest{Command: "pwd"})
 	if !res2.Restarted || res2.RestartReason == "" {
 		t.Errorf("restart not reported: %+v", res2)
 	}
@@ -299,7 +301,7 @@ func TestContainerDeath(t *testing.T) {
 	if containerID(t, c) == old {
 		t.Error("same container")
 	}
-	if res3, _ := run(t, c, ExecRequest{Command: "true"}); res3.Restarted {
+	if res3, _ := run(t, c, sandbox.ExecRequest{Command: "true"}); res3.Restarted {
 		t.Error("restart reported twice")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/testenv"
+	"github.com/corralhq/corral/sandbox"
 )
 
 func TestExecOutputAndStatus(t *testing.T) {
@@ -41,7 +42,7 @@ func TestExecOutputAndStatus(t *testing.T) {
 		{cmd: "trap 'echo bye' EXIT; echo hi", out: "hi\nbye"},
 	}
 	for _, tt := range tests {
-		res, out := run(t, c, ExecRequest{Command: tt.cmd})
+		res, out := run(t, c, sandbox.ExecRequest{Command: tt.cmd})
 		if res.ExitCode != tt.code || res.Signal != tt.signal {
 			t.Errorf("%q: exit %d %q, want %d %q (output %q)", tt.cmd, res.ExitCode, res.Signal, tt.code, tt.signal, out)
 		}
@@ -57,7 +58,7 @@ func TestExecOutputAndStatus(t *testing.T) {
 func TestExecRawTerminalStream(t *testing.T) {
 	c := newSandbox(t, testConfig(t))
 	// Colours and carriage returns reach the writer untouched.
-	_, out := run(t, c, ExecRequest{Command: `printf '\033[31mred\033[0m\n'; printf '10%%\r100%%\n'`})
+	_, out := run(t, c, sandbox.ExecRequest{Command: `printf '\033[31mred\033[0m\n'; printf '10%%\r100%%\n'`})
 	if want := "\x1b[31mred\x1b[0m\n10%\r100%\n"; out != want {
 		t.Errorf("raw output %q, want %q", out, want)
 	}
@@ -68,7 +69,7 @@ func TestExecWindowSize(t *testing.T) {
 	if got := sh(t, c, "stty size"); got != "50 200" {
 		t.Errorf("default size %q, want 50 200", got)
 	}
-	res, out := run(t, c, ExecRequest{Command: "stty size; tput cols 2>/dev/null || true", Cols: 80, Rows: 24})
+	res, out := run(t, c, sandbox.ExecRequest{Command: "stty size; tput cols 2>/dev/null || true", Cols: 80, Rows: 24})
 	if res.ExitCode != 0 || !strings.HasPrefix(clean(out), "24 80") {
 		t.Errorf("size %q", out)
 	}
@@ -79,9 +80,9 @@ func TestExecStreamsOutput(t *testing.T) {
 	c := newSandbox(t, testConfig(t))
 	flag := filepath.Join(c.Workspace(), "go-on")
 	var out testenv.SyncBuffer
-	done := make(chan ExecResult, 1)
+	done := make(chan sandbox.ExecResult, 1)
 	go func() {
-		res, err := c.Exec(context.Background(), ExecRequest{
+		res, err := c.Exec(context.Background(), sandbox.ExecRequest{
 			Command: "echo started; while [ ! -e go-on ]; do sleep 0.02; done; echo finished",
 			Output:  &out,
 		})
@@ -179,7 +180,7 @@ func TestExecConcurrent(t *testing.T) {
 			defer wg.Done()
 			// Each waits until all have started: they must overlap.
 			cmd := fmt.Sprintf("touch started.%d; while [ $(ls started.* | wc -l) -lt %d ]; do sleep 0.02; done; tty; for j in 1 2 3; do echo cmd%d-$j; done", i, n, i)
-			res, out := run(t, c, ExecRequest{Command: cmd, Timeout: time.Minute})
+			res, out := run(t, c, sandbox.ExecRequest{Command: cmd, Timeout: time.Minute})
 			lines := strings.Split(clean(out), "\n")
 			if res.ExitCode != 0 || len(lines) != 4 {
 				t.Errorf("command %d: exit %d, output %q", i, res.ExitCode, out)
@@ -223,9 +224,9 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 func TestExecSlowReaderDoesNotBlockOthers(t *testing.T) {
 	c := newSandbox(t, testConfig(t))
 	w := &blockingWriter{release: make(chan struct{}), started: make(chan struct{})}
-	done := make(chan ExecResult, 1)
+	done := make(chan sandbox.ExecResult, 1)
 	go func() {
-		res, err := c.Exec(context.Background(), ExecRequest{Command: "head -c 5000000 /dev/zero | tr '\\0' x", Output: w})
+		res, err := c.Exec(context.Background(), sandbox.ExecRequest{Command: "head -c 5000000 /dev/zero | tr '\\0' x", Output: w})
 		if err != nil {
 			t.Error(err)
 		}
@@ -296,7 +297,7 @@ func TestExecFloodBoundedMemory(t *testing.T) {
 	var w countWriter
 	// A generous timeout: on a loaded machine the flood is slow, and this test is
 	// about memory, not speed.
-	res, _ := run(t, c, ExecRequest{Command: "yes | head -c 1G", Output: &w, Timeout: 10 * time.Minute})
+	res, _ := run(t, c, sandbox.ExecRequest{Command: "yes | head -c 1G", Output: &w, Timeout: 10 * time.Minute})
 	after := peak()
 	if res.ExitCode != 0 {
 		t.Fatalf("exit %d", res.ExitCode)
@@ -316,7 +317,7 @@ func TestExecCanceledBeforeStart(t *testing.T) {
 	c := newSandbox(t, testConfig(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := c.Exec(ctx, ExecRequest{Command: "true"}); err == nil {
+	if _, err := c.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err == nil {
 		t.Error("no error for a cancelled context")
 	}
 	// The sandbox still works.

@@ -7,12 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // After a kill -9 of its corral process, a sandbox is reaped by GC; live
@@ -51,7 +52,7 @@ func TestGCAfterKill(t *testing.T) {
 	t.Cleanup(func() { _ = api.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true}) })
 
 	// A container that looks like another host's, with a dead pid.
-	foreign := createBare(t, map[string]string{LabelSession: "test-foreign", LabelPID: "999999", LabelHost: "another-host"})
+	foreign := createBare(t, map[string]string{sandbox.LabelSession: "test-foreign", sandbox.LabelPID: "999999", sandbox.LabelHost: "another-host"})
 
 	infos, err := List(ctx)
 	if err != nil {
@@ -117,34 +118,6 @@ func createBare(t *testing.T, labels map[string]string) string {
 	return resp.ID
 }
 
-// A dead owner is told apart from a pid that was reused.
-func TestOwnerState(t *testing.T) {
-	host, boot, start := identity()
-	self := map[string]string{LabelHost: host, LabelBoot: boot, LabelPID: strconv.Itoa(os.Getpid()), LabelPIDStart: start}
-	if local, alive := OwnerState(self); !local || !alive {
-		t.Errorf("self: local %v alive %v", local, alive)
-	}
-	reused := map[string]string{LabelHost: host, LabelBoot: boot, LabelPID: strconv.Itoa(os.Getpid()), LabelPIDStart: "1"}
-	if _, alive := OwnerState(reused); alive {
-		t.Error("a reused pid counts as alive")
-	}
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	dead := map[string]string{LabelHost: host, LabelBoot: boot, LabelPID: strconv.Itoa(cmd.Process.Pid)}
-	if _, alive := OwnerState(dead); alive {
-		t.Error("a dead pid counts as alive")
-	}
-	rebooted := map[string]string{LabelHost: host, LabelBoot: "another-boot", LabelPID: strconv.Itoa(os.Getpid())}
-	if _, alive := OwnerState(rebooted); alive {
-		t.Error("an owner from before a reboot counts as alive")
-	}
-	if local, _ := OwnerState(map[string]string{LabelHost: "elsewhere", LabelPID: "1"}); local {
-		t.Error("another host's container counts as local")
-	}
-}
-
 // Close removes the container even with a cancelled context (after SIGINT).
 func TestCloseWithCancelledContext(t *testing.T) {
 	cfg := testConfig(t)
@@ -159,7 +132,7 @@ func TestCloseWithCancelledContext(t *testing.T) {
 	if _, err := api.ContainerInspect(context.Background(), id); !isNotFound(err) {
 		t.Errorf("container still there after Close: %v", err)
 	}
-	if _, err := c.Exec(context.Background(), ExecRequest{Command: "true"}); !errors.Is(err, ErrClosed) {
+	if _, err := c.Exec(context.Background(), sandbox.ExecRequest{Command: "true"}); !errors.Is(err, sandbox.ErrClosed) {
 		t.Errorf("exec after close: %v", err)
 	}
 	if err := c.Close(ctx); err != nil {
@@ -172,7 +145,7 @@ func TestCloseDuringExec(t *testing.T) {
 	c := newSandbox(t, testConfig(t))
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Exec(context.Background(), ExecRequest{Command: "sleep 100"})
+		_, err := c.Exec(context.Background(), sandbox.ExecRequest{Command: "sleep 100"})
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond)
@@ -181,7 +154,7 @@ func TestCloseDuringExec(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrClosed) {
+		if !errors.Is(err, sandbox.ErrClosed) {
 			t.Errorf("pending exec: %v, want ErrClosed", err)
 		}
 	case <-time.After(30 * time.Second):
@@ -198,15 +171,15 @@ func TestImageNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	_, err = c.Exec(context.Background(), ExecRequest{Command: "true"})
-	var nf *ImageNotFoundError
+	_, err = c.Exec(context.Background(), sandbox.ExecRequest{Command: "true"})
+	var nf *sandbox.ImageNotFoundError
 	if !errors.As(err, &nf) || nf.Image != cfg.Image {
 		t.Fatalf("error %v, want ImageNotFoundError", err)
 	}
 	if !strings.Contains(err.Error(), "docker build") || !strings.Contains(err.Error(), "docker pull") {
 		t.Errorf("message %q names no way to get the image", err)
 	}
-	if msg := (&ImageNotFoundError{Image: DefaultImage}).Error(); !strings.Contains(msg, "corral image build") {
+	if msg := (&sandbox.ImageNotFoundError{Image: sandbox.DefaultImage}).Error(); !strings.Contains(msg, "corral image build") {
 		t.Errorf("default image message %q", msg)
 	}
 }
@@ -219,7 +192,7 @@ func TestNewValidates(t *testing.T) {
 	}
 	need(t) // for the agent binary that setup builds
 	agent := testAgent
-	bad := []Config{
+	bad := []sandbox.Config{
 		{},
 		{Workspace: "relative"},
 		{Workspace: ws + "/missing"},
@@ -240,15 +213,15 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("New(%+v) accepted", cfg)
 		}
 	}
-	var ae *AgentError
-	if _, err := New(Config{Workspace: ws, Agent: file}); !errors.As(err, &ae) {
+	var ae *sandbox.AgentError
+	if _, err := New(sandbox.Config{Workspace: ws, Agent: file}); !errors.As(err, &ae) {
 		t.Errorf("an agent that is not an executable: %v, want an AgentError", err)
 	}
-	c, err := New(Config{Workspace: ws, Agent: agent})
+	c, err := New(sandbox.Config{Workspace: ws, Agent: agent})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.cfg.Image != DefaultImage || c.cfg.Network != "none" || c.cfg.PidsLimit != DefaultPidsLimit || c.cfg.Memory != DefaultMemory || c.Session() == "" {
+	if c.cfg.Image != sandbox.DefaultImage || c.cfg.Network != "none" || c.cfg.PidsLimit != sandbox.DefaultPidsLimit || c.cfg.Memory != sandbox.DefaultMemory || c.Session() == "" {
 		t.Errorf("defaults %+v", c.cfg)
 	}
 }
@@ -266,7 +239,7 @@ func TestCloseDuringStart(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() {
-			_, err := c.Exec(context.Background(), ExecRequest{Command: "true"})
+			_, err := c.Exec(context.Background(), sandbox.ExecRequest{Command: "true"})
 			done <- err
 		}()
 		time.Sleep(delay)
@@ -275,7 +248,7 @@ func TestCloseDuringStart(t *testing.T) {
 		}
 		select {
 		case err := <-done:
-			if err != nil && !errors.Is(err, ErrClosed) {
+			if err != nil && !errors.Is(err, sandbox.ErrClosed) {
 				t.Errorf("exec closed after %v: %v", delay, err)
 			}
 		case <-time.After(60 * time.Second):

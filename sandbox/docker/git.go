@@ -25,7 +25,7 @@ import (
 
 	"github.com/corralhq/corral/internal/sanitize"
 	"github.com/corralhq/corral/internal/statedir"
-
+	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/sandbox/internal/envpath"
 )
 
@@ -192,7 +192,7 @@ func newGitShadow(ws, session string, uid, gid int, protect []string, log *slog.
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("sandbox: corral's state directory %s is inside the workspace: the repository's shadow must be outside (set XDG_STATE_HOME to a directory outside it)", parent)
 	}
-	s := &gitShadow{dir: dir, log: log, st: shadowState{Workspace: ws, Owner: OwnerLabels(session, ws), UID: uid, GID: gid}}
+	s := &gitShadow{dir: dir, log: log, st: shadowState{Workspace: ws, Owner: sandbox.OwnerLabels(session, ws), UID: uid, GID: gid}}
 	if err := s.build(ws, protect); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -1145,7 +1145,7 @@ func repairShadows(log *slog.Logger) (repaired []string, err error) {
 		if err := json.Unmarshal(b, &s.st); err != nil {
 			continue
 		}
-		if local, alive := OwnerState(s.st.Owner); !local || alive {
+		if local, alive := sandbox.OwnerState(s.st.Owner); !local || alive {
 			continue
 		}
 		for _, r := range s.st.Repos {

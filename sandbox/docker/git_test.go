@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // What a command leaves in the repository for the next container's start to
@@ -141,7 +143,7 @@ func TestGitShadowRace(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			c.Exec(context.Background(), ExecRequest{Command: "sleep 0.2"})
+			c.Exec(context.Background(), sandbox.ExecRequest{Command: "sleep 0.2"})
 		}()
 		select {
 		case <-done:
@@ -261,8 +263,8 @@ func TestGCIgnoresPlantedShadow(t *testing.T) {
 	shadow := filepath.Join(planted, "r0")
 	os.MkdirAll(shadow, 0o755)
 	os.WriteFile(filepath.Join(shadow, "HEAD"), []byte("ref: refs/heads/planted\n"), 0o644)
-	owner := OwnerLabels("planted", ws)
-	owner[LabelPID] = "0" // a dead session of this host
+	owner := sandbox.OwnerLabels("planted", ws)
+	owner[sandbox.LabelPID] = "0" // a dead session of this host
 	st := shadowState{Workspace: ws, Owner: owner, UID: os.Getuid(), GID: os.Getgid(), Made: []string{precious},
 		Repos: []*shadowRepo{{Host: filepath.Join(ws, ".git"), Shadow: shadow, HashLen: 20, Base: map[string]syncKey{}}}}
 	b, _ := json.Marshal(&st)
@@ -314,7 +316,7 @@ func TestGitShadowNested(t *testing.T) {
 			"mkdir -p " + d + "/.git/hooks && printf '#!/bin/sh\\ntouch " + marks + "/hook\\n' > " + d + "/.git/hooks/post-commit && chmod +x " + d + "/.git/hooks/post-commit",
 			"printf '#!/bin/sh\\ntouch " + marks + "/hook\\n' > " + d + "/.git/hooks/pre-commit; chmod +x " + d + "/.git/hooks/pre-commit",
 		} {
-			run(t, c, ExecRequest{Command: a})
+			run(t, c, sandbox.ExecRequest{Command: a})
 		}
 	}
 	sh(t, c, "git -C proj -c user.name=a -c user.email=a@x -c core.hooksPath=/nonexistent -c core.fsmonitor=false commit -q --allow-empty -m inside")
@@ -341,7 +343,7 @@ func TestGitShadowNested(t *testing.T) {
 		t.Errorf("the commit made inside did not reach the host: %q", got)
 	}
 	for _, d := range []string{"proj", "a/b/deep", "a"} {
-		if res, out := run(t, c, ExecRequest{Command: "mv " + d + " moved"}); res.ExitCode == 0 {
+		if res, out := run(t, c, sandbox.ExecRequest{Command: "mv " + d + " moved"}); res.ExitCode == 0 {
 			t.Errorf("%s could be moved aside (and replaced by one with a hook): %s", d, out)
 		}
 	}

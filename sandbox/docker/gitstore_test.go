@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // forgeScript, run in a sandbox, overwrites the loose object of the blob
@@ -52,8 +54,8 @@ func TestGitStoreHostile(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "forge.py"), []byte(forgeScript), 0o644)
 	// Hostile steps, written where the policy does not look.
 	sh(t, c, "python3 forge.py "+blob)
-	run(t, c, ExecRequest{Command: "rm -rf .git/refs/heads .git/packed-refs; rm -rf .git/logs && mkdir -p .git/logs && ln -s " + victim + " .git/logs/HEAD"})
-	run(t, c, ExecRequest{Command: "find .git/objects -type f ! -path '*/info/*' -delete"})
+	run(t, c, sandbox.ExecRequest{Command: "rm -rf .git/refs/heads .git/packed-refs; rm -rf .git/logs && mkdir -p .git/logs && ln -s " + victim + " .git/logs/HEAD"})
+	run(t, c, sandbox.ExecRequest{Command: "find .git/objects -type f ! -path '*/info/*' -delete"})
 
 	// The host's history is whole and its own.
 	if got := hostGitT(t, ws, "cat-file", "-p", blob); got != "original\n" {
@@ -170,7 +172,7 @@ func TestGitStoreRace(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "race.py"), []byte(storeRaceScript), 0o644)
 	sh(t, c, "(python3 race.py "+loose+" "+pack+" 20 >/dev/null 2>&1 &)")
 	for i := 0; i < 30; i++ {
-		res, _ := run(t, c, ExecRequest{Command: "sleep 0.1"})
+		res, _ := run(t, c, sandbox.ExecRequest{Command: "sleep 0.1"})
 		if res.TimedOut {
 			t.Fatalf("command %d timed out", i)
 		}
@@ -178,6 +180,6 @@ func TestGitStoreRace(t *testing.T) {
 			t.Fatalf("after %d commands the workspace's repository has the host's private object %s: corral or git on the host read it through a link (%s)", i+1, secret, out)
 		}
 	}
-	run(t, c, ExecRequest{Command: "pkill -f race.py"})
+	run(t, c, sandbox.ExecRequest{Command: "pkill -f race.py"})
 	hostGitT(t, ws, "fsck", "--no-dangling")
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // The container is hardened by default; checked from inside and through the
@@ -52,10 +54,10 @@ func TestHardening(t *testing.T) {
 	if strings.Contains(mounts, "docker.sock") {
 		t.Errorf("the docker socket is mounted:\n%s", mounts)
 	}
-	if res, _ := run(t, c, ExecRequest{Command: "test -e /var/run/docker.sock || test -e /run/docker.sock"}); res.ExitCode == 0 {
+	if res, _ := run(t, c, sandbox.ExecRequest{Command: "test -e /var/run/docker.sock || test -e /run/docker.sock"}); res.ExitCode == 0 {
 		t.Error("a docker socket is reachable")
 	}
-	if res, out := run(t, c, ExecRequest{Command: "touch /.corral/corral"}); res.ExitCode == 0 {
+	if res, out := run(t, c, sandbox.ExecRequest{Command: "touch /.corral/corral"}); res.ExitCode == 0 {
 		t.Errorf("the agent binary is writable: %s", out)
 	}
 	// The root can be written by default (by root's files' permissions, which
@@ -103,12 +105,12 @@ func TestHardening(t *testing.T) {
 		}
 	}
 	labels := in.Config.Labels
-	for _, k := range []string{LabelSession, LabelPID, LabelCreated, LabelHost} {
+	for _, k := range []string{sandbox.LabelSession, sandbox.LabelPID, sandbox.LabelCreated, sandbox.LabelHost} {
 		if labels[k] == "" {
 			t.Errorf("label %s missing", k)
 		}
 	}
-	if labels[LabelSession] != c.Session() || labels[LabelPID] != strconv.Itoa(os.Getpid()) {
+	if labels[sandbox.LabelSession] != c.Session() || labels[sandbox.LabelPID] != strconv.Itoa(os.Getpid()) {
 		t.Errorf("labels %v", labels)
 	}
 	if in.Name != "/corral-"+c.Session() {
@@ -120,7 +122,7 @@ func TestReadOnlyRoot(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.ReadOnlyRoot = true
 	c := newSandbox(t, cfg)
-	if res, out := run(t, c, ExecRequest{Command: "touch /etc/x"}); res.ExitCode == 0 || !strings.Contains(out, "Read-only file system") {
+	if res, out := run(t, c, sandbox.ExecRequest{Command: "touch /etc/x"}); res.ExitCode == 0 || !strings.Contains(out, "Read-only file system") {
 		t.Errorf("exit %d, output %q", res.ExitCode, out)
 	}
 	sh(t, c, "echo ok > /tmp/x && echo ok > ~/x && echo ok > ws-file")
@@ -146,7 +148,7 @@ func TestReadOnlyMounts(t *testing.T) {
 	if got := sh(t, c, "cat "+dir+"/log"); got != "logged" {
 		t.Errorf("got %q", got)
 	}
-	if res, _ := run(t, c, ExecRequest{Command: "echo x >> " + dir + "/log || exit 1; touch " + dir + "/new"}); res.ExitCode == 0 {
+	if res, _ := run(t, c, sandbox.ExecRequest{Command: "echo x >> " + dir + "/log || exit 1; touch " + dir + "/new"}); res.ExitCode == 0 {
 		t.Error("the read-only mount is writable")
 	}
 }
@@ -198,7 +200,7 @@ func TestGitShadow(t *testing.T) {
 		"echo '* filter=x' > .git/info/attributes",
 	}
 	for _, a := range attacks {
-		run(t, c, ExecRequest{Command: a})
+		run(t, c, sandbox.ExecRequest{Command: a})
 	}
 	if after, err := os.ReadFile(filepath.Join(ws, ".git", "config")); err != nil || string(after) != string(configBefore) {
 		t.Errorf(".git/config changed: %v\n%s", err, after)
@@ -217,7 +219,7 @@ func TestGitShadow(t *testing.T) {
 		t.Errorf("git in the sandbox: %q", out)
 	}
 	// git log on a terminal does not wait in a pager.
-	if res, out := run(t, c, ExecRequest{Command: "git log", Timeout: time.Minute}); res.ExitCode != 0 || res.InputWait || !strings.Contains(out, "first") {
+	if res, out := run(t, c, sandbox.ExecRequest{Command: "git log", Timeout: time.Minute}); res.ExitCode != 0 || res.InputWait || !strings.Contains(out, "first") {
 		t.Errorf("git log: %+v %q", res, out)
 	}
 	// The host sees the commit, the branch, the stash and a clean index.
@@ -315,7 +317,7 @@ func TestGitCannotBeSentElsewhere(t *testing.T) {
 		"mv .git/modules/lib .git/modules/lib-aside",
 		"mv lib lib-aside",
 	} {
-		if res, out := run(t, c, ExecRequest{Command: a}); res.ExitCode == 0 {
+		if res, out := run(t, c, sandbox.ExecRequest{Command: a}); res.ExitCode == 0 {
 			t.Errorf("%q succeeded: %s", a, out)
 		}
 	}
@@ -325,7 +327,7 @@ func TestGitCannotBeSentElsewhere(t *testing.T) {
 		"echo " + filepath.Join(ws, "evil") + " > .git/worktrees/wt/gitdir",
 		"cp .git/modules/lib/config /tmp/lib-config && cp evil/config .git/modules/lib/config",
 	} {
-		run(t, c, ExecRequest{Command: a})
+		run(t, c, sandbox.ExecRequest{Command: a})
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, ".git/worktrees/wt/gitdir")); err != nil || strings.Contains(string(b), "evil") {
 		t.Errorf("the worktree's gitdir changed: %v %s", err, b)
@@ -345,7 +347,7 @@ func TestGitCannotBeSentElsewhere(t *testing.T) {
 	wtCfg.Workspace = filepath.Join(other, "wt")
 	wt := newSandbox(t, wtCfg)
 	sh(t, wt, plant("evil"))
-	if res, out := run(t, wt, ExecRequest{Command: "echo 'gitdir: evil' > .git"}); res.ExitCode == 0 {
+	if res, out := run(t, wt, sandbox.ExecRequest{Command: "echo 'gitdir: evil' > .git"}); res.ExitCode == 0 {
 		t.Errorf("the worktree's .git file was rewritten: %s", out)
 	}
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // rootExec runs a shell script in the sandbox's container as its root, with
@@ -37,13 +39,13 @@ func TestHeartbeatStoppedAgent(t *testing.T) {
 	begin := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := c.Exec(ctx, ExecRequest{Command: "sleep 100", Timeout: 2 * time.Second})
-	var d *DiedError
+	_, err := c.Exec(ctx, sandbox.ExecRequest{Command: "sleep 100", Timeout: 2 * time.Second})
+	var d *sandbox.DiedError
 	if !errors.As(err, &d) || !strings.Contains(d.Reason, "stopped answering") {
 		t.Fatalf("after %v: %v", time.Since(begin), err)
 	}
 	t.Logf("noticed after %v: %v", time.Since(begin).Round(time.Millisecond), err)
-	res, out := run(t, c, ExecRequest{Command: "echo back"})
+	res, out := run(t, c, sandbox.ExecRequest{Command: "echo back"})
 	if !res.Restarted || !strings.Contains(res.RestartReason, "stopped answering") || clean(out) != "back" {
 		t.Errorf("next call: %+v %q", res, out)
 	}
@@ -58,7 +60,7 @@ func TestMalformedFrameBreaksTheSandbox(t *testing.T) {
 	pid := rootExec(t, c, agentPidScript)
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Exec(context.Background(), ExecRequest{Command: "sleep 30", Timeout: time.Minute})
+		_, err := c.Exec(context.Background(), sandbox.ExecRequest{Command: "sleep 30", Timeout: time.Minute})
 		done <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
@@ -69,11 +71,11 @@ func TestMalformedFrameBreaksTheSandbox(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the call did not end")
 	}
-	var d *DiedError
+	var d *sandbox.DiedError
 	if !errors.As(err, &d) || !strings.Contains(d.Reason, "protocol") || strings.Contains(d.Reason, "status 0") {
 		t.Fatalf("got %v", err)
 	}
-	res, out := run(t, c, ExecRequest{Command: "echo back"})
+	res, out := run(t, c, sandbox.ExecRequest{Command: "echo back"})
 	if !res.Restarted || clean(out) != "back" {
 		t.Errorf("next call: %+v %q", res, out)
 	}

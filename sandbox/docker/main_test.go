@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"github.com/corralhq/corral/internal/testenv"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,6 +16,9 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+
+	"github.com/corralhq/corral/internal/testenv"
+	"github.com/corralhq/corral/sandbox"
 )
 
 // The integration tests run against the real Docker engine. Locally they skip
@@ -30,7 +31,7 @@ var (
 )
 
 const (
-	devImage  = DefaultImage
+	devImage  = sandbox.DefaultImage
 	baseImage = "corral/base:bookworm"
 	// helperEnv makes the test binary act as a corral process that opens a
 	// sandbox and waits to be killed (TestGCAfterKill).
@@ -88,7 +89,7 @@ func buildAgent(dir string) (string, error) {
 	out := filepath.Join(dir, "corral")
 	build := func(pkg string) error {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Dir = ".."
+		cmd.Dir = "../.."
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		b, err := cmd.CombinedOutput()
 		if err != nil {
@@ -98,7 +99,7 @@ func buildAgent(dir string) (string, error) {
 	}
 	if err := build("./cmd/corral"); err != nil {
 		fmt.Fprintf(os.Stderr, "sandbox tests: ./cmd/corral does not build, using the stand-in agent: %v\n", firstLine(err.Error()))
-		if err := build("./sandbox/testdata/agent"); err != nil {
+		if err := build("./sandbox/docker/testdata/agent"); err != nil {
 			return "", err
 		}
 	}
@@ -130,10 +131,10 @@ func need(t testing.TB) {
 }
 
 // testConfig is a sandbox configuration for a fresh workspace.
-func testConfig(t testing.TB) Config {
+func testConfig(t testing.TB) sandbox.Config {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return Config{
+	return sandbox.Config{
 		Workspace: t.TempDir(),
 		Image:     testImage,
 		Agent:     testAgent,
@@ -147,7 +148,7 @@ func testConfig(t testing.TB) Config {
 // 0700 (as mktemp -d makes it): the caller's own when the test does not run
 // as root, else uid 1001's. Its commands run as that user, and the agent
 // holds no CAP_DAC_OVERRIDE. It returns the owner.
-func privateWorkspace(t testing.TB, cfg Config) int {
+func privateWorkspace(t testing.TB, cfg sandbox.Config) int {
 	t.Helper()
 	uid := os.Getuid()
 	if uid == 0 {
@@ -163,7 +164,7 @@ func privateWorkspace(t testing.TB, cfg Config) int {
 }
 
 // newSandbox starts a sandbox for the test and removes it afterwards.
-func newSandbox(t testing.TB, cfg Config) *Container {
+func newSandbox(t testing.TB, cfg sandbox.Config) *Container {
 	t.Helper()
 	need(t)
 	c, err := New(cfg)
@@ -185,19 +186,19 @@ func newSandbox(t testing.TB, cfg Config) *Container {
 
 // run runs a command that must return within bound (far above what it needs:
 // only a hang fails the test) and returns its result and output.
-func run(t testing.TB, c *Container, req ExecRequest) (ExecResult, string) {
+func run(t testing.TB, c *Container, req sandbox.ExecRequest) (sandbox.ExecResult, string) {
 	t.Helper()
 	return runCtx(t, context.Background(), c, req)
 }
 
-func runCtx(t testing.TB, ctx context.Context, c *Container, req ExecRequest) (ExecResult, string) {
+func runCtx(t testing.TB, ctx context.Context, c *Container, req sandbox.ExecRequest) (sandbox.ExecResult, string) {
 	t.Helper()
 	var out testenv.SyncBuffer
 	if req.Output == nil {
 		req.Output = &out
 	}
 	type ret struct {
-		res ExecResult
+		res sandbox.ExecResult
 		err error
 	}
 	done := make(chan ret, 1)
@@ -225,7 +226,7 @@ func runCtx(t testing.TB, ctx context.Context, c *Container, req ExecRequest) (E
 // as clean gives it.
 func sh(t testing.TB, c *Container, cmd string) string {
 	t.Helper()
-	res, out := run(t, c, ExecRequest{Command: cmd})
+	res, out := run(t, c, sandbox.ExecRequest{Command: cmd})
 	if res.ExitCode != 0 {
 		t.Fatalf("%q exited %d: %s", cmd, res.ExitCode, out)
 	}
@@ -239,7 +240,7 @@ func clean(s string) string {
 
 // hasTool reports whether the sandbox's image has a program.
 func hasTool(t testing.TB, c *Container, name string) bool {
-	res, _ := run(t, c, ExecRequest{Command: "command -v " + name})
+	res, _ := run(t, c, sandbox.ExecRequest{Command: "command -v " + name})
 	return res.ExitCode == 0
 }
 
@@ -271,7 +272,7 @@ func shared(tb testing.TB) *Container {
 			sharedErr = err
 			return
 		}
-		cfg := Config{Workspace: dir, Image: testImage, Agent: testAgent, Session: "test-shared-" + strconv.Itoa(os.Getpid())}
+		cfg := sandbox.Config{Workspace: dir, Image: testImage, Agent: testAgent, Session: "test-shared-" + strconv.Itoa(os.Getpid())}
 		if sharedC, sharedErr = New(cfg); sharedErr == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -301,8 +302,8 @@ func removeOwnContainers() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cs, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", LabelPID+"="+strconv.Itoa(os.Getpid())),
-		filters.Arg("label", LabelHost+"="+func() string { h, _, _ := identity(); return h }()),
+		filters.Arg("label", sandbox.LabelPID+"="+strconv.Itoa(os.Getpid())),
+		filters.Arg("label", sandbox.LabelHost+"="+sandbox.OwnerLabels("", "")[sandbox.LabelHost]),
 	)})
 	if err != nil {
 		return
@@ -327,7 +328,7 @@ func containerID(t testing.TB, c *Container) string {
 // container ID and waits to be killed.
 func runHelper() int {
 	ws, agent, image := os.Getenv("HELPER_WORKSPACE"), os.Getenv("HELPER_AGENT"), os.Getenv("HELPER_IMAGE")
-	c, err := New(Config{Workspace: ws, Agent: agent, Image: image, Session: os.Getenv("HELPER_SESSION")})
+	c, err := New(sandbox.Config{Workspace: ws, Agent: agent, Image: image, Session: os.Getenv("HELPER_SESSION")})
 	if err == nil {
 		err = c.Start(context.Background())
 	}
@@ -347,5 +348,5 @@ func containerIDOf(c *Container) string {
 	if c.client == nil {
 		return ""
 	}
-	return c.client.name
+	return c.client.Name()
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // buildImage builds a throwaway image from a Dockerfile (no network needed) and
@@ -54,12 +56,12 @@ func TestImageWithoutBash(t *testing.T) {
 	cfg.Image = buildImage(t, "FROM "+testImage+"\nRUN rm -f /bin/bash /usr/bin/bash /usr/local/bin/bash\n")
 	c := newSandbox(t, cfg)
 	c.mu.Lock()
-	shell := c.client.hello.Shell
+	shell := c.client.Agent().Shell
 	c.mu.Unlock()
 	if shell != "/bin/sh" {
 		t.Fatalf("shell %q, want /bin/sh", shell)
 	}
-	res, out := run(t, c, ExecRequest{Command: "echo $0; exit 3"})
+	res, out := run(t, c, sandbox.ExecRequest{Command: "echo $0; exit 3"})
 	if res.ExitCode != 3 || clean(out) != "sh" {
 		t.Errorf("exit %d, output %q", res.ExitCode, out)
 	}
@@ -67,7 +69,7 @@ func TestImageWithoutBash(t *testing.T) {
 	if got := sh(t, c, "pwd"); got != c.Workspace()+"/d" {
 		t.Errorf("pwd %q", got)
 	}
-	res, out = run(t, c, ExecRequest{Command: "sleep 300 & echo bg"})
+	res, out = run(t, c, sandbox.ExecRequest{Command: "sleep 300 & echo bg"})
 	if res.ExitCode != 0 || len(res.Background) == 0 || clean(out) != "bg" {
 		t.Errorf("background: %+v %q", res, out)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/corralhq/corral/internal/agentconf"
 )
 
-// Bounds of the walk that finds what the patterns of Config.Protect match.
+// Bounds of the walk that finds what the patterns of sandbox.Config.Protect match.
 const (
 	maxProtectWalk  = 200_000 // entries looked at
 	maxProtectFound = 256     // paths found (each a read-only mount)

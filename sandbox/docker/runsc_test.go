@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // hasRuntime reports whether the engine has an OCI runtime registered.
@@ -26,7 +28,7 @@ func hasRuntime(t *testing.T, name string) bool {
 // gVisorWorkspace gives a root-owned test workspace to the default
 // unprivileged user: gVisor before 2023 has no ambient capabilities, so
 // commands could not write a workspace that belongs to root.
-func gVisorWorkspace(t *testing.T, cfg Config) {
+func gVisorWorkspace(t *testing.T, cfg sandbox.Config) {
 	t.Helper()
 	if os.Getuid() == 0 {
 		if err := os.Chown(cfg.Workspace, 65532, 65532); err != nil {
@@ -56,19 +58,19 @@ func TestRunsc(t *testing.T) {
 	if got := sh(t, c, "pwd"); got != c.Workspace()+"/d" {
 		t.Errorf("pwd %q", got)
 	}
-	res, _ := run(t, c, ExecRequest{Command: "sleep 100", Timeout: 500 * time.Millisecond})
+	res, _ := run(t, c, sandbox.ExecRequest{Command: "sleep 100", Timeout: 500 * time.Millisecond})
 	if !res.TimedOut {
 		t.Errorf("timeout: %+v", res)
 	}
-	res, out := run(t, c, ExecRequest{Command: "sleep 300 & echo bg"})
+	res, out := run(t, c, sandbox.ExecRequest{Command: "sleep 300 & echo bg"})
 	if res.ExitCode != 0 || len(res.Background) == 0 {
 		t.Errorf("background: %+v %q", res, out)
 	}
 	c.mu.Lock()
-	iw := c.client.hello.InputWait
+	iw := c.client.Agent().InputWait
 	c.mu.Unlock()
 	t.Logf("input-wait detection under gVisor: %v", iw)
-	res, _ = run(t, c, ExecRequest{Command: "read x", Timeout: 5 * time.Second})
+	res, _ = run(t, c, sandbox.ExecRequest{Command: "read x", Timeout: 5 * time.Second})
 	if iw && !res.InputWait {
 		t.Errorf("input wait not detected: %+v", res)
 	}
@@ -76,7 +78,7 @@ func TestRunsc(t *testing.T) {
 		t.Errorf("read x: %+v", res)
 	}
 	var w countWriter
-	res, _ = run(t, c, ExecRequest{Command: "yes | head -c 10M", Output: &w})
+	res, _ = run(t, c, sandbox.ExecRequest{Command: "yes | head -c 10M", Output: &w})
 	if res.ExitCode != 0 || w.n.Load() != 10<<20 {
 		t.Errorf("flood: exit %d, %d bytes", res.ExitCode, w.n.Load())
 	}
@@ -100,7 +102,7 @@ func TestRunscBombs(t *testing.T) {
 	c := newSandbox(t, cfg)
 	for _, cmd := range []string{"head -c 1000000000 /dev/zero | tail -n 1 | wc -c", "bomb() { bomb | bomb & }; bomb"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		res, err := c.Exec(ctx, ExecRequest{Command: cmd, Timeout: 20 * time.Second})
+		res, err := c.Exec(ctx, sandbox.ExecRequest{Command: cmd, Timeout: 20 * time.Second})
 		hung := ctx.Err() != nil
 		cancel()
 		if hung {
@@ -110,12 +112,12 @@ func TestRunscBombs(t *testing.T) {
 		var got string
 		for try := range 2 {
 			var w strings.Builder
-			res, err := c.Exec(context.Background(), ExecRequest{Command: "echo alive", Output: &w, Timeout: time.Minute})
+			res, err := c.Exec(context.Background(), sandbox.ExecRequest{Command: "echo alive", Output: &w, Timeout: time.Minute})
 			if err == nil {
 				got = clean(w.String())
 				break
 			}
-			var died *DiedError
+			var died *sandbox.DiedError
 			if !errors.As(err, &died) || try > 0 {
 				t.Fatalf("after %q: %+v %v", cmd, res, err)
 			}
@@ -159,11 +161,11 @@ for p in ps:
 	if err := os.WriteFile(filepath.Join(c.Workspace(), "spawn.py"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, out := run(t, c, ExecRequest{Command: "python3 spawn.py", Timeout: time.Minute})
+	res, out := run(t, c, sandbox.ExecRequest{Command: "python3 spawn.py", Timeout: time.Minute})
 	if !strings.HasPrefix(clean(out), "refused after ") || res.ExitCode != 0 {
 		t.Errorf("50 processes against a limit of 24: exit %d, %q", res.ExitCode, clean(out))
 	}
-	res, out = run(t, c, ExecRequest{Command: "echo alive"})
+	res, out = run(t, c, sandbox.ExecRequest{Command: "echo alive"})
 	if res.Restarted || clean(out) != "alive" {
 		t.Errorf("after it: restarted %v (%s), %q", res.Restarted, res.RestartReason, clean(out))
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/testenv"
+	"github.com/corralhq/corral/sandbox"
 )
 
 func TestShell(t *testing.T) {
@@ -15,8 +16,8 @@ func TestShell(t *testing.T) {
 	sh(t, c, "mkdir -p sub && cd sub")
 	inR, inW := io.Pipe()
 	var out testenv.SyncBuffer
-	resize := make(chan WindowSize, 2)
-	resize <- WindowSize{Cols: 100, Rows: 30}
+	resize := make(chan sandbox.WindowSize, 2)
+	resize <- sandbox.WindowSize{Cols: 100, Rows: 30}
 	type ret struct {
 		code int
 		err  error
@@ -38,7 +39,7 @@ func TestShell(t *testing.T) {
 	if !strings.Contains(o, "30 100") || !strings.Contains(o, c.Workspace()+"/sub") {
 		t.Errorf("output %q lacks the size or the directory", o)
 	}
-	resize <- WindowSize{Cols: 70, Rows: 20}
+	resize <- sandbox.WindowSize{Cols: 70, Rows: 20}
 	time.Sleep(200 * time.Millisecond)
 	write("stty size\n")
 	waitFor(t, 30*time.Second, "the new size", func() bool { return strings.Contains(out.String(), "20 70") })

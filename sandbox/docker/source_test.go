@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // TestSourceElsewhere: a workspace mounted from another host directory
@@ -23,7 +25,7 @@ func TestSourceElsewhere(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ref, "obj"), []byte("object\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Binds = []Bind{{Source: ref, Target: "/.corral/reference"}}
+	cfg.Binds = []sandbox.Bind{{Source: ref, Target: "/.corral/reference"}}
 	if out, err := exec.Command("git", "init", "-q", src).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
@@ -46,13 +48,13 @@ func TestSourceElsewhere(t *testing.T) {
 	if out, err := exec.Command("git", "-C", src, "log", "--oneline").CombinedOutput(); err != nil || !strings.Contains(string(out), "x") {
 		t.Errorf("the commit did not reach the source's repository: %s %v", out, err)
 	}
-	if res, _ := run(t, c, ExecRequest{Command: "echo x > .envrc"}); res.ExitCode == 0 {
+	if res, _ := run(t, c, sandbox.ExecRequest{Command: "echo x > .envrc"}); res.ExitCode == 0 {
 		t.Error("a protected path is writable")
 	}
 	if got := sh(t, c, "cat /.corral/reference/obj"); got != "object" {
 		t.Errorf("the bind: %q", got)
 	}
-	if res, _ := run(t, c, ExecRequest{Command: "touch /.corral/reference/new || exit 1; echo x >> /.corral/reference/obj"}); res.ExitCode == 0 {
+	if res, _ := run(t, c, sandbox.ExecRequest{Command: "touch /.corral/reference/new || exit 1; echo x >> /.corral/reference/obj"}); res.ExitCode == 0 {
 		t.Error("the bind is writable")
 	}
 	if _, err := os.Lstat(ws); !os.IsNotExist(err) {

@@ -4,6 +4,8 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // checkAgent verifies that path is a Linux executable that can run in any
@@ -13,22 +15,22 @@ import (
 func checkAgent(path string) (elf.Machine, *agentRuntime, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return 0, nil, &AgentError{Path: path, Reason: err.Error()}
+		return 0, nil, &sandbox.AgentError{Path: path, Reason: err.Error()}
 	}
 	if !executable(fi) {
-		return 0, nil, &AgentError{Path: path, Reason: "not an executable file"}
+		return 0, nil, &sandbox.AgentError{Path: path, Reason: "not an executable file"}
 	}
 	f, err := elf.Open(path)
 	if err != nil {
-		return 0, nil, &AgentError{Path: path, Reason: "not a Linux executable (the agent runs inside the container): " + err.Error()}
+		return 0, nil, &sandbox.AgentError{Path: path, Reason: "not a Linux executable (the agent runs inside the container): " + err.Error()}
 	}
 	defer f.Close()
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
-		return 0, nil, &AgentError{Path: path, Reason: "not an executable"}
+		return 0, nil, &sandbox.AgentError{Path: path, Reason: "not an executable"}
 	}
 	rt, err := dynamicRuntime(path, f)
 	if err != nil {
-		return 0, nil, &AgentError{Path: path, Reason: "dynamically linked, and " + err.Error() + "; build corral with CGO_ENABLED=0 to make it static"}
+		return 0, nil, &sandbox.AgentError{Path: path, Reason: "dynamically linked, and " + err.Error() + "; build corral with CGO_ENABLED=0 to make it static"}
 	}
 	return f.Machine, rt, nil
 }
@@ -62,7 +64,7 @@ func engineMachine(arch string) (elf.Machine, bool) {
 func checkMachine(path string, m elf.Machine, engineArch string) error {
 	want, ok := engineMachine(engineArch)
 	if ok && want != m {
-		return &AgentError{Path: path, Reason: fmt.Sprintf("built for %v, but the Docker engine runs %s", m, engineArch)}
+		return &sandbox.AgentError{Path: path, Reason: fmt.Sprintf("built for %v, but the Docker engine runs %s", m, engineArch)}
 	}
 	return nil
 }
