@@ -35,6 +35,7 @@ import (
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -53,7 +54,7 @@ type Config struct {
 	// set here, when there is only ever one session) and adds the session's log
 	// directory to its ReadOnlyMounts.
 	Sandbox sandbox.Config
-	// Backend makes each session's sandbox from Sandbox; sandbox.Docker when
+	// Backend makes each session's sandbox from Sandbox; docker.Backend when
 	// nil. Settings only one backend knows (a cluster's kubeconfig and
 	// namespace) are part of its Backend value.
 	Backend sandbox.Backend
@@ -272,9 +273,9 @@ func New(cfg Config) (*Host, error) {
 	}
 	// Check the sandbox settings now rather than at the first session.
 	if cfg.Backend == nil {
-		h.cfg.Backend = sandbox.Docker
+		h.cfg.Backend = docker.Backend
 	}
-	if cfg.Isolate != nil && h.cfg.Backend != sandbox.Docker {
+	if cfg.Isolate != nil && h.cfg.Backend != docker.Backend {
 		// The copy is a directory of this machine, mounted in its place.
 		return nil, fmt.Errorf("corral: isolated sessions need the Docker backend, not %s", h.cfg.Backend.Name())
 	}
@@ -359,7 +360,7 @@ type Session struct {
 }
 
 // Sandbox returns the session's sandbox. With the Docker backend it is a
-// *sandbox.Container; with Config.Pool a *pool.Sandbox.
+// *docker.Container; with Config.Pool a *pool.Sandbox.
 func (s *Session) Sandbox() sandbox.Sandbox { return s.box }
 
 // Open opens a session: its log directory, its sandbox (the container starts

@@ -38,6 +38,7 @@ import (
 	"github.com/corralhq/corral/internal/records"
 	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/snapshot"
 	"github.com/corralhq/corral/tools"
 	"github.com/corralhq/corral/workspace"
@@ -181,7 +182,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	r := &runner{opts: opts, backend: opts.Base.Backend, made: map[string]chan struct{}{}, warmed: map[string]sandbox.Config{}}
 	if r.backend == nil {
-		r.backend = sandbox.Docker
+		r.backend = docker.Backend
 	}
 	log := opts.Base.Logger
 	p, err := pool.New(pool.Options{Backend: r.backend, Dir: opts.WorkDir, Max: opts.Max, Rate: opts.Rate, Logger: log})

@@ -40,6 +40,7 @@ import (
 	"github.com/corralhq/corral/calls"
 	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/snapshot"
 	"github.com/corralhq/corral/tools"
 )
@@ -141,7 +142,7 @@ func NewServer(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	backend := sandbox.Docker
+	backend := docker.Backend
 	if opts.Config.Backend != nil {
 		backend = opts.Config.Backend
 	}
