@@ -54,8 +54,9 @@ type Options struct {
 	Out string
 	// Base is what every task starts from: its Sandbox (image, limits,
 	// environment, user), Backend, Tools, Policy and PolicyFile, Egress
-	// (for tasks with network "allow", which add their hosts), Logger.
-	// Workspace, Pool, Events, Checkpoints and Isolate are the batch's.
+	// (for tasks with network "allow", which add their hosts), Logger;
+	// Backend is docker.Backend when nil. Workspace, Pool, Events,
+	// Checkpoints and Isolate are the batch's.
 	Base corral.Config
 	// Max is the most sandboxes alive at once, ready ones included
 	// (DefaultMax when zero).
