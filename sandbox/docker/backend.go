@@ -1,9 +1,10 @@
 // Package docker is the Docker backend of sandbox: each session's sandbox
-// is an ephemeral, hardened container of the engine the environment names
-// (DOCKER_HOST, ...) that sees only the bind-mounted workspace, its main
-// process corral's agent, reached over the container's attach stream. It
-// also keeps the repository's shadow: no command ever sees the host's .git,
-// only a copy whose changes are checked before they reach the host (git.go).
+// is an ephemeral, hardened container that sees only the bind-mounted
+// workspace, with corral's agent as its main process, reached over the
+// container's attach stream. The engine is the one the environment names
+// (DOCKER_HOST, ...). The backend also keeps the repository's shadow: no
+// command ever sees the host's .git, only a copy whose changes are checked
+// before they reach the host (git.go).
 package docker
 
 import (
