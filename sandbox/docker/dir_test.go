@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -136,5 +137,33 @@ func TestWorkingDirectoryReplaced(t *testing.T) {
 	res, out := run(t, c, sandbox.ExecRequest{Command: "pwd; ls"})
 	if res.Dir != d || clean(out) != d+"\nnew-marker" {
 		t.Errorf("started in %q with output %q, want %q and the new directory's listing", res.Dir, clean(out), d)
+	}
+}
+
+// A command that left the workspace, then its container's death between
+// calls: the next command, in a new container, starts at the workspace's
+// root and says its directory was reset, as it would have in the old one.
+func TestWorkingDirectoryResetAcrossRestart(t *testing.T) {
+	c := newSandbox(t, testConfig(t))
+	ws := c.Workspace()
+	sh(t, c, "cd /tmp")
+	c.mu.Lock()
+	old := c.client
+	c.mu.Unlock()
+	api, _ := engine()
+	killer := api.(interface {
+		ContainerKill(context.Context, string, string) error
+	})
+	if err := killer.ContainerKill(context.Background(), old.Name(), "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-old.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the client did not see its container die")
+	}
+	res, _ := run(t, c, sandbox.ExecRequest{Command: "true"})
+	if !res.Restarted || res.Dir != ws || !res.DirReset {
+		t.Errorf("after the restart: restarted %v, dir %q, reset %v; want dir %q, reset", res.Restarted, res.Dir, res.DirReset, ws)
 	}
 }
