@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin/corral
 # The agent inside the sandbox is this binary, cgo on or off: a dynamically linked
-# one brings the host's loader and libraries into the sandbox (sandbox/dynamic.go).
+# one brings the host's loader and libraries into the sandbox (sandbox/docker/dynamic.go).
 
 .PHONY: all build setup test test-user unit lint bench demo image test-image agent-image test-toolchains kube-up kube-down clean
 

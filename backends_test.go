@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/sandbox/kube"
 )
 
@@ -92,7 +93,7 @@ func TestBackendsBehaveAlike(t *testing.T) {
 	// works on the directory itself.
 	kcfg := corral.Config{Workspace: ws, Backend: b, Sandbox: sandbox.Config{Image: testenv.Image}}
 	onKube := runCalls(t, kcfg)
-	dcfg := corral.Config{Workspace: ws, Sandbox: sandbox.Config{Agent: testenv.Agent(t), Image: testenv.Image}}
+	dcfg := corral.Config{Workspace: ws, Backend: docker.Backend, Sandbox: sandbox.Config{Agent: testenv.Agent(t), Image: testenv.Image}}
 	onDocker := runCalls(t, dcfg)
 	for i := range backendCalls {
 		if onKube[i] != onDocker[i] {

@@ -16,6 +16,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/pool"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -40,7 +41,7 @@ import (
 func BenchmarkFirstCommand(b *testing.B) {
 	testenv.NeedsDocker(b)
 	b.Setenv("TMPDIR", b.TempDir())
-	base := corral.Config{Workspace: b.TempDir()}
+	base := corral.Config{Workspace: b.TempDir(), Backend: docker.Backend}
 	base.Sandbox.Agent, base.Sandbox.Image = testenv.Agent(b), testenv.Image
 	for i, name := range []string{"README", "main.py", "setup.cfg"} {
 		if err := os.WriteFile(filepath.Join(base.Workspace, name), []byte(name+" "+string(rune('a'+i))+"\n"), 0o644); err != nil {
@@ -56,7 +57,7 @@ func BenchmarkFirstCommand(b *testing.B) {
 
 	pools := map[string]*pool.Pool{}
 	for name, max := range map[string]int{"warm": 1, "warm-refilling": 0} {
-		p, err := pool.New(pool.Options{Dir: b.TempDir(), Max: max})
+		p, err := pool.New(pool.Options{Backend: docker.Backend, Dir: b.TempDir(), Max: max})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -53,9 +53,10 @@ type Config struct {
 	// set here, when there is only ever one session) and adds the session's log
 	// directory to its ReadOnlyMounts.
 	Sandbox sandbox.Config
-	// Backend makes each session's sandbox from Sandbox; sandbox.Docker when
-	// nil. Settings only one backend knows (a cluster's kubeconfig and
-	// namespace) are part of its Backend value.
+	// Backend makes each session's sandbox from Sandbox: docker.Backend
+	// (package sandbox/docker), or a sandbox/kube Backend. Settings only one
+	// backend knows (a cluster's kubeconfig and namespace) are part of its
+	// Backend value. Required, unless Pool gives it.
 	Backend sandbox.Backend
 
 	// Tools configures each tools session. Open sets its Workspace, Sandbox,
@@ -158,6 +159,11 @@ type Host struct {
 	store    *checkpoint.Store // nil without checkpoints or isolation
 }
 
+// hostMounter is a backend that says whether its sandboxes mount their
+// workspace from this machine (docker.Backend's do), as an isolated
+// session's copy needs.
+type hostMounter interface{ MountsWorkspace() bool }
+
 // ErrClosed is returned by Host.Open after Host.Close.
 var ErrClosed = errors.New("corral: host closed")
 
@@ -167,6 +173,9 @@ var ErrClosed = errors.New("corral: host closed")
 func New(cfg Config) (*Host, error) {
 	if err := checkPool(&cfg); err != nil {
 		return nil, err
+	}
+	if cfg.Backend == nil {
+		return nil, errors.New("corral: no sandbox backend: set Config.Backend (docker.Backend of package sandbox/docker, for Docker)")
 	}
 	var ws string
 	if cfg.Workspace != "" {
@@ -271,12 +280,9 @@ func New(cfg Config) (*Host, error) {
 		h.image = &imageBuilder{progress: cfg.ImageProgress}
 	}
 	// Check the sandbox settings now rather than at the first session.
-	if cfg.Backend == nil {
-		h.cfg.Backend = sandbox.Docker
-	}
-	if cfg.Isolate != nil && h.cfg.Backend != sandbox.Docker {
+	if m, ok := cfg.Backend.(hostMounter); cfg.Isolate != nil && (!ok || !m.MountsWorkspace()) {
 		// The copy is a directory of this machine, mounted in its place.
-		return nil, fmt.Errorf("corral: isolated sessions need the Docker backend, not %s", h.cfg.Backend.Name())
+		return nil, fmt.Errorf("corral: isolated sessions need a backend whose sandboxes mount their workspace from this machine (Docker's), not %s", cfg.Backend.Name())
 	}
 	check := h.sandboxConfig()
 	if cfg.Pool != nil {
@@ -359,7 +365,7 @@ type Session struct {
 }
 
 // Sandbox returns the session's sandbox. With the Docker backend it is a
-// *sandbox.Container; with Config.Pool a *pool.Sandbox.
+// *docker.Container; with Config.Pool a *pool.Sandbox.
 func (s *Session) Sandbox() sandbox.Sandbox { return s.box }
 
 // Open opens a session: its log directory, its sandbox (the container starts

@@ -16,6 +16,7 @@ import (
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 )
 
 func TestMain(m *testing.M) {
@@ -34,6 +35,7 @@ func config(t *testing.T) corral.Config {
 	t.Setenv("TMPDIR", t.TempDir())
 	return corral.Config{
 		Workspace: t.TempDir(),
+		Backend:   docker.Backend,
 		Sandbox:   sandbox.Config{Agent: testenv.Agent(t), Image: testenv.Image},
 	}
 }
@@ -108,6 +110,7 @@ func TestHost(t *testing.T) {
 func TestNewChecks(t *testing.T) {
 	for name, change := range map[string]func(*corral.Config){
 		"no workspace":  func(c *corral.Config) { c.Workspace = "" },
+		"no backend":    func(c *corral.Config) { c.Backend = nil },
 		"missing rules": func(c *corral.Config) { c.PolicyFile = filepath.Join(t.TempDir(), "none.toml") },
 		"bad network":   func(c *corral.Config) { c.Sandbox.Network = "host" },
 		"bad agent":     func(c *corral.Config) { c.Sandbox.Agent = "/nonexistent/corral" },

@@ -14,6 +14,7 @@ import (
 	"github.com/corralhq/corral/checkpoint"
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/pool"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -22,6 +23,9 @@ func newTestPool(t *testing.T, opts pool.Options) *pool.Pool {
 	testenv.NeedsDocker(t)
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
+	}
+	if opts.Backend == nil {
+		opts.Backend = docker.Backend
 	}
 	p, err := pool.New(opts)
 	if err != nil {

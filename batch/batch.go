@@ -38,6 +38,7 @@ import (
 	"github.com/corralhq/corral/internal/records"
 	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/snapshot"
 	"github.com/corralhq/corral/tools"
 	"github.com/corralhq/corral/workspace"
@@ -53,8 +54,9 @@ type Options struct {
 	Out string
 	// Base is what every task starts from: its Sandbox (image, limits,
 	// environment, user), Backend, Tools, Policy and PolicyFile, Egress
-	// (for tasks with network "allow", which add their hosts), Logger.
-	// Workspace, Pool, Events, Checkpoints and Isolate are the batch's.
+	// (for tasks with network "allow", which add their hosts), Logger;
+	// Backend is docker.Backend when nil. Workspace, Pool, Events,
+	// Checkpoints and Isolate are the batch's.
 	Base corral.Config
 	// Max is the most sandboxes alive at once, ready ones included
 	// (DefaultMax when zero).
@@ -181,7 +183,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	r := &runner{opts: opts, backend: opts.Base.Backend, made: map[string]chan struct{}{}, warmed: map[string]sandbox.Config{}}
 	if r.backend == nil {
-		r.backend = sandbox.Docker
+		r.backend = docker.Backend
 	}
 	log := opts.Base.Logger
 	p, err := pool.New(pool.Options{Backend: r.backend, Dir: opts.WorkDir, Max: opts.Max, Rate: opts.Rate, Logger: log})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -54,7 +55,7 @@ func TestSessionRestore(t *testing.T) {
 	store := open(t, ws)
 	rec, err := store.Begin(ctx, "sess-1")
 	must(t, err)
-	box, err := sandbox.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20})
+	box, err := docker.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20})
 	must(t, err)
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -15,6 +15,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 )
 
 func TestMain(m *testing.M) {
@@ -46,7 +47,7 @@ func newServer(t *testing.T, change func(*Options)) *Server {
 		}
 		backend := opts.Config.Backend
 		if backend == nil {
-			backend = sandbox.Docker
+			backend = docker.Backend
 		}
 		list, err := backend.List(context.Background())
 		if err != nil {

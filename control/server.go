@@ -40,6 +40,7 @@ import (
 	"github.com/corralhq/corral/calls"
 	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/snapshot"
 	"github.com/corralhq/corral/tools"
 )
@@ -52,6 +53,7 @@ type Options struct {
 	// workspace root: a session's workspace is this directory or one below
 	// it (symbolic links resolved), or a temporary directory the server
 	// makes. Its ImageProgress, when set, builds a missing default image.
+	// Its Backend is docker.Backend when nil.
 	Config corral.Config
 	// Version is the server's version, told by the version method.
 	Version string
@@ -141,10 +143,10 @@ func NewServer(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	backend := sandbox.Docker
-	if opts.Config.Backend != nil {
-		backend = opts.Config.Backend
+	if opts.Config.Backend == nil {
+		opts.Config.Backend = docker.Backend
 	}
+	backend := opts.Config.Backend
 	s := &Server{opts: opts, root: root, log: log, backend: backend.Name(), sessions: map[string]*session{}, stop: make(chan struct{}), snaps: snapshots{dir: opts.SnapshotDir}}
 	if err := s.startPool(backend); err != nil {
 		return nil, err

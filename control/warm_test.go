@@ -16,6 +16,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -103,7 +104,7 @@ func TestWarmRefused(t *testing.T) {
 		{"isolate", func(o *Options) { o.Config.Isolate = &corral.Isolation{} }, "isolated copy"},
 		{"protected paths", func(o *Options) { o.Config.Sandbox.Protect = []string{"tests"} }, "protected paths"},
 		{"a log directory", func(o *Options) { o.Config.Tools.LogDir = t.TempDir() }, "log directory"},
-		{"no slots", func(o *Options) { o.Config.Backend = noMounts{sandbox.Docker} }, "do not mount their workspace"},
+		{"no slots", func(o *Options) { o.Config.Backend = noMounts{docker.Backend} }, "do not mount their workspace"},
 	} {
 		o := Options{Warm: 2, Config: corral.Config{Workspace: t.TempDir()}}
 		tc.change(&o)

@@ -38,11 +38,12 @@ import (
 	"github.com/corralhq/corral/sandbox"
 )
 
-// Options configure a Pool. The zero value is a pool of Docker sandboxes
-// without limits, its slots in the system's temporary directory.
+// Options configure a Pool. Backend is required; the zero value of the
+// others is a pool without limits, its slots in the system's temporary
+// directory.
 type Options struct {
-	// Backend makes the sandboxes; sandbox.Docker when nil. Its sandboxes
-	// must mount their workspace from this machine.
+	// Backend makes the sandboxes: docker.Backend (package sandbox/docker).
+	// Its sandboxes must mount their workspace from this machine.
 	Backend sandbox.Backend
 	// Dir is where the pool makes its directory of slots (corral-pool-*,
 	// removed by Close); the system's temporary directory when empty.
@@ -119,7 +120,7 @@ type hostMounter interface{ MountsWorkspace() bool }
 func New(opts Options) (*Pool, error) {
 	b := opts.Backend
 	if b == nil {
-		b = sandbox.Docker
+		return nil, errors.New("pool: no backend: set Options.Backend (docker.Backend of package sandbox/docker)")
 	}
 	if m, ok := b.(hostMounter); !ok || !m.MountsWorkspace() {
 		return nil, fmt.Errorf("pool: the %s backend's sandboxes do not mount their workspace from this machine, as a pool's slots need", b.Name())

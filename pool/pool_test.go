@@ -15,6 +15,7 @@ import (
 
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 )
 
 func TestMain(m *testing.M) {
@@ -36,6 +37,9 @@ func newPool(t testing.TB, opts Options) *Pool {
 	testenv.NeedsDocker(t)
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
+	}
+	if opts.Backend == nil {
+		opts.Backend = docker.Backend
 	}
 	p, err := New(opts)
 	if err != nil {
@@ -313,7 +317,7 @@ func TestHold(t *testing.T) {
 // goes with it.
 func TestCloseRemovesEverything(t *testing.T) {
 	testenv.NeedsDocker(t)
-	p, err := New(Options{Dir: t.TempDir()})
+	p, err := New(Options{Backend: docker.Backend, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +384,7 @@ func TestWarmFailure(t *testing.T) {
 // slots in it; a live owner's is kept.
 func TestGC(t *testing.T) {
 	parent := t.TempDir()
-	live, err := New(Options{Dir: parent})
+	live, err := New(Options{Backend: docker.Backend, Dir: parent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +454,7 @@ func TestKey(t *testing.T) {
 // TestChecks: what a slot cannot have is refused, and a backend whose
 // sandboxes do not mount the workspace from this machine has no pool.
 func TestChecks(t *testing.T) {
-	p, err := New(Options{Dir: t.TempDir()})
+	p, err := New(Options{Backend: docker.Backend, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

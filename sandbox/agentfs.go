@@ -212,7 +212,7 @@ type AgentFS struct {
 }
 
 // OpenAgentFS opens the workspace of the sandbox whose current agent client
-// gives (starting the sandbox, as Container.Client does).
+// gives (starting the sandbox, as a backend's Client method does).
 func OpenAgentFS(ctx context.Context, client func(ctx context.Context) (*Client, error)) (*AgentFS, error) {
 	a := &AgentFS{client: client}
 	r, err := a.current(ctx)
@@ -863,21 +863,6 @@ func (e *agentEntry) Type() fs.FileMode { return e.typ }
 // opened in.
 func (e *agentEntry) Info() (fs.FileInfo, error) {
 	return e.root.Lstat(path.Join(e.dir, e.name))
-}
-
-// FS returns the workspace on the host, where the container mounts it from
-// (Source: an isolated session's copy is not the directory at the workspace's
-// path): the file tools reach it directly, faster than through the agent, and
-// the session watches it for changes made by others.
-func (c *Container) FS(ctx context.Context) (fsys.Root, error) {
-	return fsys.OpenLocal(c.cfg.Source)
-}
-
-// AgentFS returns the workspace as the container's agent reaches it, the
-// way a backend without the workspace on the host (Kubernetes) gives it.
-// It starts the container when none runs.
-func (c *Container) AgentFS(ctx context.Context) (*AgentFS, error) {
-	return OpenAgentFS(ctx, c.Client)
 }
 
 var (

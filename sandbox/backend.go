@@ -9,9 +9,9 @@ import (
 
 // Sandbox is what a session needs of a sandbox, whatever runs it: a place
 // where commands run against the session's workspace, isolated from the
-// host. *Container (Docker) implements it; another backend (Kubernetes)
-// implements it with the same agent and protocol, through a Client. Its
-// methods are safe for concurrent use.
+// host. Each backend (package sandbox/docker's containers, sandbox/kube's
+// pods) implements it with the same agent and protocol, through a Client.
+// Its methods are safe for concurrent use.
 type Sandbox interface {
 	// Session returns the session id that names the sandbox (its labels, its
 	// container or pod).
@@ -25,8 +25,12 @@ type Sandbox interface {
 	// a *DiedError when it died under the call (the next call starts a new
 	// one and says so in its result), ErrClosed after Close.
 	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
-	// Shell runs an interactive shell wired to stdin and stdout until it
-	// exits, and returns its exit status; see Container.Shell.
+	// Shell runs an interactive shell wired to stdin and stdout (which
+	// should be a terminal in raw mode) until it exits, and returns its
+	// exit status. Window size changes are read from resize (nil for none;
+	// a size already waiting there is the initial one, else 80x24). When
+	// stdin ends the terminal gets ^D. A goroutine may stay blocked reading
+	// stdin after Shell returns.
 	Shell(ctx context.Context, stdin io.Reader, stdout io.Writer, resize <-chan WindowSize) (int, error)
 	// FS returns the workspace as the file tools should reach it, for the
 	// caller to close: the host's own directory where the sandbox mounts it
@@ -38,9 +42,10 @@ type Sandbox interface {
 	Close(ctx context.Context) error
 }
 
-// Backend makes sandboxes, and lists and reaps those it made. Docker is the
-// default; settings that only one backend knows (a cluster's kubeconfig
-// and namespace, say) belong to its own Backend value, not to Config.
+// Backend makes sandboxes, and lists and reaps those it made: package
+// sandbox/docker's Backend, or a sandbox/kube Backend. Settings that only
+// one backend knows (a cluster's kubeconfig and namespace, say) belong to
+// its own Backend value, not to Config.
 type Backend interface {
 	// Name names the backend in messages ("docker").
 	Name() string
@@ -54,30 +59,17 @@ type Backend interface {
 	GC(ctx context.Context) ([]string, error)
 }
 
-// Docker is the Docker backend, the default: each sandbox is a container of
-// the engine the environment names (DOCKER_HOST, ...); see New, List, GC.
-var Docker Backend = dockerBackend{}
-
-type dockerBackend struct{}
-
-func (dockerBackend) Name() string { return "docker" }
-
-func (dockerBackend) New(cfg Config) (Sandbox, error) {
-	c, err := New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+// WindowSize is a terminal's size in character cells.
+type WindowSize struct {
+	Cols, Rows uint16
 }
 
-func (dockerBackend) List(ctx context.Context) ([]Info, error) { return List(ctx) }
-
-func (dockerBackend) GC(ctx context.Context) ([]string, error) { return GC(ctx) }
-
-var _ Sandbox = (*Container)(nil)
-
-// MountsWorkspace says that the Docker backend's sandboxes mount their
-// workspace from this machine: what is written into the directory on the
-// host, even after the sandbox started, is there inside it (the slots of
-// package pool rely on it).
-func (dockerBackend) MountsWorkspace() bool { return true }
+// Committer is a sandbox whose filesystem can become an image, from which
+// later sandboxes start (package snapshot): the Docker backend's.
+type Committer interface {
+	// Commit makes an image of the sandbox's filesystem as it is now —
+	// what commands installed or changed outside the workspace; not the
+	// mounts (the workspace, /tmp and HOME) — tagged ref, with labels, and
+	// returns its ID. The sandbox must be running.
+	Commit(ctx context.Context, ref string, labels map[string]string) (string, error)
+}

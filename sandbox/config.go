@@ -1,14 +1,19 @@
-// Package sandbox runs shell commands for an agent in an ephemeral, hardened Docker
-// container that sees only the bind-mounted workspace. It is the host side of the
-// trust boundary: the interface a session uses and the Docker backend. Inside the
-// container runs the agent (package sandbox/agent; the corral binary itself), which
-// runs each command in its own PTY and speaks to the host over the container's
-// attach stream in the protocol of package sandbox/proto. The host trusts nothing
-// the sandbox sends beyond that protocol's checks.
+// Package sandbox is the host side of corral's trust boundary, whatever
+// backend runs the sandbox: the Sandbox and Backend interfaces a session
+// uses, the configuration, labels and errors they share, and the client of
+// the agent inside every sandbox (Client, AgentFS), which speaks the
+// protocol of package sandbox/proto over any byte stream. The agent (package
+// sandbox/agent; the corral binary itself) runs each command in its own
+// PTY; the host trusts nothing the sandbox sends beyond that protocol's
+// checks. The backends are packages of their own: sandbox/docker, the
+// default (a hardened container per session), and sandbox/kube (a pod).
 package sandbox
 
 import (
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/internal/agentconf"
@@ -126,3 +131,20 @@ type Bind struct {
 // protected entries, which the file tools refuse and the policy asks about
 // too; docs/tools.md's table gives each one's reason.
 var DefaultProtect = agentconf.Protected()
+
+// ParseUser parses "UID:GID" (Config.User, ExecRequest.User), both numeric,
+// neither root.
+func ParseUser(s string) (uid, gid uint32, err error) {
+	u, g, ok := strings.Cut(s, ":")
+	pu, uerr := strconv.ParseUint(u, 10, 32)
+	pg, gerr := strconv.ParseUint(g, 10, 32)
+	switch {
+	case !ok || uerr != nil || gerr != nil || pu == 1<<32-1 || pg == 1<<32-1:
+		return 0, 0, fmt.Errorf("sandbox: user %q: want UID:GID, both numbers", s)
+	case pu == 0:
+		return 0, 0, fmt.Errorf("sandbox: user %q: commands never run as root; give another uid", s)
+	case pg == 0:
+		return 0, 0, fmt.Errorf("sandbox: user %q: commands never run in the root group; give another gid", s)
+	}
+	return uint32(pu), uint32(pg), nil
+}

@@ -54,6 +54,10 @@ type ClientConfig struct {
 	// shell directory; after a restart, the previous client's Dir); the
 	// workspace when empty.
 	Dir string
+	// DirReset says that the previous client's last command left the
+	// workspace (its DirReset): the next command that names no directory
+	// says its directory was reset.
+	DirReset bool
 	// InputWait ends a command of the model's (a terminal, no Stdin) that
 	// has sat that long blocked on terminal input it will never get; never
 	// when zero or negative, or when the agent cannot tell.
@@ -62,9 +66,10 @@ type ClientConfig struct {
 	// agent's loopback listeners (EgressHTTPAddr, EgressSOCKSAddr), which
 	// Dial asks the agent to open; without it the agent opens none.
 	Egress Egress
-	// egressSide is the Docker backend's socket for egress, offered to the
-	// agent with the listeners; nil relays egress over conn.
-	egressSide *egressSide
+	// EgressSocket, when not nil, is offered to the agent with the egress
+	// listeners (the Docker backend's socket); nil relays egress over conn.
+	// The client closes it when the connection ends.
+	EgressSocket EgressSocket
 	// Stderr, when not nil, is where the backend writes what the agent
 	// prints on its stderr; its last lines go into the errors of a failed
 	// handshake.
@@ -180,7 +185,7 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, cfg ClientConfig) (_ *Cl
 		return nil, err
 	}
 	if c.egress != nil {
-		if err := c.openEgress(ctx, cfg.egressSide); err != nil {
+		if err := c.openEgress(ctx, cfg.EgressSocket); err != nil {
 			return nil, err
 		}
 	}
@@ -222,9 +227,10 @@ func newClient(conn io.ReadWriteCloser, cfg ClientConfig) *Client {
 		diedFn:    cfg.Died,
 		brokenFn:  cfg.Broken,
 		dir:       dir,
+		dirReset:  cfg.DirReset,
 	}
 	c.deadline, _ = conn.(writeDeadliner)
-	c.nets = netrelay.NewTable(c.send, maxRelayed)
+	c.nets = netrelay.NewTable(c.send, MaxRelayed)
 	c.heard.Mark()
 	return c
 }
@@ -241,6 +247,15 @@ func (c *Client) Dir() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.dir
+}
+
+// DirReset reports whether the last command left the workspace, so that
+// the next one that names no directory starts at its root and says so; a
+// backend hands it on to the client of a sandbox that replaces this one.
+func (c *Client) DirReset() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dirReset
 }
 
 // heartbeat pings the agent every proto.PingEvery until the connection ends,

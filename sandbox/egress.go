@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/system"
-
 	"github.com/corralhq/corral/internal/sanitize"
 	"github.com/corralhq/corral/sandbox/internal/netrelay"
 	"github.com/corralhq/corral/sandbox/proto"
@@ -33,8 +31,28 @@ const (
 	EgressSOCKSAddr = "127.0.0.1:1080"
 )
 
-// maxRelayed bounds the relayed connections of one sandbox at once.
-const maxRelayed = 512
+// MaxRelayed bounds the relayed connections of one sandbox at once, over
+// the agent's stream and over an EgressSocket alike.
+const MaxRelayed = 512
+
+// EgressSocket is a second path for a sandbox's egress that a backend may
+// offer the agent with the listeners: a Unix socket of the host's that the
+// agent reaches at Path inside the sandbox (the Docker backend mounts one),
+// so that relayed connections stay off the agent's stream.
+type EgressSocket interface {
+	// Path is where the agent finds the socket inside the sandbox.
+	Path() string
+	// PassFD says the agent should hand over each connection's descriptor
+	// rather than relay its bytes in frames.
+	PassFD() bool
+	// Serve waits for the agent's connection, which the agent says it made,
+	// and serves it until Close. An error means the agent relays egress
+	// over its stream instead.
+	Serve() error
+	// Close ends the socket and every connection it brought; later calls
+	// do nothing.
+	Close()
+}
 
 // netListenTimeout bounds the agent's answer to NetListen.
 const netListenTimeout = 10 * time.Second
@@ -74,43 +92,30 @@ func needsQuotes(s string) bool {
 	})
 }
 
-// egressSide opens the socket of a new container's egress where the runtime
-// can mount it (see socketEgress); nil for the stream relay.
-func (c *Container) egressSide(info *system.Info) (*egressSide, error) {
-	if c.cfg.Egress == nil || c.cfg.EgressStream {
-		return nil, nil
-	}
-	ok, passFD := socketEgress(info, c.cfg.Runtime)
-	if !ok {
-		return nil, nil
-	}
-	return listenEgressSide(c.cfg.Egress, passFD, c.log)
-}
-
 // openEgress has the agent open the egress listeners, offering it side's
 // socket when there is one; the socket's connection ends with the client's.
-func (c *Client) openEgress(ctx context.Context, side *egressSide) error {
+func (c *Client) openEgress(ctx context.Context, side EgressSocket) error {
 	m := proto.NetListenMsg{HTTP: EgressHTTPAddr, SOCKS: EgressSOCKSAddr}
 	if side != nil {
-		m.Socket, m.PassFD = egressSocketPath, side.passFD
+		m.Socket, m.PassFD = side.Path(), side.PassFD()
 	}
 	reply, err := c.listen(ctx, m)
 	if err != nil || side == nil {
 		return err
 	}
 	if reply.SocketError == "" {
-		err = side.serve()
+		err = side.Serve()
 	} else {
 		err = errors.New(sanitize.Text(reply.SocketError))
 	}
 	if err != nil {
 		c.log.Warn("no egress socket: relaying egress over the agent's stream", "sandbox", c.name, "err", err)
-		side.close()
+		side.Close()
 		return nil
 	}
 	go func() {
 		<-c.done
-		side.close()
+		side.Close()
 	}()
 	return nil
 }
@@ -162,19 +167,13 @@ func (c *Client) dispatchNet(f proto.Frame) (bool, error) {
 	return c.nets.Dispatch(f)
 }
 
-// sandboxAddr is the address of a relayed connection's ends.
-type sandboxAddr string
-
-func (a sandboxAddr) Network() string { return "sandbox" }
-func (a sandboxAddr) String() string  { return string(a) }
-
 // netOpen hands a connection the agent accepted to the egress proxy, or
 // refuses it: the sandbox chooses nothing of what the host does with it.
 func (c *Client) netOpen(id uint32, listener string) {
 	var conn *netrelay.Conn
 	ok := c.egress != nil && id&proto.NetStreamBit != 0 && (listener == "http" || listener == "socks")
 	if ok {
-		conn, ok = c.nets.Open(id, sandboxAddr(c.name), sandboxAddr("sandbox "+listener))
+		conn, ok = c.nets.Open(id, netrelay.Addr(c.name), netrelay.Addr("sandbox "+listener))
 	}
 	if !ok {
 		go func() { _ = c.send(proto.NetEndFrame(id, true)) }()

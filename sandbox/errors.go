@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// ErrClosed is returned by calls on a Container after Close.
+// ErrClosed is returned by calls on a sandbox or a Client after Close.
 var ErrClosed = errors.New("sandbox is closed")
 
 // ImageNotFoundError says the sandbox image is not on the Docker engine.

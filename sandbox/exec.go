@@ -246,7 +246,7 @@ func startMsg(req ExecRequest) (proto.StartMsg, error) {
 }
 
 // Shell runs an interactive shell through the agent, in the client's
-// directory; see Container.Shell.
+// directory; see Sandbox.Shell.
 func (c *Client) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer, resize <-chan WindowSize) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return -1, err

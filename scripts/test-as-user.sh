@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 user=${CORRAL_TEST_USER:-corral-ci}
-pkgs=${USER_TEST_PKGS:-"./sandbox ./sandbox/agent ./sandbox/proto ./tools ./mcp"}
+pkgs=${USER_TEST_PKGS:-"./sandbox ./sandbox/docker ./sandbox/agent ./sandbox/proto ./tools ./mcp"}
 cli_run=${USER_TEST_RUN:-'^TestMCP'}
 
 say() { printf 'test-as-user.sh: %s\n' "$*"; }

@@ -32,6 +32,7 @@ import (
 	"github.com/corralhq/corral/fsys"
 	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/workspace"
 )
 
@@ -199,7 +200,7 @@ func (s *Store) Take(ctx context.Context, box sandbox.Sandbox, name string) (_ *
 	}
 	if old != nil && old.ImageID != "" && old.ImageID != sn.ImageID {
 		// The tag moved to the new image; the old one goes unless in use.
-		_ = sandbox.RemoveImage(context.WithoutCancel(ctx), old.ImageID)
+		_ = docker.RemoveImage(context.WithoutCancel(ctx), old.ImageID)
 	}
 	return sn, nil
 }
@@ -357,7 +358,7 @@ func (s *Store) Remove(ctx context.Context, name string) error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	err = pool.RemoveDir(gone)
-	if ierr := sandbox.RemoveImage(ctx, sn.Image); ierr != nil {
+	if ierr := docker.RemoveImage(ctx, sn.Image); ierr != nil {
 		err = errors.Join(err, ierr)
 	}
 	return err

@@ -15,6 +15,7 @@ import (
 	"github.com/corralhq/corral/fsys"
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 )
 
 // The file tools' tests run twice: on the host's filesystem, and, in a child
@@ -38,7 +39,7 @@ var agentTests = `^(TestRead|TestPartialRead|TestEdit|TestWrite|TestChangeDuring
 // shared is the sandbox whose agent serves the workspaces in agent mode, and
 // sharedFS its workspace through the agent.
 var (
-	sharedBox *sandbox.Container
+	sharedBox *docker.Container
 	sharedFS  *sandbox.AgentFS
 )
 
@@ -61,7 +62,7 @@ func runThroughAgent(m *testing.M) int {
 		return fail(err)
 	}
 	defer os.RemoveAll(dir)
-	sharedBox, err = sandbox.New(sandbox.Config{Workspace: dir, Image: testenv.Image, Agent: agent, Memory: 512 << 20})
+	sharedBox, err = docker.New(sandbox.Config{Workspace: dir, Image: testenv.Image, Agent: agent, Memory: 512 << 20})
 	if err != nil {
 		return fail(err)
 	}
@@ -165,14 +166,14 @@ func TestFileToolsThroughAgent(t *testing.T) {
 
 // agentSession opens a session whose file tools reach a fresh workspace
 // through its own sandbox's agent, and whose bash runs in that sandbox.
-func agentSession(t *testing.T, files map[string]string, opts ...func(*Options)) (*Session, string, *sandbox.Container) {
+func agentSession(t *testing.T, files map[string]string, opts ...func(*Options)) (*Session, string, *docker.Container) {
 	t.Helper()
 	testenv.NeedsDocker(t)
 	ws := t.TempDir()
 	for name, content := range files {
 		writeFile(t, ws, name, content)
 	}
-	box, err := sandbox.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20})
+	box, err := docker.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func agentSession(t *testing.T, files map[string]string, opts ...func(*Options))
 
 // inBox runs a command in the sandbox, outside the tools, and returns its
 // output.
-func inBox(t *testing.T, box *sandbox.Container, cmd string) string {
+func inBox(t *testing.T, box *docker.Container, cmd string) string {
 	t.Helper()
 	var out testenv.SyncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -401,7 +402,7 @@ func BenchmarkAgentFS(b *testing.B) {
 		fmt.Fprintf(&text, "line %06d %s\n", i, strings.Repeat("x", 38))
 	}
 	ws := b.TempDir()
-	box, err := sandbox.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(b), Memory: 512 << 20})
+	box, err := docker.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(b), Memory: 512 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}

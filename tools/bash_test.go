@@ -14,6 +14,7 @@ import (
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 )
 
 // bashSession opens a session with a real sandbox on a fresh workspace.
@@ -24,15 +25,15 @@ func bashSession(t *testing.T, files map[string]string, opts ...func(*Options)) 
 }
 
 // bashSessionBox is bashSession that also returns the sandbox.
-func bashSessionBox(t *testing.T, files map[string]string, opts ...func(*Options)) (*Session, string, *eventLog, *sandbox.Container) {
+func bashSessionBox(t *testing.T, files map[string]string, opts ...func(*Options)) (*Session, string, *eventLog, *docker.Container) {
 	t.Helper()
 	testenv.NeedsDocker(t)
 	events := &eventLog{}
-	var box *sandbox.Container
+	var box *docker.Container
 	s, ws := newTestSession(t, files, append([]func(*Options){func(o *Options) {
 		o.Events = events
 		var err error
-		box, err = sandbox.New(sandbox.Config{
+		box, err = docker.New(sandbox.Config{
 			Workspace: o.Workspace, Image: testenv.Image, Agent: testenv.Agent(t),
 			Memory: 512 << 20, ReadOnlyMounts: nil,
 		})

@@ -19,6 +19,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 )
 
 // The download server of the benchmark: a container on Docker's default
@@ -171,7 +172,7 @@ func startRelay(b *testing.B, gateway, addr string) string {
 // (over the agent's stream when stream is set).
 func benchSession(b *testing.B, proxy sandbox.Egress, stream bool, runtime string) (*Session, string) {
 	b.Helper()
-	var box *sandbox.Container
+	var box *docker.Container
 	s, ws := newTestSession(b, nil, func(o *Options) {
 		o.Policy = allowAll{}
 		cfg := sandbox.Config{Workspace: o.Workspace, Image: testenv.Image, Agent: testenv.Agent(b), Memory: 512 << 20, Runtime: runtime}
@@ -188,7 +189,7 @@ func benchSession(b *testing.B, proxy sandbox.Egress, stream bool, runtime strin
 			cfg.Network = "bridge"
 		}
 		var err error
-		if box, err = sandbox.New(cfg); err != nil {
+		if box, err = docker.New(cfg); err != nil {
 			b.Fatal(err)
 		}
 		o.Sandbox = box

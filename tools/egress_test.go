@@ -21,6 +21,7 @@ import (
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/policy"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 )
 
 // egressFixture is a session whose sandbox reaches the network only through
@@ -130,13 +131,13 @@ func newEgressFixture(t *testing.T, runtime string, stream bool) *egressFixture 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	var box *sandbox.Container
+	var box *docker.Container
 	f.s, f.ws = newTestSession(t, nil, func(o *Options) {
 		f.events = &eventLog{}
 		o.Events = f.events
 		o.Policy = allowAll{}
 		o.Network = calls
-		box, err = sandbox.New(sandbox.Config{
+		box, err = docker.New(sandbox.Config{
 			Workspace: o.Workspace, Image: testenv.Image, Agent: testenv.Agent(t),
 			Memory: 512 << 20, Runtime: runtime, Egress: proxy, EgressStream: stream,
 			Env: []string{"CURL_CA_BUNDLE=" + filepath.Join(o.Workspace, "ca.pem")},

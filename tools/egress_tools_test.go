@@ -15,6 +15,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 )
 
 // The tools an agent installs and fetches with reach the hosts a session
@@ -46,7 +47,7 @@ func newToolSession(t *testing.T, image, runtime string, allow, hosts, env []str
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	var box *sandbox.Container
+	var box *docker.Container
 	ts.s, ts.ws = newTestSession(t, nil, func(o *Options) {
 		o.Policy = allowAll{}
 		o.Network = calls
@@ -57,7 +58,7 @@ func newToolSession(t *testing.T, image, runtime string, allow, hosts, env []str
 				t.Fatal(err)
 			}
 		}
-		box, err = sandbox.New(sandbox.Config{
+		box, err = docker.New(sandbox.Config{
 			Workspace: o.Workspace, Image: image, Agent: testenv.Agent(t),
 			Memory: 1 << 30, Runtime: runtime, Egress: proxy, Env: env,
 		})

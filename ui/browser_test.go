@@ -20,6 +20,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -127,7 +128,7 @@ func TestBrowser(t *testing.T) {
 			}
 		}
 	}
-	box, err := sandbox.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20})
+	box, err := docker.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +334,7 @@ func TestBrowserHostApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	box, err := sandbox.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20, Egress: proxy})
+	box, err := docker.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20, Egress: proxy})
 	if err != nil {
 		t.Fatal(err)
 	}

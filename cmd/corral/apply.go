@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/checkpoint"
-	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 )
 
 // The isolated sessions' copies: apply, and diff --session. Thin: the work
@@ -133,7 +133,7 @@ a copy without applying it.`,
 func sandboxGone(ctx context.Context, session string) error {
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	infos, err := sandbox.List(lctx)
+	infos, err := docker.List(lctx)
 	if err != nil {
 		return nil
 	}

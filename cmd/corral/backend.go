@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/sandbox/kube"
 )
 
@@ -63,7 +64,7 @@ func (f *backendFlags) backend(log *slog.Logger) (sandbox.Backend, error) {
 		if f.kubeconfig != "" || f.namespace != "" || f.warmPool != "" || f.seedTar != "" || f.seedGit != "" {
 			return nil, fmt.Errorf("--kubeconfig, --namespace, --warm-pool and --seed-* need --backend kubernetes")
 		}
-		return sandbox.Docker, nil
+		return docker.Backend, nil
 	case f.kubernetes():
 	default:
 		return nil, fmt.Errorf("--backend %q: want docker or kubernetes", f.name)

@@ -17,7 +17,7 @@ import (
 	"github.com/corralhq/corral/checkpoint"
 	"github.com/corralhq/corral/internal/records"
 	"github.com/corralhq/corral/policy"
-	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 	"github.com/corralhq/corral/ui"
 )
@@ -130,7 +130,7 @@ func (f *sessionFlags) config(progress io.Writer) (corral.Config, error) {
 		return corral.Config{}, err
 	}
 	var cp *checkpoint.Options
-	if backend == sandbox.Docker {
+	if backend == docker.Backend {
 		// On Kubernetes the workspace lives in the pod: the host's directory,
 		// which checkpoints record, does not change.
 		if cp, err = f.checkpoints.options(box.Workspace, os.Stderr); err != nil {

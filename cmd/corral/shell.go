@@ -17,6 +17,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/checkpoint"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 )
 
 func newShellCmd() *cobra.Command {
@@ -75,7 +76,7 @@ func runShell(ctx context.Context, f *sandboxFlags, iso *isolateFlags, log *slog
 	if err != nil {
 		return err
 	}
-	if isolation != nil && backend != sandbox.Docker {
+	if isolation != nil && backend != docker.Backend {
 		return errors.New("--isolate needs the Docker backend: on Kubernetes the workspace is already the pod's own copy")
 	}
 	box, err := backend.New(cfg)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -56,6 +57,7 @@ func run() error {
 	ui := &uiView{out: os.Stdout}
 	s, err := corral.Open(ctx, corral.Config{
 		Workspace:     ws,
+		Backend:       docker.Backend,
 		Sandbox:       sandbox.Config{Image: *image, Agent: agentPath},
 		Events:        ui,
 		ImageProgress: os.Stderr,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -27,6 +28,7 @@ func main() {
 	}
 	s, err := corral.Open(ctx, corral.Config{
 		Workspace:  os.Args[1],
+		Backend:    docker.Backend,                // or a Kubernetes backend (sandbox/kube)
 		Sandbox:    sandbox.Config{Agent: agent},  // hardened defaults: no network, limits, ...
 		PolicyFile: "",                            // the user's rules, if any
 		Tools:      tools.Options{Confirmer: nil}, // nil refuses what the policy wants confirmed

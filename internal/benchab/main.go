@@ -1,8 +1,8 @@
 // Command benchab measures the bash round trip of two revisions of corral
 // against each other in one run, for when a change must be shown not to slow
 // it: each revision is checked out in a worktree of its own, gets a driver
-// test in its sandbox package (so each runs its own host side, agent and
-// protocol), and the two take turns, a round of calls each, so that both see
+// test in its Docker backend's package (so each runs its own host side, agent
+// and protocol), and the two take turns, a round of calls each, so that both see
 // the same load on a noisy machine.
 //
 //	go run ./internal/benchab [-rounds 30] [-calls 10] [-pauses 30ms,0] OLD NEW
@@ -10,8 +10,8 @@
 // OLD and NEW are git revisions (commit them first). It prints, for each
 // pause between calls (0 is back to back), each revision's round trip and its
 // container's CPU time per call, and NEW's time over OLD's as the median and
-// the range of the rounds' ratios. The sandbox tests' engine and image are
-// needed, as for `go test ./sandbox`.
+// the range of the rounds' ratios. The Docker backend tests' engine and image
+// are needed, as for `go test ./sandbox/docker`.
 package main
 
 import (
@@ -31,12 +31,24 @@ import (
 	"time"
 )
 
-// driverSource is the driver test written into each worktree's sandbox
-// package. It uses the package's own test helpers (shared, containerID),
-// which both revisions must have.
+// driverSource is the driver test written into each worktree's Docker
+// backend package (see driver). It uses the package's own test helpers
+// (shared, containerID), which both revisions must have.
 //
 //go:embed driver_test.go.txt
 var driverSource string
+
+// driver returns the directory of tree's Docker backend package and the
+// driver's source for it: sandbox/docker, or sandbox itself in revisions
+// from before the backend had a package of its own.
+func driver(tree string) (pkg, src string) {
+	if _, err := os.Stat(filepath.Join(tree, "sandbox", "docker")); err == nil {
+		return "sandbox/docker", driverSource
+	}
+	src = strings.Replace(driverSource, "package docker", "package sandbox", 1)
+	src = strings.Replace(src, "\n\n\t\"github.com/corralhq/corral/sandbox\"\n", "\n", 1)
+	return "sandbox", strings.ReplaceAll(src, "sandbox.ExecRequest", "ExecRequest")
+}
 
 func main() {
 	if err := run(); err != nil {
@@ -84,12 +96,14 @@ func run() error {
 		if _, err := output("git", "-C", top, "worktree", "add", "--detach", b.tree, rev); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(b.tree, "sandbox", "zz_benchab_test.go"), []byte(driverSource), 0o644); err != nil {
+		var src string
+		b.pkg, src = driver(b.tree)
+		if err := os.WriteFile(filepath.Join(b.tree, b.pkg, "zz_benchab_test.go"), []byte(src), 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "building %s\n", rev)
 		bin := filepath.Join(tmp, fmt.Sprintf("sandbox%d.test", i))
-		cmd := exec.Command("go", "test", "-c", "-o", bin, "./sandbox")
+		cmd := exec.Command("go", "test", "-c", "-o", bin, "./"+b.pkg)
 		cmd.Dir, cmd.Env = b.tree, append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("build %s: %v\n%s", rev, err, out)
@@ -141,6 +155,7 @@ func run() error {
 // build is one revision's driver, a test binary serving rounds of calls.
 type build struct {
 	label, tree string
+	pkg         string // the Docker backend's package directory in tree
 	cmd         *exec.Cmd
 	in          io.WriteCloser
 	out         *bufio.Scanner
@@ -153,7 +168,7 @@ func (b *build) start(bin string) error {
 		return err
 	}
 	b.cmd = exec.Command(bin, "-test.run", "^TestBenchabDriver$", "-test.timeout", "3h")
-	b.cmd.Dir = filepath.Join(b.tree, "sandbox")
+	b.cmd.Dir = filepath.Join(b.tree, b.pkg)
 	b.cmd.Env = append(os.Environ(), "CORRAL_BENCHAB=1")
 	b.cmd.ExtraFiles = []*os.File{w}
 	b.cmd.Stderr = os.Stderr

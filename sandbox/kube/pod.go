@@ -629,7 +629,7 @@ func (p *Pod) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 }
 
 // Shell runs an interactive shell in the pod, wired to stdin and stdout,
-// until it exits; see sandbox.Container.Shell.
+// until it exits; see sandbox.Sandbox.Shell.
 func (p *Pod) Shell(ctx context.Context, stdin io.Reader, stdout io.Writer, resize <-chan sandbox.WindowSize) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return -1, err

@@ -68,6 +68,15 @@ type Conn struct {
 	remote   net.Addr
 }
 
+// Addr names an end of a relayed connection on the host's side, where it
+// has no socket address of its own: "sandbox http", "egress socket".
+type Addr string
+
+// Network returns "sandbox".
+func (a Addr) Network() string { return "sandbox" }
+
+func (a Addr) String() string { return string(a) }
+
 // New returns one end of connection id with DefaultSizes. local and remote
 // are what its LocalAddr and RemoteAddr report.
 func New(id uint32, send Sender, local, remote net.Addr) *Conn {
