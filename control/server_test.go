@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testenv"
 )
 
 // A session as `corral run` gives it: the tools with run's JSON (a bash
@@ -374,12 +376,9 @@ func TestClientDisconnect(t *testing.T) {
 		}()
 		if !stream {
 			// Wait until it runs, then go away.
-			for range 100 {
-				if strings.Contains(out(t, c, id, "ps -eo args || true"), tag) {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+			testenv.WaitFor(t, time.Minute, "the command to run", func() bool {
+				return strings.Contains(out(t, c, id, "ps -eo args || true"), tag)
+			})
 			cancel()
 		}
 		<-done
@@ -400,12 +399,9 @@ func TestStdioCancelAndGone(t *testing.T) {
 		_, err := c.Exec(ctx, id, ExecRequest{Command: "sleep 1000 # cancelled"}, nil, nil)
 		errc <- err
 	}()
-	for range 100 {
-		if strings.Contains(out(t, c, id, "ps -eo args || true"), "cancelled") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitFor(t, time.Minute, "the command to run", func() bool {
+		return strings.Contains(out(t, c, id, "ps -eo args || true"), "cancelled")
+	})
 	cancel()
 	if err := <-errc; err != context.Canceled {
 		t.Errorf("cancelled exec: %v", err)
@@ -496,12 +492,9 @@ func TestSandboxDied(t *testing.T) {
 		_, err := c.Exec(ctxT(t), id, ExecRequest{Command: "echo before > /tmp/state; sleep 1000"}, nil, nil)
 		errc <- err
 	}()
-	for range 100 {
-		if strings.Contains(out(t, c, id, "ps -eo args || true"), "sleep 1000") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitFor(t, time.Minute, "the command to run", func() bool {
+		return strings.Contains(out(t, c, id, "ps -eo args || true"), "sleep 1000")
+	})
 	if b, err := exec.Command("docker", "kill", "corral-"+id).CombinedOutput(); err != nil {
 		t.Fatalf("docker kill: %v %s", err, b)
 	}
@@ -531,15 +524,9 @@ func TestIdleTimeout(t *testing.T) {
 	if containerExists(t, idle) {
 		t.Errorf("the idle session's container is still there")
 	}
-	for range 200 {
-		if len(s.List()) == 0 && !containerExists(t, busy) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if len(s.List()) != 0 || containerExists(t, busy) {
-		t.Errorf("the busy session, idle since, was not closed")
-	}
+	testenv.WaitFor(t, 20*time.Second, "the busy session, idle since, closed and its container removed", func() bool {
+		return len(s.List()) == 0 && !containerExists(t, busy)
+	})
 	_, err := c.Exec(ctxT(t), idle, ExecRequest{Command: "true"}, nil, nil)
 	wantCode(t, err, CodeUnknownSession, "")
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral/internal/testenv"
 )
 
 // mcpClient starts `corral mcp` with args as a subprocess and connects the SDK's
@@ -536,23 +538,15 @@ func TestMCPTwoClients(t *testing.T) {
 		cs.Close()
 	}
 	// Once the clients are gone, their containers go too.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var alive []string
+	testenv.WaitFor(t, time.Minute, fmt.Sprintf("containers %v gone after their clients left", hostnames), func() bool {
 		for _, h := range hostnames {
 			out, _ := exec.Command("docker", "ps", "-q", "--filter", "id="+h).Output()
 			if strings.TrimSpace(string(out)) != "" {
-				alive = append(alive, h)
+				return false
 			}
 		}
-		if len(alive) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("containers %v still running after their clients left", alive)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // TestMCPHTTPSessionContainer: over HTTP, each MCP session has its own sandbox,
@@ -580,17 +574,10 @@ func TestMCPHTTPSessionContainer(t *testing.T) {
 		t.Fatalf("hostnames %q: want two sandboxes", hosts)
 	}
 	sessions[0].Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.WaitFor(t, time.Minute, "sandbox "+hosts[0]+" removed after its session ended", func() bool {
 		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "id="+hosts[0]).Output()
-		if strings.TrimSpace(string(out)) == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %s still there after its session ended", hosts[0])
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return strings.TrimSpace(string(out)) == ""
+	})
 	// The other session is untouched.
 	res := callTool(t, sessions[1], "bash", map[string]any{"command": "cat /etc/hostname"})
 	if !strings.HasSuffix(resultText(res), hosts[1]) {
