@@ -1,10 +1,10 @@
-# corral — see README.md. `make test` is what CI runs.
+# corral — see README.md. `make setup`, then `make test`, is what CI runs.
 GO      ?= go
 BIN     := bin/corral
 # The agent inside the sandbox is this binary, cgo on or off: a dynamically linked
 # one brings the host's loader and libraries into the sandbox (sandbox/docker/dynamic.go).
 
-.PHONY: all build setup test test-user unit lint bench demo image test-image agent-image test-toolchains kube-up kube-down clean
+.PHONY: all build setup check test test-user unit lint bench demo image test-image agent-image test-toolchains kube-up kube-down clean
 
 all: build
 
@@ -12,16 +12,24 @@ build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/corral
 
 # Installs what the build, the tests and the demo need and are missing (Debian's
-# packages, the Docker engine, staticcheck): scripts/setup.sh, which .ci/run runs
-# too. Quick, and silent, when everything is there.
+# packages, the Docker engine, staticcheck: scripts/setup.sh), then builds the
+# sandbox image (make image). .ci/run does the same. Quick, and nearly silent,
+# when everything is there.
 setup:
 	@bash scripts/setup.sh
+	@$(MAKE) --no-print-directory image
+
+# Checks, installing nothing, that what make test needs is here, the sandbox
+# image up to date included (scripts/setup.sh --check, a second or two); when
+# something is missing it says what, and to run make setup.
+check:
+	@bash scripts/setup.sh --check
 
 # staticcheck is installed by scripts/setup.sh where go install puts programs.
 STATICCHECK = $$($(GO) env GOBIN | grep . || echo "$$($(GO) env GOPATH | cut -d: -f1)/bin")/staticcheck
 
 lint:
-	@bash scripts/setup.sh --lint
+	@bash scripts/setup.sh --check --lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	GOOS=darwin $(GO) vet ./...
@@ -32,7 +40,9 @@ lint:
 unit:
 	$(GO) test -short ./...
 
-test: setup lint build test-image
+# Every test, and only that: nothing is installed or built but corral (make
+# check first says what is missing).
+test: check lint build
 	CGO_ENABLED=1 $(GO) test -race -timeout 30m ./...
 
 # The sandbox, tools and MCP integration tests again as an ordinary user in the
@@ -68,7 +78,7 @@ test-toolchains: build test-image
 
 # A scripted agent session on a copy of cmd/demo/workspace, through the Go library:
 # what the model sees, what a UI gets, the tests run in the sandbox.
-demo: setup build test-image
+demo: setup build
 	$(GO) run ./cmd/demo -agent $(BIN)
 
 # Every benchmark, then the headline figures as ratios against their baselines

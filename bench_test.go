@@ -68,13 +68,10 @@ func BenchmarkFirstCommand(b *testing.B) {
 		pools[name] = p
 	}
 	ready := func(p *pool.Pool) {
-		deadline := time.Now().Add(2 * time.Minute)
-		for p.Stats().Ready < 1 || p.Stats().Starting > 0 {
-			if time.Now().After(deadline) {
-				b.Fatalf("the pool has %+v after 2 minutes", p.Stats())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testenv.WaitFor(b, 2*time.Minute, "a ready sandbox in the pool, none starting", func() bool {
+			st := p.Stats()
+			return st.Ready >= 1 && st.Starting == 0
+		})
 	}
 	session := func(p *pool.Pool) time.Duration {
 		cfg := base

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,24 +19,33 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The agent is built once, before any test moves TMPDIR.
-	if _, err := testenv.BuildAgent(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	// The agent is built when a test first needs it (testenv.Agent): -short
+	// builds none.
 	os.Exit(testenv.Main(m))
 }
 
-// config is a configuration on a fresh workspace with a static agent; the
-// session's temporary directories go to a directory of the test's.
+// config is a configuration on a fresh workspace; the session's temporary
+// directories go to a directory of the test's. Its agent is corral's default,
+// this test binary: good for New and Open, which check it, but not for a
+// sandbox that starts (sandboxed).
 func config(t *testing.T) corral.Config {
 	t.Helper()
 	t.Setenv("TMPDIR", t.TempDir())
 	return corral.Config{
 		Workspace: t.TempDir(),
 		Backend:   docker.Backend,
-		Sandbox:   sandbox.Config{Agent: testenv.Agent(t), Image: testenv.Image},
+		Sandbox:   sandbox.Config{Image: testenv.Image},
 	}
+}
+
+// sandboxed is config for a test whose sandbox runs commands: it needs the
+// Docker engine (it skips with -short) and a static corral as the agent.
+func sandboxed(t *testing.T) corral.Config {
+	t.Helper()
+	testenv.NeedsDocker(t)
+	cfg := config(t)
+	cfg.Sandbox.Agent = testenv.Agent(t)
+	return cfg
 }
 
 // TestOpenRollsBack: when a step of Open fails, what the earlier steps made
@@ -143,11 +151,11 @@ func TestReadmeExample(t *testing.T) {
 	if block != string(src) {
 		t.Fatalf("the README's library example is not examples/library/main.go: copy the file into the README's block")
 	}
+	testenv.NeedsDocker(t)
 	bin := filepath.Join(t.TempDir(), "library")
 	if out, err := exec.Command("go", "build", "-o", bin, "./examples/library").CombinedOutput(); err != nil {
 		t.Fatalf("building the README's example: %v\n%s", err, out)
 	}
-	testenv.NeedsDocker(t)
 	agent := testenv.Agent(t)
 	cmd := exec.Command(bin, t.TempDir())
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(agent)+string(filepath.ListSeparator)+os.Getenv("PATH"))

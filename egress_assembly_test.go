@@ -29,7 +29,7 @@ func TestEgressThroughTheAssembly(t *testing.T) {
 	}))
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	cfg := config(t)
+	cfg := sandboxed(t)
 	rules := filepath.Join(t.TempDir(), "rules.toml")
 	if err := os.WriteFile(rules, []byte("[network]\nallow = [\"allowed.test:*\"]\ndeny = [\"evil.test\"]\n"), 0o644); err != nil {
 		t.Fatal(err)

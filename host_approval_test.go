@@ -48,7 +48,7 @@ func newHostFixture(t *testing.T) *hostFixture {
 		fmt.Fprintf(w, "hello from %s", r.Host)
 	}))
 	t.Cleanup(srv.Close)
-	f := &hostFixture{cfg: config(t), port: srv.Listener.Addr().(*net.TCPAddr).Port}
+	f := &hostFixture{cfg: sandboxed(t), port: srv.Listener.Addr().(*net.TCPAddr).Port}
 	f.rules = filepath.Join(t.TempDir(), "rules.toml")
 	if err := os.WriteFile(f.rules, []byte("# the user's rules\n"), 0o644); err != nil {
 		t.Fatal(err)

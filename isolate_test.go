@@ -148,7 +148,7 @@ write("README.md", "changed by the agent\n")
 func TestIsolatedSession(t *testing.T) {
 	testenv.NeedsDocker(t)
 	ctx := context.Background()
-	cfg := config(t)
+	cfg := sandboxed(t)
 	ws := cfg.Workspace
 	marker := filepath.Join(t.TempDir(), "host-marker")
 	must := func(err error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,13 +38,14 @@ func newTestPool(t *testing.T, opts pool.Options) *pool.Pool {
 
 func waitReady(t *testing.T, p *pool.Pool, n int) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for p.Stats().Ready < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool has %+v, want %d ready", p.Stats(), n)
+	ok := false
+	defer func() {
+		if !ok {
+			t.Logf("the pool has %+v", p.Stats())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d ready sandboxes in the pool", n), func() bool { return p.Stats().Ready >= n })
+	ok = true
 }
 
 // TestPooledSession: a session of a host with a pool starts on a sandbox
@@ -51,7 +53,7 @@ func waitReady(t *testing.T, p *pool.Pool, n int) {
 // own path, for the tools and for commands alike — never on the workspace
 // itself, and Close removes the slot.
 func TestPooledSession(t *testing.T) {
-	cfg := config(t)
+	cfg := sandboxed(t)
 	os.WriteFile(filepath.Join(cfg.Workspace, "a.txt"), []byte("original\n"), 0o644)
 	p := newTestPool(t, pool.Options{})
 	if err := p.Warm(cfg.Sandbox, 1); err != nil {
@@ -117,7 +119,7 @@ func TestPooledSession(t *testing.T) {
 // Fill fails Open and gives the sandbox back.
 func TestPooledFill(t *testing.T) {
 	p := newTestPool(t, pool.Options{Max: 1})
-	cfg := config(t)
+	cfg := sandboxed(t)
 	cfg.Workspace = ""
 	cfg.Pool = p
 	h, err := corral.New(cfg)
@@ -151,7 +153,7 @@ func TestPooledFill(t *testing.T) {
 // TestPooledChecks: what a pooled session cannot have is refused by New.
 func TestPooledChecks(t *testing.T) {
 	p := newTestPool(t, pool.Options{})
-	cfg := config(t)
+	cfg := sandboxed(t)
 	cfg.Pool = p
 	cfg.Checkpoints = &checkpoint.Options{}
 	if _, err := corral.New(cfg); err == nil || !strings.Contains(err.Error(), "no checkpoints") {

@@ -28,7 +28,7 @@ func protectCall(t *testing.T, s *corral.Session, tool string, args map[string]a
 // Tools.Protected as the command line's --protect does, gets them protected
 // from edit and write and from commands in the sandbox alike.
 func TestProtectOnce(t *testing.T) {
-	cfg := config(t)
+	cfg := sandboxed(t)
 	ws := cfg.Workspace
 	if err := os.WriteFile(filepath.Join(ws, "deploy.sh"), []byte("echo deploy\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ echo done`
 // does not), nor an MCP server list at depth; not by moving the directory,
 // or the package, aside either.
 func TestAgentConfigAtDepth(t *testing.T) {
-	cfg := config(t)
+	cfg := sandboxed(t)
 	ws := cfg.Workspace
 	for _, d := range []string{"pkg/.claude/commands", "svc"} {
 		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
@@ -142,7 +142,7 @@ echo done`
 // than the walk once remembered (1,024), in a directory the walk reaches
 // first; a later script's pkg/.claude must still be named.
 func TestAgentConfigPastDecoys(t *testing.T) {
-	cfg := config(t)
+	cfg := sandboxed(t)
 	s, err := corral.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func TestAgentConfigPastDecoys(t *testing.T) {
 // a * or a backslash) or starts with two dots is protected like any other: a
 // script cannot change it.
 func TestAgentConfigInPatternNamedDir(t *testing.T) {
-	cfg := config(t)
+	cfg := sandboxed(t)
 	ws := cfg.Workspace
 	files := []string{"app/[slug]/.claude/settings.json", "odd*/.mcp.json", `back\slash/.envrc`, "..dots/.gemini/settings.json"}
 	for _, p := range files {
@@ -237,7 +237,7 @@ echo done`
 // another directory gives an editor that file from there; the link is
 // reported as the configuration it is.
 func TestAgentConfigThroughLink(t *testing.T) {
-	cfg := config(t)
+	cfg := sandboxed(t)
 	s, err := corral.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

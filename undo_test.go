@@ -25,7 +25,7 @@ import (
 func TestUndoSurvivesSandbox(t *testing.T) {
 	testenv.NeedsDocker(t)
 	ctx := context.Background()
-	cfg := config(t)
+	cfg := sandboxed(t)
 	ws := cfg.Workspace
 	must := func(err error) {
 		t.Helper()

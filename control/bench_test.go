@@ -59,13 +59,10 @@ func BenchmarkAPIFirstCommand(b *testing.B) {
 		servers[way], clients[way] = server(o[0], o[1])
 	}
 	ready := func(s *Server) {
-		deadline := time.Now().Add(2 * time.Minute)
-		for st := s.pool.Stats(); st.Ready < 1 || st.Starting > 0; st = s.pool.Stats() {
-			if time.Now().After(deadline) {
-				b.Fatalf("the pool has %+v after 2 minutes", st)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testenv.WaitFor(b, 2*time.Minute, "a ready sandbox in the pool, none starting", func() bool {
+			st := s.pool.Stats()
+			return st.Ready >= 1 && st.Starting == 0
+		})
 	}
 	first := func(way string) time.Duration {
 		c := clients[way]

@@ -191,12 +191,13 @@ func wantCode(t *testing.T, err error, code, errno string) *Error {
 func noProcess(t *testing.T, c *Client, id, tag string) {
 	t.Helper()
 	var left string
-	for range 100 {
-		left = out(t, c, id, fmt.Sprintf(`for d in /proc/[0-9]*; do tr '\0' ' ' < $d/cmdline 2>/dev/null; echo; done | grep -- %q | grep -v grep || true`, tag))
-		if left == "" {
-			return
+	defer func() {
+		if left != "" {
+			t.Logf("still running:\n%s", left)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Errorf("still running:\n%s", left)
+	}()
+	testenv.WaitFor(t, 20*time.Second, "no process of "+tag+" in the sandbox", func() bool {
+		left = out(t, c, id, fmt.Sprintf(`for d in /proc/[0-9]*; do tr '\0' ' ' < $d/cmdline 2>/dev/null; echo; done | grep -- %q | grep -v grep || true`, tag))
+		return left == ""
+	})
 }

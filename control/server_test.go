@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testenv"
 )
 
 // A session as `corral run` gives it: the tools with run's JSON (a bash
@@ -352,9 +354,9 @@ func TestClientDisconnect(t *testing.T) {
 	c := NewClient(ts.URL, "")
 	id := create(t, c, SessionOptions{}).ID
 	for _, stream := range []bool{true, false} {
-		tag := "gone-" + randomHex(4)
 		ctx, cancel := context.WithCancel(context.Background())
-		body := fmt.Sprintf(`{"command":"setsid sleep 1000 & (trap '' TERM; sleep 1000) & echo started; sleep 1000 # %s","stream":%v}`, tag, stream)
+		defer cancel() // should a check fail: ts.Close waits for the request
+		body := fmt.Sprintf(`{"command":"setsid sleep 1000 & (trap '' TERM; sleep 1000) & echo started; sleep 1000","stream":%v}`, stream)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/sessions/"+id+"/exec", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		done := make(chan struct{})
@@ -373,13 +375,11 @@ func TestClientDisconnect(t *testing.T) {
 			cancel() // the client goes away mid-stream
 		}()
 		if !stream {
-			// Wait until it runs, then go away.
-			for range 100 {
-				if strings.Contains(out(t, c, id, "ps -eo args || true"), tag) {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+			// Wait until it runs, then go away. (The command's own text
+			// is no process's arguments: the sandbox's shell reads it.)
+			testenv.WaitFor(t, time.Minute, "the command to run", func() bool {
+				return strings.Contains(out(t, c, id, "ps -eo args || true"), "sleep 1000")
+			})
 			cancel()
 		}
 		<-done
@@ -395,17 +395,15 @@ func TestStdioCancelAndGone(t *testing.T) {
 	c := stdioClient(t, s)
 	id := create(t, c, SessionOptions{}).ID
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
 		_, err := c.Exec(ctx, id, ExecRequest{Command: "sleep 1000 # cancelled"}, nil, nil)
 		errc <- err
 	}()
-	for range 100 {
-		if strings.Contains(out(t, c, id, "ps -eo args || true"), "cancelled") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitFor(t, time.Minute, "the command to run", func() bool {
+		return strings.Contains(out(t, c, id, "ps -eo args || true"), "sleep 1000")
+	})
 	cancel()
 	if err := <-errc; err != context.Canceled {
 		t.Errorf("cancelled exec: %v", err)
@@ -496,12 +494,9 @@ func TestSandboxDied(t *testing.T) {
 		_, err := c.Exec(ctxT(t), id, ExecRequest{Command: "echo before > /tmp/state; sleep 1000"}, nil, nil)
 		errc <- err
 	}()
-	for range 100 {
-		if strings.Contains(out(t, c, id, "ps -eo args || true"), "sleep 1000") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitFor(t, time.Minute, "the command to run", func() bool {
+		return strings.Contains(out(t, c, id, "ps -eo args || true"), "sleep 1000")
+	})
 	if b, err := exec.Command("docker", "kill", "corral-"+id).CombinedOutput(); err != nil {
 		t.Fatalf("docker kill: %v %s", err, b)
 	}
@@ -531,15 +526,9 @@ func TestIdleTimeout(t *testing.T) {
 	if containerExists(t, idle) {
 		t.Errorf("the idle session's container is still there")
 	}
-	for range 200 {
-		if len(s.List()) == 0 && !containerExists(t, busy) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if len(s.List()) != 0 || containerExists(t, busy) {
-		t.Errorf("the busy session, idle since, was not closed")
-	}
+	testenv.WaitFor(t, 20*time.Second, "the busy session, idle since, closed and its container removed", func() bool {
+		return len(s.List()) == 0 && !containerExists(t, busy)
+	})
 	_, err := c.Exec(ctxT(t), idle, ExecRequest{Command: "true"}, nil, nil)
 	wantCode(t, err, CodeUnknownSession, "")
 }

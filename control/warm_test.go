@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/checkpoint"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/pool"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/sandbox/docker"
@@ -135,13 +137,17 @@ func sameOwner(out string) bool {
 // waitReady waits until s's pool has n sandboxes ready and none starting.
 func waitReady(t *testing.T, s *Server, n int) {
 	t.Helper()
-	for range 1200 {
-		if st := s.pool.Stats(); st.Ready >= n && st.Starting == 0 {
-			return
+	ok := false
+	defer func() {
+		if !ok {
+			t.Logf("the pool has %+v", s.pool.Stats())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("the pool has %+v after 2 minutes, want %d ready", s.pool.Stats(), n)
+	}()
+	testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d ready sandboxes in the pool, none starting", n), func() bool {
+		st := s.pool.Stats()
+		return st.Ready >= n && st.Starting == 0
+	})
+	ok = true
 }
 
 // A server keeping a sandbox warm: a session on a fresh workspace takes it

@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/policy"
 )
 
@@ -232,21 +233,19 @@ func (f *fixture) mark() int {
 // lastRecord waits for a record of host past mark and returns it.
 func (f *fixture) lastRecord(t *testing.T, host string, mark int) Record {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	var r Record
+	testenv.WaitFor(t, 30*time.Second, "a record for "+host, func() bool {
 		f.mu.Lock()
+		defer f.mu.Unlock()
 		for i := len(f.records) - 1; i >= mark; i-- {
 			if f.records[i].Host == host {
-				r := f.records[i]
-				f.mu.Unlock()
-				return r
+				r = f.records[i]
+				return true
 			}
 		}
-		f.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("no record for %s", host)
-	return Record{}
+		return false
+	})
+	return r
 }
 
 func get(t *testing.T, c *http.Client, u string) (int, string) {

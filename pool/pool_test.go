@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,13 +67,14 @@ func claim(t testing.TB, ctx context.Context, p *Pool, cfg sandbox.Config) *Sand
 // waitReady waits until the pool holds n ready sandboxes.
 func waitReady(t testing.TB, p *Pool, n int) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for p.Stats().Ready < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool has %+v after 2 minutes, want %d ready", p.Stats(), n)
+	ok := false
+	defer func() {
+		if !ok {
+			t.Logf("the pool has %+v", p.Stats())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d ready sandboxes in the pool", n), func() bool { return p.Stats().Ready >= n })
+	ok = true
 }
 
 // sh runs a command in s's sandbox through the shell and returns its output;

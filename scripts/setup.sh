@@ -3,14 +3,19 @@
 # Debian's packages (make, gcc, debootstrap, ...), the Docker engine (installed
 # when missing, started when stopped), staticcheck (go install, through the Go
 # module proxy) and, with --gvisor, gVisor's runsc registered with the engine.
-# `make test`, `make demo`, `make lint` and .ci/run run it.
+# `make setup` (which then builds the sandbox image), `make demo` and .ci/run run
+# it; `make test` and `make lint` run it with --check, which installs nothing.
 #
 # It looks before it changes anything: on a machine that has everything, it
 # changes nothing and says nothing (a second run is quick). Installing needs root,
 # or sudo without a password (or with one, on a terminal); without either it
 # prints the exact command to run as root, and exits 1.
 #
-# Usage: scripts/setup.sh [--lint] [--gvisor] [--kube] [--gvisor-smoke IMAGE] [-v]
+# Usage: scripts/setup.sh [--check] [--lint] [--gvisor] [--kube] [--gvisor-smoke IMAGE] [-v]
+#   --check               install nothing: check that what `make test` needs is
+#                         here (the sandbox image corral/dev:bookworm, up to date,
+#                         included), quietly; else list what is missing, say to run
+#                         `make setup`, and exit 1
 #   --lint                only what `make lint` needs (go, staticcheck)
 #   --kube                also what the test cluster of scripts/kube/cluster.sh needs
 #                         (Debian's etcd, containerd, runc, CNI plugins, ...)
@@ -58,6 +63,9 @@ packages() {
 always() { return 0; }
 kube() { ((with_kube)); }
 no_base() {
+	# What builds the image is not needed to run the tests (--check looks at
+	# the image itself).
+	((!checking)) || return 1
 	local i
 	for i in debian:bookworm-slim corral/base:bookworm; do
 		docker image inspect "$i" >/dev/null 2>&1 && return 1
@@ -129,12 +137,14 @@ apt_install() {
 	return $rc
 }
 
-# pkg adds a package of packages() to the list to install when it is needed.
-want=()
+# pkg adds a package of packages() to the list to install when it is needed,
+# and why to whys.
+want=() whys=()
 pkg() {
-	local name=$1 when=$2
+	local name=$1 when=$2 why=$3
 	if "$when"; then
 		want+=("$name")
+		whys+=("$why")
 	fi
 }
 
@@ -190,18 +200,75 @@ debian_packages() {
 	apt_install "${want[@]}" || die "could not install ${want[*]}"
 }
 
-# install_staticcheck installs the staticcheck `make lint` runs where go install
-# puts programs (GOBIN, else the first GOPATH's bin).
-install_staticcheck() {
-	local bin version=${STATICCHECK##*@}
+# staticcheck_bin is where go install puts programs (GOBIN, else the first
+# GOPATH's bin); have_staticcheck says whether the staticcheck `make lint` runs
+# is there.
+staticcheck_bin() {
+	local bin
 	bin=$(go env GOBIN)
 	[[ -n $bin ]] || bin=$(go env GOPATH | cut -d: -f1)/bin
-	if [[ -x $bin/staticcheck ]] && "$bin/staticcheck" -version 2>/dev/null | grep -qF "(${version#v})"; then
+	echo "$bin"
+}
+have_staticcheck() {
+	local version=${STATICCHECK##*@}
+	[[ -x $1/staticcheck ]] && "$1/staticcheck" -version 2>/dev/null | grep -qF "(${version#v})"
+}
+
+# install_staticcheck installs the staticcheck `make lint` runs.
+install_staticcheck() {
+	local bin version=${STATICCHECK##*@}
+	bin=$(staticcheck_bin)
+	if have_staticcheck "$bin"; then
 		info "staticcheck $version in $bin"
 		return
 	fi
 	say "installing staticcheck $version into $bin"
 	go install "$STATICCHECK" || die "could not install staticcheck: go install $STATICCHECK"
+}
+
+# --- --check: what make test needs, installing nothing -----------------------------
+
+# check lists what `make test` (or, with --lint, `make lint`) needs and this
+# machine lacks, each with what provides it, and exits 1; it says nothing when
+# everything is there. It takes about a second: dpkg's records, one question to
+# the engine, the image's hash (images/build.sh --check).
+check() {
+	local missing=() bin i
+	if ! command -v go >/dev/null 2>&1; then
+		missing+=("go (go.mod wants go $(sed -n 's/^go //p' go.mod)): install it from go.dev/dl and put it in PATH")
+	else
+		bin=$(staticcheck_bin)
+		have_staticcheck "$bin" || missing+=("staticcheck ${STATICCHECK##*@} in $bin, which make lint runs (go install $STATICCHECK)")
+	fi
+	if ((!lint_only)); then
+		if command -v dpkg-query >/dev/null 2>&1; then
+			want=() whys=()
+			packages
+			for i in "${!want[@]}"; do
+				installed "${want[i]}" || missing+=("Debian's ${want[i]}: ${whys[i]}")
+			done
+		else
+			info "no dpkg here: not checking for Debian's packages"
+		fi
+		if ! command -v docker >/dev/null 2>&1; then
+			missing+=("the Docker engine: not installed")
+		elif ! engine_up; then
+			missing+=("the Docker engine: it does not answer (is it running? may $(id -un) use it, through the docker group?)")
+		elif ! bash images/build.sh --check >/dev/null 2>&1; then
+			missing+=("the sandbox image corral/dev:bookworm: not built, or out of date (make image builds it alone)")
+		fi
+	fi
+	((${#missing[@]})) || return 0
+	say "this machine lacks what make ${target} needs:"
+	for i in "${missing[@]}"; do
+		printf '  - %s\n' "$i" >&2
+	done
+	if ((lint_only)); then
+		say "run \`make setup\` to install it"
+	else
+		say "run \`make setup\` to install it (root or sudo for Debian's packages and Docker) and build the image"
+	fi
+	exit 1
 }
 
 # --- gVisor (optional) -------------------------------------------------------------
@@ -326,10 +393,11 @@ gvisor_smoke() {
 
 # --- main --------------------------------------------------------------------------
 
-with_gvisor=0 lint_only=0 with_kube=0
+with_gvisor=0 lint_only=0 with_kube=0 checking=0
 smoke=
 while (($#)); do
 	case $1 in
+	--check) checking=1 ;;
 	--gvisor) with_gvisor=1 ;;
 	--kube) with_kube=1 ;;
 	--lint) lint_only=1 ;;
@@ -349,6 +417,15 @@ done
 
 if [[ -n $smoke ]]; then
 	gvisor_smoke "$smoke"
+	exit 0
+fi
+if ((checking)); then
+	if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+		export PATH=$PATH:/usr/local/go/bin
+	fi
+	target=test
+	((!lint_only)) || target=lint
+	check
 	exit 0
 fi
 go_toolchain

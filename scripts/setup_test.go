@@ -21,8 +21,16 @@ var fakes = map[string]string{
 	"id":      `case $1 in -u) cat "$STATE/uid";; -un) echo tester;; esac`,
 	// sudo never lets this test be root.
 	"sudo": `exit 1`,
-	// An engine that runs, with the images named in $STATE/images.
-	"docker": `case $1 in version) echo 20.10.24;; image) grep -qxF "${@: -1}" "$STATE/images";; *) exit 1;; esac`,
+	// An engine that runs unless $STATE/down exists, with the images named in
+	// $STATE/images, whose corral.image.hash label is $STATE/imagehash.
+	"docker": `[ -e "$STATE/down" ] && exit 1
+case $1 in
+version) echo 20.10.24;;
+image) grep -qxF "${@: -1}" "$STATE/images" || exit 1; case "$*" in *corral.image.hash*) cat "$STATE/imagehash";; esac;;
+*) exit 1;;
+esac`,
+	// Every hash images/build.sh makes is "fakehash".
+	"sha256sum": `[ $# -eq 0 ] && cat >/dev/null; echo "fakehash  -"`,
 	"go": `case $1 in
 version) echo go version go1.26.8 linux/amd64;;
 env) [ "$2" = GOBIN ] && echo "$STATE/bin";;
@@ -211,5 +219,48 @@ func TestSetupLint(t *testing.T) {
 	}
 	if len(calls) != 1 || !strings.HasPrefix(calls[0], "go install") {
 		t.Errorf("setup.sh --lint called %q, want only go install", calls)
+	}
+}
+
+// TestSetupCheck: --check installs nothing, as any user, and says nothing
+// where all that make test needs is there; else it lists what is missing
+// (not what only builds the image, which it checks itself) and says to run
+// make setup.
+func TestSetupCheck(t *testing.T) {
+	m := newMachine(t, "1000", "debootstrap", "debian-archive-keyring")
+	m.write("bin/staticcheck", "#!/bin/sh\necho 'staticcheck 2026.2.2 (0.8.2)'\n")
+	if err := os.Chmod(filepath.Join(m.state, "bin/staticcheck"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.write("images", "corral/dev:bookworm\n")
+	m.write("imagehash", "fakehash\n")
+	if code, stderr, calls := m.run("--check"); code != 0 || stderr != "" || len(calls) > 0 {
+		t.Fatalf("all there: status %d, calls %q, stderr %q; want it to do and say nothing", code, calls, stderr)
+	}
+
+	os.Remove(filepath.Join(m.state, "installed", "gcc"))
+	os.Remove(filepath.Join(m.state, "bin", "staticcheck"))
+	m.write("imagehash", "an older one\n")
+	code, stderr, calls := m.run("--check")
+	if code != 1 || len(calls) > 0 {
+		t.Fatalf("status %d, calls %q; want 1 and no installs", code, calls)
+	}
+	for _, w := range []string{"lacks what make test needs", "Debian's gcc: cgo, for go test -race", "staticcheck v0.8.2", "the sandbox image corral/dev:bookworm: not built, or out of date", "run `make setup`"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, stderr)
+		}
+	}
+	if strings.Contains(stderr, "debootstrap") {
+		t.Errorf("what only builds the image is listed:\n%s", stderr)
+	}
+
+	code, stderr, _ = m.run("--check", "--lint")
+	if code != 1 || !strings.Contains(stderr, "lacks what make lint needs") || !strings.Contains(stderr, "staticcheck") || strings.Contains(stderr, "gcc") || strings.Contains(stderr, "image") {
+		t.Errorf("--check --lint: status %d, stderr:\n%s", code, stderr)
+	}
+
+	m.write("down", "")
+	if code, stderr, _ := m.run("--check"); code != 1 || !strings.Contains(stderr, "the Docker engine: it does not answer") {
+		t.Errorf("the engine down: status %d, stderr:\n%s", code, stderr)
 	}
 }

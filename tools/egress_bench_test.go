@@ -120,18 +120,15 @@ func startBenchServer(b *testing.B, size int) (string, string) {
 	}
 	ip, gateway, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
 	addr := ip + ":8080"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.WaitFor(b, 30*time.Second, "the download server to answer", func() bool {
 		resp, err := http.Get("http://" + addr + "/small")
-		if err == nil {
-			resp.Body.Close()
-			return addr, gateway
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the download server does not answer: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return true
+	})
+	return addr, gateway
 }
 
 // startRelay relays every connection to a port of the host's on the bridge's
@@ -367,14 +364,10 @@ for _ in range(600):
 		_, err := s.Bash(context.Background(), BashParams{Command: "python3 hold.py", Timeout: 120})
 		done <- err
 	}()
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(ws, "opened")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("the 100 tunnels did not open")
-		}
-	}
+	testenv.WaitFor(b, 2*time.Minute, "the 100 tunnels to open", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "opened"))
+		return err == nil
+	})
 	during := heap()
 	os.WriteFile(filepath.Join(ws, "release"), nil, 0o644)
 	if err := <-done; err != nil {

@@ -136,15 +136,21 @@ func fixture(t *testing.T, image, dir, script string) (id, ip string) {
 // waitFile waits for a fixture to write a file, and returns it.
 func waitFile(t *testing.T, path, fixtureID string) string {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if b, err := os.ReadFile(path); err == nil {
-			return string(b)
-		}
-		if time.Now().After(deadline) {
+	var got []byte
+	ok := false
+	defer func() {
+		if !ok {
 			logs, _ := exec.Command("docker", "logs", fixtureID).CombinedOutput()
-			t.Fatalf("the fixture did not write %s:\n%s", path, logs)
+			t.Logf("the fixture's log:\n%s", logs)
 		}
-	}
+	}()
+	testenv.WaitFor(t, 2*time.Minute, "the fixture to write "+path, func() bool {
+		b, err := os.ReadFile(path)
+		got = b
+		return err == nil
+	})
+	ok = true
+	return string(got)
 }
 
 // sshdImage is the sandbox image with an OpenSSH server, for the fixture.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testenv"
 )
 
 // plantGit is a hostile script's way to make git on the host run a program:
@@ -120,16 +122,10 @@ func TestTrustGitRedirection(t *testing.T) {
 	go func() {
 		done <- bash(t, s, fmt.Sprintf("python3 x.py '%s' planted", marker), 120)
 	}()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := os.Stat(filepath.Join(ws, "planted")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the script did not plant")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 2*time.Minute, "the script to plant", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "planted"))
+		return err == nil
+	})
 	hostChecks("during the command")
 	os.WriteFile(filepath.Join(ws, "planted.go"), nil, 0o644)
 	r := <-done
@@ -143,16 +139,10 @@ func TestTrustGitRedirection(t *testing.T) {
 
 	// Between commands, from a background process.
 	bash(t, s, "nohup bash x.sh >/dev/null 2>&1 &", 0)
-	deadline = time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := os.Stat(filepath.Join(ws, "bg-planted")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the background script did not plant")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 2*time.Minute, "the background script to plant", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "bg-planted"))
+		return err == nil
+	})
 	hostChecks("between commands")
 	bash(t, s, "true", 0)
 	hostChecks("after the next command")

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/batch"
+	"github.com/corralhq/corral/internal/testenv"
 )
 
 // batchFixture makes the sources of a batch's tasks in dir: a workspace
@@ -215,7 +216,7 @@ func TestBatch(t *testing.T) {
 
 // startBatch starts a batch of n tasks that each sleep, at most max at
 // once, and waits until max of their sandboxes run.
-func startBatch(t *testing.T, dir string, n, max int, env []string) (*exec.Cmd, *bytes.Buffer) {
+func startBatch(t *testing.T, dir string, n, max int, env []string) (*exec.Cmd, *testenv.SyncBuffer) {
 	t.Helper()
 	var tasks strings.Builder
 	for i := range n {
@@ -226,14 +227,18 @@ func startBatch(t *testing.T, dir string, n, max int, env []string) (*exec.Cmd, 
 	}
 	cmd := exec.Command("corral", "run", "--tasks", filepath.Join(dir, "tasks.jsonl"), "--out", filepath.Join(dir, "out"), "--max-sandboxes", strconv.Itoa(max))
 	cmd.Env = append(os.Environ(), env...)
-	var stderr bytes.Buffer
+	var stderr testenv.SyncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("corral run --tasks said:\n%s", stderr.String())
+		}
+	})
+	testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d of the %d tasks started", max, n), func() bool {
 		started := 0
 		for i := range n {
 			b, _ := os.ReadFile(filepath.Join(dir, "out", fmt.Sprintf("s%d", i), "events.jsonl"))
@@ -241,14 +246,8 @@ func startBatch(t *testing.T, dir string, n, max int, env []string) (*exec.Cmd, 
 				started++
 			}
 		}
-		if started == max {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d tasks started in 2 minutes\n%s", started, max, stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return started == max
+	})
 	return cmd, &stderr
 }
 

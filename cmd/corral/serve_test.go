@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,12 +180,7 @@ func TestServeKilled(t *testing.T) {
 				go func() { _, _ = c.Exec(ctx, info.ID, control.ExecRequest{Command: "sleep 1000"}, nil, nil) }()
 			}
 			pid := srv.Process.Pid
-			for range 240 {
-				if len(containersOf(t, pid, false)) >= want {
-					break
-				}
-				time.Sleep(500 * time.Millisecond)
-			}
+			testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d running containers", want), func() bool { return len(containersOf(t, pid, false)) >= want })
 			if n := len(containersOf(t, pid, false)); n != want {
 				t.Fatalf("%d running containers, want %d", n, want)
 			}
@@ -195,15 +191,9 @@ func TestServeKilled(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = srv.Wait()
-			for range 120 {
-				if len(containersOf(t, pid, false)) == 0 {
-					break
-				}
-				time.Sleep(500 * time.Millisecond)
-			}
-			if running := containersOf(t, pid, false); len(running) > 0 {
-				t.Errorf("still running after the server was killed: %v", running)
-			}
+			// Should the wait fail, gc still removes what is left.
+			t.Cleanup(func() { _ = exec.Command("corral", "gc", "--work-dir", work).Run() })
+			testenv.WaitFor(t, time.Minute, "no container running after the server was killed", func() bool { return len(containersOf(t, pid, false)) == 0 })
 			if out, err := exec.Command("corral", "gc", "--work-dir", work).CombinedOutput(); err != nil {
 				t.Fatalf("corral gc: %v %s", err, out)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/statedir"
+	"github.com/corralhq/corral/internal/testenv"
 )
 
 // plantScript keeps planting, in the background, every file that would make
@@ -96,16 +97,10 @@ func TestTrustGitAfterKill(t *testing.T) {
 	send("1", "write", map[string]any{"path": "x.py", "content": plantScript})
 	send("2", "bash", map[string]any{"command": "git commit -q --allow-empty -m 'by the agent'"})
 	send("3", "bash", map[string]any{"command": fmt.Sprintf("nohup python3 x.py '%s' >/dev/null 2>&1 &", marker)})
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := os.Stat(filepath.Join(ws, "planted")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the script did not plant")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 2*time.Minute, "the script to plant", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "planted"))
+		return err == nil
+	})
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	check := func(when string) {

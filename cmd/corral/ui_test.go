@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testenv"
 )
 
 func TestUINeedsTokenBeyondLoopback(t *testing.T) {
@@ -46,19 +48,15 @@ func TestRunUI(t *testing.T) {
 		ID, Session, Command string
 		Choices              []string
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for len(pending) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no approval showed up")
-		}
-		time.Sleep(100 * time.Millisecond)
+	testenv.WaitFor(t, 2*time.Minute, "an approval in /api/approvals", func() bool {
 		resp, err := http.Get(base + "/api/approvals")
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer resp.Body.Close()
 		json.NewDecoder(resp.Body).Decode(&pending)
-		resp.Body.Close()
-	}
+		return len(pending) > 0
+	})
 	if !strings.Contains(pending[0].Command, "rm -r build") || strings.Join(pending[0].Choices, ",") != "once,session,deny,abort" {
 		t.Errorf("pending: %+v", pending[0])
 	}

@@ -1,7 +1,8 @@
 // Package testenv prepares what the integration tests of corral's packages need:
-// a static corral binary for the sandbox's agent, and the Docker engine with the
-// default image. Locally a test that needs the engine skips when it is missing;
-// in CI (CI=true) it fails.
+// a static corral binary for the sandbox's agent, built when a test first asks
+// for it, and the Docker engine with the default image. Locally a test that
+// needs the engine skips when it is missing; in CI (CI=true) it fails. WaitFor
+// is the tests' one way to wait for something to happen.
 package testenv
 
 import (
@@ -19,6 +20,11 @@ import (
 
 // Image is the image the integration tests run in.
 const Image = "corral/dev:bookworm"
+
+// tmpRoot is the temporary directory when the test process started: the agent
+// is built there, out of the way of a test that moves TMPDIR to a directory of
+// its own, which goes when that test ends.
+var tmpRoot = os.TempDir()
 
 var (
 	dir           string
@@ -40,7 +46,9 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// Agent returns the path of a static corral binary, built once per test process.
+// Agent returns the path of a static corral binary, built once per test process
+// when a test first asks for it: a run in which no test needs it (go test
+// -short) builds none. It fails the test when the build fails.
 func Agent(t testing.TB) string {
 	t.Helper()
 	path, err := BuildAgent()
@@ -50,17 +58,19 @@ func Agent(t testing.TB) string {
 	return path
 }
 
-// BuildAgent builds a static corral binary once per test process (the go build
-// cache makes it quick) and returns its path.
+// BuildAgent builds a static corral binary once per test process and returns
+// its path; later calls return the same. The go build cache makes it quick, but
+// linking it still takes seconds: call it (or Agent) where a test needs the
+// binary, not in TestMain, unless every test of the package does.
 func BuildAgent() (string, error) {
 	once.Do(func() {
-		dir, agentErr = os.MkdirTemp("", "corral-testenv-")
+		dir, agentErr = os.MkdirTemp(tmpRoot, "corral-testenv-")
 		if agentErr != nil {
 			return
 		}
 		agent = filepath.Join(dir, "corral")
 		cmd := exec.Command("go", "build", "-o", agent, "github.com/corralhq/corral/cmd/corral")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "TMPDIR="+tmpRoot)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			agentErr = fmt.Errorf("building a static corral: %v\n%s", err, out)
 		}
@@ -107,6 +117,24 @@ func checkDocker() error {
 		return fmt.Errorf("no Docker engine with the image %s (run `make image`): %v: %s", Image, err, out)
 	}
 	return nil
+}
+
+// pollInterval is how often WaitFor looks.
+const pollInterval = 20 * time.Millisecond
+
+// WaitFor waits until cond holds, looking every 20 ms, and fails the test when
+// it does not within bound: "what: not within bound". bound is a limit for a
+// run gone wrong (generous: the machine may be loaded), not a timing the test
+// asserts. cond runs on the test's goroutine and may use t.
+func WaitFor(t testing.TB, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, bound)
+		}
+		time.Sleep(pollInterval)
+	}
 }
 
 // SyncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
