@@ -148,7 +148,7 @@ func TestTrustGitRedirection(t *testing.T) {
 	hostChecks("after the next command")
 
 	// Ordinary git keeps working inside, and reaches the host.
-	r = bash(t, s, "pkill -f x.py; rm -f .git/commondir .git/config.worktree .git/objects/info/alternates .git/info/attributes sub/.git && git config --unset-all core.fsmonitor; git config --unset extensions.worktreeConfig; git config --unset include.path; git rm -q --cached sub; echo b > b.txt && git add b.txt && git commit -q -m b && git checkout -q -b topic && echo c >> a.txt && git stash -q && git stash list | wc -l", 0)
+	r = bash(t, s, "pkill -f x.py; rm -f .git/commondir .git/config.worktree .git/info/attributes sub/.git && git config --unset-all core.fsmonitor; git config --unset extensions.worktreeConfig; git config --unset include.path; git rm -q --cached sub; echo b > b.txt && git add b.txt && git commit -q -m b && git checkout -q -b topic && echo c >> a.txt && git stash -q && git stash list | wc -l", 0)
 	if _, body := splitResult(r); !strings.HasSuffix(body, "1") {
 		t.Errorf("git inside: %q", r.Content)
 	}

@@ -310,7 +310,7 @@ func (s *gitShadow) build(ws string, protect []string) error {
 		} else {
 			s.log.Warn("a repository's objects are not a directory: its shadow does not see them", "repo", r.dir)
 		}
-		if err := s.makeStore(shadow, sr.Alternate); err != nil {
+		if err := s.makeStore(r.dir, shadow, sr.Alternate); err != nil {
 			hd.close()
 			return fmt.Errorf("sandbox: shadow of %s: %w", r.dir, err)
 		}
@@ -882,10 +882,6 @@ func (s *gitShadow) syncIn() {
 		if err != nil {
 			s.log.Warn("cannot open a repository or its shadow", "path", r.Host, "err", err)
 			continue
-		}
-		if r.Alternate != "" && !r.objectsKey.unchanged(sd) {
-			s.keepAlternate(sd, r.Alternate)
-			r.objectsKey = nil // taken after the command, and the key with it
 		}
 		if r.Refs != nil && s.pullRefs(r, hd, sd) {
 			changed = true

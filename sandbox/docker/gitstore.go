@@ -20,6 +20,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/docker/docker/api/types/mount"
 	"golang.org/x/sys/unix"
 )
 
@@ -74,8 +75,11 @@ func hostObjects(i int) string {
 }
 
 // makeStore makes the shadow's own object store, which borrows the host's
-// through the alternate at the container path alt.
-func (s *gitShadow) makeStore(shadow, alt string) error {
+// through the alternate at the container path alt. The alternates file is
+// mounted read-only from outside the shadow: a command that removed or
+// changed it would lose, even within its own run, every object the host has
+// (and those taken from the shadow after each command).
+func (s *gitShadow) makeStore(repo, shadow, alt string) error {
 	for _, d := range []string{"objects", "objects/info", "objects/pack"} {
 		p := shadow + "/" + d
 		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
@@ -86,41 +90,17 @@ func (s *gitShadow) makeStore(shadow, alt string) error {
 	if alt == "" {
 		return nil
 	}
-	p := shadow + "/objects/info/alternates"
-	if err := os.WriteFile(p, []byte(alt+"\n"), 0o644); err != nil {
+	target := shadow + "/objects/info/alternates"
+	if err := os.WriteFile(target, nil, 0o644); err != nil {
 		return err
 	}
-	s.chown(p)
+	src := shadow + ".alternates-" + path.Base(alt)
+	if err := os.WriteFile(src, []byte(alt+"\n"), 0o644); err != nil {
+		return err
+	}
+	// After the shadow's own mount, in which it is nested.
+	s.mounts = append(s.mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: path.Join(repo, "objects", "info", "alternates"), ReadOnly: true})
 	return nil
-}
-
-// keepAlternate puts back the shadow's alternate, which a command may have
-// removed or changed: the objects taken into the host's store are no longer
-// in the shadow's own.
-func (s *gitShadow) keepAlternate(sd *repoDir, alt string) {
-	want := []byte(alt + "\n")
-	od, err := openBeneathFD(sd, "objects")
-	if err != nil {
-		s.mkdirAt(sd, "objects")
-		if od, err = openBeneathFD(sd, "objects"); err != nil {
-			return
-		}
-	}
-	defer od.close()
-	s.mkdirAt(od, "info")
-	id, err := openBeneathFD(od, "info")
-	if err != nil {
-		od.removeAll("info")
-		s.mkdirAt(od, "info")
-		if id, err = openBeneathFD(od, "info"); err != nil {
-			return
-		}
-	}
-	defer id.close()
-	if b, err := id.read("alternates", 4096); err == nil && bytes.Equal(b, want) {
-		return
-	}
-	s.writeShadow(id, "alternates", want)
 }
 
 // treeKey tells whether a part of a repository changed since it was read:
@@ -216,7 +196,7 @@ func refsKey(d *repoDir, files bool) treeKey {
 
 // objectsKey is the treeKey of a shadow's own object store.
 func objectsKey(sd *repoDir) treeKey {
-	return keyOf(sd, []string{"objects/info/alternates"}, false, "objects")
+	return keyOf(sd, nil, false, "objects")
 }
 
 // deletedRefs is where the host keeps the last value of each ref a command
@@ -354,11 +334,7 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 		return ""
 	}
 	defer func() {
-		// What was taken (or refused) is gone from the shadow now; the
-		// alternate is put back if a command changed it.
-		if r.Alternate != "" {
-			s.keepAlternate(sd, r.Alternate)
-		}
+		// What was taken (or refused) is gone from the shadow now.
 		r.objectsKey = objectsKey(sd)
 	}()
 	od, err := openBeneathFD(sd, "objects")

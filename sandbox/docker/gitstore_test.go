@@ -83,6 +83,10 @@ func TestGitStoreHostile(t *testing.T) {
 		t.Errorf("the host's file %s now holds %q: git on the host wrote through a link a command made", victim, b)
 	}
 
+	// The shadow's alternate cannot be taken away: git inside keeps seeing
+	// the host's objects within the command that tries.
+	sh(t, c, "rm -f .git/objects/info/alternates; echo /tmp > .git/objects/info/alternates; git cat-file -e HEAD")
+
 	// What git in the sandbox makes reaches the host, loose and packed,
 	// and the user's commit reaches the sandbox.
 	sh(t, c, "rm .git/logs/HEAD && git checkout -q main && git reset -q --hard && git log -1 --format=%s | grep -qx 'by the user'")
