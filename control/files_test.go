@@ -33,7 +33,8 @@ func testFiles(t *testing.T, tr transport, b backend) {
 	s := newServer(t, change)
 	c := tr.connect(t, s)
 	id := create(t, c, opts).ID
-	ctx := ctxT(t)
+	// A bound for each call, not for all of them: under load the whole
+	// run of large files can take longer than one call may.
 	allBytes := make([]byte, 0, 256*64)
 	for range 64 {
 		for b := range 256 {
@@ -54,14 +55,14 @@ func testFiles(t *testing.T, tr transport, b backend) {
 	for _, dir := range []string{"", "sub/deeper/", "/tmp/outside/"} {
 		for _, f := range contents {
 			p := dir + f.name
-			res, err := c.WriteFile(ctx, id, p, f.data, 0)
+			res, err := c.WriteFile(ctxT(t), id, p, f.data, 0)
 			if err != nil {
 				t.Fatalf("write %s: %v", p, err)
 			}
 			if res.Size != int64(len(f.data)) || !res.Created {
 				t.Errorf("write %s: %+v, want size %d, created", p, res, len(f.data))
 			}
-			got, err := c.ReadFile(ctx, id, p)
+			got, err := c.ReadFile(ctxT(t), id, p)
 			if err != nil {
 				t.Fatalf("read %s: %v", p, err)
 			}
@@ -77,17 +78,17 @@ func testFiles(t *testing.T, tr transport, b backend) {
 	}
 	// An absolute path in the workspace is the workspace's.
 	ws := s.List()[0].Workspace
-	if got, err := c.ReadFile(ctx, id, ws+"/utf8.txt"); err != nil || !bytes.Equal(got, contents[0].data) {
+	if got, err := c.ReadFile(ctxT(t), id, ws+"/utf8.txt"); err != nil || !bytes.Equal(got, contents[0].data) {
 		t.Errorf("read by absolute path: %q %v", got, err)
 	}
 	// Overwriting keeps the file's mode; a mode given is the new one.
 	out(t, c, id, "printf old > script.sh; chmod 751 script.sh; mkdir -p /tmp/o; printf old > /tmp/o/s.sh; chmod 751 /tmp/o/s.sh")
 	for _, p := range []string{"script.sh", "/tmp/o/s.sh"} {
-		res, err := c.WriteFile(ctx, id, p, []byte("new"), 0)
+		res, err := c.WriteFile(ctxT(t), id, p, []byte("new"), 0)
 		if err != nil || res.Mode != 0o751 || res.Created {
 			t.Errorf("overwrite %s: %+v %v, want mode 751, not created", p, res, err)
 		}
-		res, err = c.WriteFile(ctx, id, p+".x", []byte("new"), 0o700)
+		res, err = c.WriteFile(ctxT(t), id, p+".x", []byte("new"), 0o700)
 		if err != nil || res.Mode != 0o700 {
 			t.Errorf("write %s.x with mode 700: %+v %v", p, res, err)
 		}
@@ -122,9 +123,9 @@ func testFiles(t *testing.T, tr transport, b backend) {
 	} {
 		var err error
 		if tt.write {
-			_, err = c.WriteFile(ctx, id, tt.path, []byte("x"), 0)
+			_, err = c.WriteFile(ctxT(t), id, tt.path, []byte("x"), 0)
 		} else {
-			_, err = c.ReadFile(ctx, id, tt.path)
+			_, err = c.ReadFile(ctxT(t), id, tt.path)
 		}
 		t.Run(fmt.Sprintf("%s write=%v", tt.path, tt.write), func(t *testing.T) {
 			e := wantCode(t, err, CodeFileError, tt.errno)
@@ -138,7 +139,7 @@ func testFiles(t *testing.T, tr transport, b backend) {
 	}
 	// A protected path is read-only in the sandbox: a write is
 	// refused there, as a command's would be.
-	_, err := c.WriteFile(ctx, id, ".claude/settings.json", []byte(`{"hooks":{}}`), 0)
+	_, err := c.WriteFile(ctxT(t), id, ".claude/settings.json", []byte(`{"hooks":{}}`), 0)
 	wantCode(t, err, CodeFileError, "")
 	if _, err := os.Stat(filepath.Join(ws, ".claude/settings.json")); err == nil {
 		t.Errorf("a write through the API created a protected file on the host")
