@@ -672,6 +672,10 @@ func (c *Container) spec(info *system.Info, g *gitShadow, side *egressSide) (*co
 		pids = pids*gVisorThreadsPerProcess + gVisorThreads
 	}
 	tmp := max(cfg.Memory/4, 64<<20)
+	tmpExec := "exec" // Docker's default is noexec
+	if cfg.TmpNoexec {
+		tmpExec = "noexec"
+	}
 	useInit := true
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(cfg.Network),
@@ -682,7 +686,7 @@ func (c *Container) spec(info *system.Info, g *gitShadow, side *egressSide) (*co
 		Init:           &useInit,
 		ReadonlyRootfs: cfg.ReadOnlyRoot,
 		Runtime:        cfg.Runtime,
-		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmp)},
+		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,%s,nosuid,nodev,size=%d,mode=1777", tmpExec, tmp)},
 		Resources: container.Resources{
 			Memory:     cfg.Memory,
 			MemorySwap: cfg.Memory,
