@@ -73,6 +73,7 @@ type Container struct {
 	dead        []string   // IDs of dead containers still to remove
 	git         *gitShadow // the repository's shadow; nil before the first start or when there is none
 	gitMade     bool       // the shadow was made (it may be nil: no repository)
+	imageDir    string     // the image's WORKDIR, as the last start found it
 }
 
 // opportunisticGC reaps the sandboxes of dead corral processes once per
@@ -424,6 +425,9 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *Clien
 	var imageEnv []string
 	if img.Config != nil {
 		imageEnv = img.Config.Env
+		c.mu.Lock()
+		c.imageDir = img.Config.WorkingDir
+		c.mu.Unlock()
 	}
 	extra := c.cfg.Env
 	if c.cfg.Egress != nil {
@@ -727,6 +731,15 @@ func (c *Container) mounts(g *gitShadow, side *egressSide) []mount.Mount {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: b.Source, Target: filepath.Clean(b.Target), ReadOnly: true})
 	}
 	return ms
+}
+
+// ImageWorkdir returns the directory the image names as its WORKDIR ("" for
+// none, or before the sandbox started): commands start in the workspace, not
+// there.
+func (c *Container) ImageWorkdir() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.imageDir
 }
 
 // CommandEnv is the environment of every command, for the agent's hello:
