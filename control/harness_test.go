@@ -1,8 +1,10 @@
 package control
 
 import (
+	"archive/tar"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -244,6 +246,137 @@ func TestTmpExecOption(t *testing.T) {
 			}
 		} else if res.ExitCode != 0 || res.CannotExecute != nil {
 			t.Errorf("tmp_exec %v: %+v", exec, res)
+		}
+	}
+}
+
+// A directory travels as a tar stream, both ways, in the workspace and
+// outside it; the errors a harness meets have their errno; an archive's
+// links lead to the sandbox's own files, never the host's.
+func TestArchive(t *testing.T) {
+	s := newServer(t, nil)
+	outside := t.TempDir() // on the host, not mounted in the sandbox
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			c := tr.connect(t, s)
+			id := create(t, c, SessionOptions{}).ID
+			ctx := ctxT(t)
+			bin := make([]byte, 70000)
+			for i := range bin {
+				bin[i] = byte(i * 7)
+			}
+			in := tarball(t, []tarEntry{
+				{name: "a.txt", body: "first\r\n"},
+				{name: "sub/b.bin", body: string(bin)},
+				{name: "run.sh", body: "#!/bin/sh\necho ran\n", mode: 0o755},
+				{name: "link", link: "a.txt"},
+			})
+			for _, dir := range []string{"unpacked", "/tmp/unpacked/deeper"} {
+				res, err := c.WriteArchive(ctx, id, dir, in)
+				if err != nil || res.Entries != 4 {
+					t.Fatalf("write the archive to %s: %+v %v", dir, res, err)
+				}
+				if got := out(t, c, id, "cd "+dir+" && cat a.txt link && ./run.sh && sha256sum < sub/b.bin"); got != "first\r\nfirst\r\nran\n"+sha(bin)+"  -\n" {
+					t.Errorf("%s in the sandbox: %q", dir, got)
+				}
+				back, err := c.ReadArchive(ctx, id, dir)
+				if err != nil {
+					t.Fatalf("read the archive of %s: %v", dir, err)
+				}
+				got := untar(t, back)
+				if got["./a.txt"] != "first\r\n" || got["./sub/b.bin"] != string(bin) || got["./link"] != "-> a.txt" || got["./run.sh"] == "" {
+					t.Errorf("the archive of %s: %d entries", dir, len(got))
+				}
+			}
+			out(t, c, id, "mkdir ro && chmod 555 ro && touch file")
+			for _, tt := range []struct {
+				dir, errno string
+				write      bool
+			}{
+				{"missing", "ENOENT", false},
+				{"file", "ENOTDIR", false},
+				{"file", "ENOTDIR", true},
+				{"file/below", "ENOTDIR", true},
+				{"ro", "EIO", true}, // tar's own refusal, its message
+				{"ro/new", "EACCES", true},
+			} {
+				var err error
+				if tt.write {
+					_, err = c.WriteArchive(ctx, id, tt.dir, in)
+				} else {
+					_, err = c.ReadArchive(ctx, id, tt.dir)
+				}
+				if e := wantCode(t, err, CodeFileError, tt.errno); e.Path != tt.dir {
+					t.Errorf("%s (write %v): the error names %q", tt.dir, tt.write, e.Path)
+				}
+			}
+			// A link to a host directory, then a file through it.
+			evil := tarball(t, []tarEntry{
+				{name: "evil", link: outside},
+				{name: "evil/planted", body: "x"},
+			})
+			_, _ = c.WriteArchive(ctx, id, "hostile", evil)
+			if _, err := os.Stat(filepath.Join(outside, "planted")); err == nil {
+				t.Errorf("an archive planted a file on the host, in %s", outside)
+			}
+		})
+	}
+}
+
+type tarEntry struct {
+	name, body, link string
+	mode             int64
+}
+
+// tarball is a tar stream of entries.
+func tarball(t *testing.T, entries []tarEntry) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.body)), Typeflag: tar.TypeReg}
+		if e.mode != 0 {
+			h.Mode = e.mode
+		}
+		if e.link != "" {
+			h.Typeflag, h.Linkname, h.Size, h.Mode = tar.TypeSymlink, e.link, 0, 0o777
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(e.body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// untar is the files of a tar stream by name: their content, "-> TARGET"
+// for a link.
+func untar(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatalf("reading the archive: %v", err)
+		}
+		switch h.Typeflag {
+		case tar.TypeReg:
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[h.Name] = string(data)
+		case tar.TypeSymlink:
+			files[h.Name] = "-> " + h.Linkname
 		}
 	}
 }

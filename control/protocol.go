@@ -27,6 +27,8 @@ const (
 	MethodExec          = "exec"
 	MethodReadFile      = "file.read"
 	MethodWriteFile     = "file.write"
+	MethodReadArchive   = "archive.read"
+	MethodWriteArchive  = "archive.write"
 	MethodCancel        = "cancel"
 	MethodSnapshot      = "session.snapshot"
 	MethodSnapshots     = "snapshot.list"
@@ -36,6 +38,7 @@ const (
 	contentTypeJSON     = "application/json"
 	contentTypeNDJSON   = "application/x-ndjson"
 	contentTypeOctets   = "application/octet-stream"
+	contentTypeTar      = "application/x-tar"
 	headerSize          = "X-Corral-Size"
 	headerMode          = "X-Corral-Mode"
 	defaultOutputLimit  = 10 << 20
@@ -379,6 +382,28 @@ type FileResult struct {
 	Mode uint32 `json:"mode"`
 	// Created is set when file.write made the file.
 	Created bool `json:"created,omitempty"`
+}
+
+// ArchiveRequest names a directory of a session, for archive.read and
+// archive.write: its files as a tar stream.
+type ArchiveRequest struct {
+	Session string `json:"session,omitempty"` // stdio only
+	// Path is the directory: relative to the session's workdir, or
+	// absolute in the sandbox. archive.write makes it when it is missing.
+	Path string `json:"path"`
+	// ContentB64 is the tar stream to unpack there (archive.write).
+	ContentB64 []byte `json:"content_b64,omitempty"`
+}
+
+// ArchiveResult answers archive.read (with the stream) and archive.write.
+type ArchiveResult struct {
+	Path       string `json:"path"`
+	ContentB64 []byte `json:"content_b64,omitempty"`
+	// Size is the stream's size (archive.read).
+	Size int64 `json:"size,omitempty"`
+	// Entries counts what archive.write unpacked (the directory's own
+	// entry "./" included, when the archive has it).
+	Entries int `json:"entries,omitempty"`
 }
 
 // Error codes: Error.Code says what kind of mistake or failure a request met.

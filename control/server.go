@@ -6,9 +6,10 @@
 // tools with the same JSON as `corral run`, runs commands without the
 // model's shaping (exec: argv or shell, stdin bytes, stdout and stderr
 // apart, exit code, a timeout that ends every process, an output cap,
-// streaming), reads and writes files as bytes, snapshots a session (an
-// image of its sandbox, a copy of its workspace and of its /tmp) for new
-// sessions to start from, and lists and closes its sessions. Every session
+// streaming), reads and writes files as bytes and directories as tar
+// streams, snapshots a session (an image of its sandbox, a copy of its
+// workspace and of its /tmp) for new sessions to start from, and lists and
+// closes its sessions. Every session
 // is removed when the server closes. With Options.Warm, sandboxes are
 // started ahead (package pool), and a session on a fresh workspace takes
 // one that is ready.
