@@ -219,6 +219,43 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, data []byte, mo
 	return res, json.NewDecoder(resp.Body).Decode(&res)
 }
 
+// ReadArchive returns directory path of session id as a tar stream.
+func (c *Client) ReadArchive(ctx context.Context, id, path string) ([]byte, error) {
+	if c.rpc != nil {
+		var res ArchiveResult
+		err := c.rpc.call(ctx, MethodReadArchive, ArchiveRequest{Session: id, Path: path}, &res, nil)
+		return res.ContentB64, err
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/archive?path="+url.QueryEscape(path), nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, responseError(resp)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// WriteArchive unpacks tarball, a tar stream, into directory path of
+// session id, making it when it is missing.
+func (c *Client) WriteArchive(ctx context.Context, id, path string, tarball []byte) (ArchiveResult, error) {
+	var res ArchiveResult
+	if c.rpc != nil {
+		req := ArchiveRequest{Session: id, Path: path, ContentB64: tarball}
+		return res, c.rpc.call(ctx, MethodWriteArchive, req, &res, nil)
+	}
+	resp, err := c.send(ctx, http.MethodPut, "/v1/sessions/"+url.PathEscape(id)+"/archive?path="+url.QueryEscape(path), bytes.NewReader(tarball), contentTypeTar)
+	if err != nil {
+		return res, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return res, responseError(resp)
+	}
+	return res, json.NewDecoder(resp.Body).Decode(&res)
+}
+
 // Snapshot takes a snapshot of session id as name (replacing one of that
 // name), for sessions to start from (SessionOptions.FromSnapshot).
 func (c *Client) Snapshot(ctx context.Context, id, name string) (SnapshotInfo, error) {

@@ -156,6 +156,7 @@ func (a *apiSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox
 		Background:    res.Background,
 		OutputBytes:   res.StdoutBytes,
 		StderrBytes:   res.StderrBytes,
+		CannotExecute: res.CannotExecute != nil,
 	}, nil
 }
 

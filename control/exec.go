@@ -3,6 +3,8 @@ package control
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -26,10 +28,9 @@ func (s *Server) Exec(ctx context.Context, req ExecRequest, emit func(Chunk) err
 	}
 	defer release()
 	box := ss.s.Sandbox()
-	if sreq.Dir == "" {
-		// Never the model's bash directory, which exec leaves alone.
-		sreq.Dir = box.Workspace()
-	}
+	// Never the model's bash directory, which exec leaves alone: the
+	// session's workdir, or a directory relative to it.
+	sreq.Dir = inDir(ss.workdir, sreq.Dir)
 	var stdout, stderr bytes.Buffer
 	stream := req.Stream && emit != nil
 	if stream {
@@ -59,6 +60,9 @@ func (s *Server) Exec(ctx context.Context, req ExecRequest, emit func(Chunk) err
 		Background:    res.Background,
 		DurationNS:    int64(res.Duration),
 	}
+	if res.CannotExecute && len(sreq.Argv) > 0 {
+		out.CannotExecute = cannotExecute(sreq.Argv[0], res.ExitCode)
+	}
 	if res.Canceled && !res.TimedOut {
 		return ExecResult{}, sandboxError(ctx, context.Canceled)
 	}
@@ -72,6 +76,23 @@ func (s *Server) Exec(ctx context.Context, req ExecRequest, emit func(Chunk) err
 		}
 	}
 	return out, nil
+}
+
+// inDir is p relative to dir, an absolute path; dir when p is empty.
+func inDir(dir, p string) string {
+	if path.IsAbs(p) {
+		return p
+	}
+	return path.Join(dir, p)
+}
+
+// cannotExecute describes an argv's program that never ran, by the shell's
+// exit code.
+func cannotExecute(program string, code int) *CannotExecute {
+	if code == 127 {
+		return &CannotExecute{Program: program, Reason: ReasonNotFound, Message: fmt.Sprintf("%s was not found (exit code 127): no such file, or no such program on the PATH", program)}
+	}
+	return &CannotExecute{Program: program, Reason: ReasonNotExecutable, Message: fmt.Sprintf("%s cannot be executed (exit code 126): the user may not execute it, or it is a directory, on a noexec mount, or its arguments are too long; the shell's message is on stderr", program)}
 }
 
 // execRequest checks req and turns it into the sandbox's request (without

@@ -21,8 +21,9 @@ import (
 	"github.com/corralhq/corral/sandbox"
 )
 
-// A session's files are the sandbox's: a path is relative to the workspace,
-// or absolute in the sandbox. The workspace's are reached through the
+// A session's files are the sandbox's: a path is relative to the session's
+// workdir (the workspace unless it says otherwise), or absolute in the
+// sandbox. The workspace's are reached through the
 // sandbox's agent (an fsys.Root that the agent serves through os.Root as
 // the commands' user, on every backend), so that a request can do to a
 // file exactly what a command of the session could, and no name can reach
@@ -33,6 +34,7 @@ import (
 // filesystem is a session's workspace through its agent.
 type filesystem struct {
 	ws   string // the workspace's path in the sandbox
+	wd   string // the session's workdir, which relative paths start from
 	root fsys.Root
 }
 
@@ -74,7 +76,7 @@ func (ss *session) filesystem(ctx context.Context) (*filesystem, error) {
 	if err != nil {
 		return nil, sandboxError(ctx, err)
 	}
-	ss.files = &filesystem{ws: box.Workspace(), root: root}
+	ss.files = &filesystem{ws: box.Workspace(), wd: ss.workdir, root: root}
 	return ss.files, nil
 }
 
@@ -111,8 +113,8 @@ func fileErrorf(p, errno, format string, args ...any) *Error {
 	return &Error{Code: CodeFileError, Errno: errno, Path: p, Message: p + ": " + fmt.Sprintf(format, args...)}
 }
 
-// where says where p is: in the workspace (rel, relative to it) or
-// elsewhere in the sandbox (abs).
+// where says where p, relative to the workdir or absolute, is: in the
+// workspace (rel, relative to it) or elsewhere in the sandbox (abs).
 func (f *filesystem) where(p string) (rel, abs string, inWorkspace bool, err error) {
 	switch {
 	case p == "":
@@ -120,11 +122,7 @@ func (f *filesystem) where(p string) (rel, abs string, inWorkspace bool, err err
 	case strings.IndexByte(p, 0) >= 0:
 		return "", "", false, errorf(CodeBadRequest, "path %q holds a NUL byte", p)
 	}
-	abs = p
-	if !path.IsAbs(abs) {
-		abs = path.Join(f.ws, abs)
-	}
-	abs = path.Clean(abs)
+	abs = path.Clean(inDir(f.wd, p))
 	if !within(f.ws, abs) {
 		return "", abs, false, nil
 	}
@@ -233,13 +231,18 @@ fi
 if [ -e "$p" ] && [ ! -f "$p" ]; then exit 22; fi
 created=0
 [ -e "$p" ] || created=1
+# An existing file must be the user's to write, as the kernel judges an
+# open of it (the rename needs only the directory's permission); by a
+# regular builtin, since a failed redirection of a special one (:) ends sh.
+if [ "$created" = 0 ] && ! { true >> "$p"; } 2>/dev/null; then
+	printf 'readonly %s\n' "$(info "$p")"
+	exit 13
+fi
 if [ "$append" = 1 ]; then
-	if [ -e "$p" ] && [ ! -w "$p" ]; then exit 13; fi
 	cat >> "$p" || exit 5
 	if [ "$created" = 1 ] && [ -n "$mode" ]; then chmod "$mode" -- "$p" || exit 5; fi
 else
 	[ -w "$d" ] || exit 13
-	if [ -e "$p" ] && [ ! -w "$p" ]; then exit 13; fi
 	t="$d/.corral-write-$tag.tmp"
 	(umask 077 && : > "$t") 2>/dev/null || exit 13
 	if ! cat > "$t"; then rm -f -- "$t"; exit 5; fi
@@ -533,6 +536,9 @@ func (f *filesystem) write(ctx context.Context, rel string, req FileRequest, r i
 	if req.Append {
 		file, err := f.root.OpenFile(rel, os.O_WRONLY|os.O_APPEND|os.O_CREATE, mode)
 		if err != nil {
+			if fi != nil && errors.Is(err, fs.ErrPermission) {
+				return FileResult{}, notWritable(p, fi.Mode().Perm(), owner(fi))
+			}
 			return FileResult{}, fileError(p, err)
 		}
 		_, err = io.Copy(file, contextReader{ctx, r})
@@ -543,6 +549,11 @@ func (f *filesystem) write(ctx context.Context, rel string, req FileRequest, r i
 			return FileResult{}, fileError(p, err)
 		}
 		return f.result(rel, p, fi == nil)
+	}
+	if fi != nil {
+		if err := f.writable(rel, p, fi); err != nil {
+			return FileResult{}, err
+		}
 	}
 	tmp := path.Join(dir, tempName(name))
 	file, err := f.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -590,6 +601,49 @@ func (f *filesystem) write(ctx context.Context, rel string, req FileRequest, r i
 	return f.result(rel, p, fi == nil)
 }
 
+// writable checks that the session's user may open rel, the existing file
+// fi, for writing, as a command's write would: the rename that replaces it
+// needs only the directory's permission, and would replace a file its mode
+// or owner keeps from changing. It opens the file itself (without
+// truncating it), so that the kernel decides, capabilities and all.
+func (f *filesystem) writable(rel, p string, fi fs.FileInfo) error {
+	file, err := f.root.OpenFile(rel, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	switch {
+	case err == nil:
+		file.Close()
+	case errors.Is(err, fs.ErrPermission):
+		return notWritable(p, fi.Mode().Perm(), owner(fi))
+	case errors.Is(err, syscall.EROFS):
+		return fileError(p, err)
+	}
+	// Anything else (a program running, ETXTBSY; a name that changed
+	// meanwhile) is no refusal: the rename may replace it.
+	return nil
+}
+
+// owner is fi's owner and group as "UID:GID", or "" when unknown.
+func owner(fi fs.FileInfo) string {
+	if uid, gid, ok := fsys.Owner(fi); ok {
+		return fmt.Sprintf("%d:%d", uid, gid)
+	}
+	return ""
+}
+
+// notWritable is the error of a write over p, an existing file of mode and
+// owner ("" when unknown) that the session's user may not open for writing.
+func notWritable(p string, mode fs.FileMode, owner string) *Error {
+	e := &Error{Code: CodeFileError, Errno: "EACCES", Path: p}
+	switch {
+	case mode&0o200 == 0:
+		e.Message = fmt.Sprintf("permission denied: %s is read-only (mode %04o) — chmod u+w it first", p, mode)
+	case owner != "":
+		e.Message = fmt.Sprintf("permission denied: the session's user may not write %s (mode %04o, owner %s)", p, mode, owner)
+	default:
+		e.Message = fmt.Sprintf("permission denied: the session's user may not write %s (mode %04o)", p, mode)
+	}
+	return e
+}
+
 func (f *filesystem) result(rel, p string, created bool) (FileResult, error) {
 	fi, err := f.root.Stat(rel)
 	if err != nil {
@@ -633,6 +687,12 @@ func (s *Server) writeSandbox(ctx context.Context, ss *session, abs string, req 
 	})
 	if err != nil {
 		return FileResult{}, sandboxError(ctx, err)
+	}
+	if f := strings.Fields(out.String()); res.ExitCode == 13 && len(f) == 3 && f[0] == "readonly" {
+		m, err := strconv.ParseUint(f[2], 8, 32)
+		if err == nil {
+			return FileResult{}, notWritable(p, fs.FileMode(m)&fs.ModePerm, "")
+		}
 	}
 	if res.ExitCode != 0 {
 		return FileResult{}, scriptError(p, res.ExitCode, stderr.String())

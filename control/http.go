@@ -79,6 +79,8 @@ func isLoopback(host string) bool {
 //	POST   /v1/sessions/{id}/exec       exec
 //	GET    /v1/sessions/{id}/files?path=P[&offset=N][&length=N]   file.read, the bytes as the body
 //	PUT    /v1/sessions/{id}/files?path=P[&mode=OCTAL][&append=1] file.write, the body as the bytes
+//	GET    /v1/sessions/{id}/archive?path=DIR   archive.read, the tar stream as the body
+//	PUT    /v1/sessions/{id}/archive?path=DIR   archive.write, the body as the tar stream
 //	POST   /v1/sessions/{id}/snapshot   session.snapshot (201)
 //	GET    /v1/snapshots                snapshot.list
 //	DELETE /v1/snapshots/{name}         snapshot.remove
@@ -174,8 +176,17 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			default:
 				h.method(w, r, http.MethodGet, http.MethodPut)
 			}
+		case "archive":
+			switch r.Method {
+			case http.MethodGet:
+				h.readArchive(w, r, id)
+			case http.MethodPut:
+				h.writeArchive(w, r, id)
+			default:
+				h.method(w, r, http.MethodGet, http.MethodPut)
+			}
 		default:
-			writeError(w, errorf(CodeNotFound, "no endpoint %s: a session has call, exec, files and snapshot", r.URL.Path))
+			writeError(w, errorf(CodeNotFound, "no endpoint %s: a session has call, exec, files, archive and snapshot", r.URL.Path))
 		}
 	}
 }
@@ -443,15 +454,22 @@ func (h *httpHandler) readFile(w http.ResponseWriter, r *http.Request, id string
 		writeError(w, err)
 		return
 	}
-	defer fr.close()
 	hd := w.Header()
 	hd.Set("Content-Type", contentTypeOctets)
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Cache-Control", "no-store")
 	if fr.size >= 0 {
 		hd.Set(headerSize, strconv.FormatInt(fr.size, 10))
 		hd.Set(headerMode, "0"+strconv.FormatUint(uint64(fr.mode), 8))
 	}
+	h.streamBody(w, fr, p)
+}
+
+// streamBody sends what fr reads as the body of a 200 answer, or an error
+// answer when it fails before its first byte; it closes fr.
+func (h *httpHandler) streamBody(w http.ResponseWriter, fr *fileReader, p string) {
+	defer fr.close()
+	hd := w.Header()
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Cache-Control", "no-store")
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 256<<10)
 	wrote := false
@@ -490,6 +508,46 @@ func (h *httpHandler) readFile(w http.ResponseWriter, r *http.Request, id string
 	if !wrote {
 		w.WriteHeader(http.StatusOK)
 	}
+}
+
+func (h *httpHandler) readArchive(w http.ResponseWriter, r *http.Request, id string) {
+	q := r.URL.Query()
+	p := q.Get("path")
+	for k := range q {
+		if k != "path" {
+			writeError(w, errorf(CodeBadRequest, "GET .../archive takes path, not %q", k))
+			return
+		}
+	}
+	ss, ctx, release, err := h.s.acquire(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
+	fr, err := h.s.openArchive(ctx, ss, p)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", contentTypeTar)
+	h.streamBody(w, fr, p)
+}
+
+func (h *httpHandler) writeArchive(w http.ResponseWriter, r *http.Request, id string) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "path" {
+			writeError(w, errorf(CodeBadRequest, "PUT .../archive takes path, not %q", k))
+			return
+		}
+	}
+	res, err := h.s.writeArchiveFrom(r.Context(), ArchiveRequest{Session: id, Path: q.Get("path")}, r.Body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (h *httpHandler) writeFile(w http.ResponseWriter, r *http.Request, id string) {

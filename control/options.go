@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -101,6 +102,12 @@ func (s *Server) config(o SessionOptions, undo *[]func()) (corral.Config, error)
 	}
 	if o.ReadOnly {
 		cfg.Sandbox.ReadOnlyRoot = true
+	}
+	if o.TmpExec != nil {
+		cfg.Sandbox.TmpNoexec = !*o.TmpExec
+	}
+	if o.Workdir != "" && (!path.IsAbs(o.Workdir) || strings.IndexByte(o.Workdir, 0) >= 0) {
+		return bad("workdir %q: want an absolute path in the sandbox, such as /app", o.Workdir)
 	}
 
 	// The tools session.

@@ -27,6 +27,8 @@ const (
 	MethodExec          = "exec"
 	MethodReadFile      = "file.read"
 	MethodWriteFile     = "file.write"
+	MethodReadArchive   = "archive.read"
+	MethodWriteArchive  = "archive.write"
 	MethodCancel        = "cancel"
 	MethodSnapshot      = "session.snapshot"
 	MethodSnapshots     = "snapshot.list"
@@ -36,6 +38,7 @@ const (
 	contentTypeJSON     = "application/json"
 	contentTypeNDJSON   = "application/x-ndjson"
 	contentTypeOctets   = "application/octet-stream"
+	contentTypeTar      = "application/x-tar"
 	headerSize          = "X-Corral-Size"
 	headerMode          = "X-Corral-Mode"
 	defaultOutputLimit  = 10 << 20
@@ -120,6 +123,16 @@ type SessionOptions struct {
 	// workspace in the session's workspace — a fresh one, or an empty
 	// directory Workspace names — and its /tmp, where HOME is.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// Workdir is the session's working directory, an absolute path in the
+	// sandbox that must be a directory there: where an exec that names no
+	// cwd starts, and what a relative cwd or file path is relative to.
+	// When empty: the image's WORKDIR for a session on a fresh workspace
+	// (its files are in its image) whose image names one, on Docker, not
+	// from a snapshot; else the workspace.
+	Workdir string `json:"workdir,omitempty"`
+	// TmpExec false mounts /tmp (where HOME is) noexec; it is executable
+	// by default (the server's --tmp-exec). Docker only.
+	TmpExec *bool `json:"tmp_exec,omitempty"`
 }
 
 // Env is a set of environment variables: in JSON an object of names and
@@ -155,6 +168,9 @@ type SessionInfo struct {
 	ID string `json:"id"`
 	// Workspace is the workspace's path, on the host and in the sandbox.
 	Workspace string `json:"workspace"`
+	// Workdir is the session's working directory in the sandbox (see
+	// SessionOptions.Workdir): the workspace unless it says otherwise.
+	Workdir string `json:"workdir"`
 	// TemporaryWorkspace is set when the server made the workspace for the
 	// session; it is removed with it.
 	TemporaryWorkspace bool   `json:"temporary_workspace,omitempty"`
@@ -244,9 +260,10 @@ type ExecRequest struct {
 	StdinB64 []byte  `json:"stdin_b64,omitempty"`
 	// Env sets variables for this command only.
 	Env Env `json:"env,omitempty"`
-	// Cwd is where the command starts: relative to the workspace, or
-	// absolute; it must exist. The workspace when empty (never the model's
-	// bash directory, which exec leaves alone).
+	// Cwd is where the command starts: relative to the session's workdir
+	// (the workspace unless the session says otherwise), or absolute; it
+	// must exist. The workdir when empty (never the model's bash
+	// directory, which exec leaves alone).
 	Cwd string `json:"cwd,omitempty"`
 	// User is "UID:GID", never root; the session's user when empty.
 	User string `json:"user,omitempty"`
@@ -283,6 +300,9 @@ type ExecResult struct {
 	StdoutBytes int64 `json:"stdout_bytes"`
 	StderrBytes int64 `json:"stderr_bytes"`
 	Truncated   bool  `json:"truncated,omitempty"`
+	// CannotExecute is set when the program of an argv never ran; the
+	// exit code is then the shells': 127 or 126.
+	CannotExecute *CannotExecute `json:"cannot_execute,omitempty"`
 	// Dir is the directory the command started in.
 	Dir          string `json:"dir"`
 	OOMKilled    bool   `json:"oom_killed,omitempty"`
@@ -295,6 +315,28 @@ type ExecResult struct {
 	Background []sandbox.Process `json:"background,omitempty"`
 	DurationNS int64             `json:"duration_ns"`
 }
+
+// CannotExecute says why an argv's program never ran.
+type CannotExecute struct {
+	// Program is argv[0].
+	Program string `json:"program"`
+	// Reason is ReasonNotFound (exit code 127) or ReasonNotExecutable
+	// (126).
+	Reason string `json:"reason"`
+	// Message says it in words; the shell's own is on stderr.
+	Message string `json:"message"`
+}
+
+// The reasons of CannotExecute.
+const (
+	// ReasonNotFound: no such file, or no such program on the PATH (a
+	// script's missing interpreter too).
+	ReasonNotFound = "not_found"
+	// ReasonNotExecutable: found, but the kernel would not run it: no
+	// execute permission for the user, a directory, a noexec mount, an
+	// argument list too long.
+	ReasonNotExecutable = "not_executable"
+)
 
 // Chunk is one piece of a streamed exec's output, or one event of a streamed
 // tool call.
@@ -310,7 +352,8 @@ type Chunk struct {
 // FileRequest names a file of a session, for file.read and file.write.
 type FileRequest struct {
 	Session string `json:"session,omitempty"` // stdio only
-	// Path is relative to the workspace, or absolute in the sandbox.
+	// Path is relative to the session's workdir (the workspace unless the
+	// session says otherwise), or absolute in the sandbox.
 	Path string `json:"path"`
 	// Offset and Length read a part of the file (file.read); Length zero
 	// reads to the end.
@@ -339,6 +382,28 @@ type FileResult struct {
 	Mode uint32 `json:"mode"`
 	// Created is set when file.write made the file.
 	Created bool `json:"created,omitempty"`
+}
+
+// ArchiveRequest names a directory of a session, for archive.read and
+// archive.write: its files as a tar stream.
+type ArchiveRequest struct {
+	Session string `json:"session,omitempty"` // stdio only
+	// Path is the directory: relative to the session's workdir, or
+	// absolute in the sandbox. archive.write makes it when it is missing.
+	Path string `json:"path"`
+	// ContentB64 is the tar stream to unpack there (archive.write).
+	ContentB64 []byte `json:"content_b64,omitempty"`
+}
+
+// ArchiveResult answers archive.read (with the stream) and archive.write.
+type ArchiveResult struct {
+	Path       string `json:"path"`
+	ContentB64 []byte `json:"content_b64,omitempty"`
+	// Size is the stream's size (archive.read).
+	Size int64 `json:"size,omitempty"`
+	// Entries counts what archive.write unpacked (the directory's own
+	// entry "./" included, when the archive has it).
+	Entries int `json:"entries,omitempty"`
 }
 
 // Error codes: Error.Code says what kind of mistake or failure a request met.

@@ -6,9 +6,10 @@
 // tools with the same JSON as `corral run`, runs commands without the
 // model's shaping (exec: argv or shell, stdin bytes, stdout and stderr
 // apart, exit code, a timeout that ends every process, an output cap,
-// streaming), reads and writes files as bytes, snapshots a session (an
-// image of its sandbox, a copy of its workspace and of its /tmp) for new
-// sessions to start from, and lists and closes its sessions. Every session
+// streaming), reads and writes files as bytes and directories as tar
+// streams, snapshots a session (an image of its sandbox, a copy of its
+// workspace and of its /tmp) for new sessions to start from, and lists and
+// closes its sessions. Every session
 // is removed when the server closes. With Options.Warm, sandboxes are
 // started ahead (package pool), and a session on a fresh workspace takes
 // one that is ready.
@@ -28,6 +29,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -244,6 +246,9 @@ type session struct {
 	s      *corral.Session
 	undo   []func() // removes what create made besides the host: a temporary workspace, a policy file
 	router *router
+	// workdir is where an exec that names no cwd starts, and what relative
+	// paths are relative to: absolute, in the sandbox.
+	workdir string
 	// ctx is cancelled when the session closes: every request of the
 	// session ends.
 	ctx    context.Context
@@ -470,6 +475,10 @@ func (s *Server) Create(ctx context.Context, opts SessionOptions) (_ SessionInfo
 			return SessionInfo{}, createError(err)
 		}
 	}
+	if ss.workdir, err = sessionWorkdir(ctx, opts, box); err != nil {
+		ss.close()
+		return SessionInfo{}, err
+	}
 	image := cfg.Sandbox.Image
 	if image == "" {
 		image = sandbox.DefaultImage
@@ -477,6 +486,7 @@ func (s *Server) Create(ctx context.Context, opts SessionOptions) (_ SessionInfo
 	ss.info = SessionInfo{
 		ID:                 ss.id,
 		Workspace:          host.Workspace(),
+		Workdir:            ss.workdir,
 		TemporaryWorkspace: opts.Workspace == "",
 		Image:              image,
 		Backend:            s.backend,
@@ -512,6 +522,37 @@ func (s *Server) Create(ctx context.Context, opts SessionOptions) (_ SessionInfo
 	s.mu.Unlock()
 	s.log.Info("control: session created", "session", ss.id, "workspace", ss.info.Workspace, "image", image, "warm", ss.info.Warm)
 	return ss.snapshot(), nil
+}
+
+// sessionWorkdir decides the working directory of a session whose sandbox
+// box has started: the one opts names, which must be a directory there as
+// the session's user sees it; else the image's WORKDIR for a fresh
+// workspace (the session's files are in its image), where the backend
+// tells it (Docker); else the workspace. A session from a snapshot has
+// its files in its workspace, the snapshot's copy; its image's WORKDIR is
+// no guide (a commit gives the image the container's, the workspace of
+// the session snapshotted, when its base names none).
+func sessionWorkdir(ctx context.Context, opts SessionOptions, box sandbox.Sandbox) (string, error) {
+	if opts.Workdir != "" {
+		wd := path.Clean(opts.Workdir)
+		_, err := box.Exec(ctx, sandbox.ExecRequest{Command: ":", Dir: wd, Pipes: true})
+		var se *sandbox.StartError
+		switch {
+		case errors.As(err, &se):
+			return "", errorf(CodeBadRequest, "workdir %s: %s", wd, se.Reason)
+		case err != nil:
+			return "", createError(err)
+		}
+		return wd, nil
+	}
+	if opts.Workspace == "" && opts.FromSnapshot == "" {
+		if w, ok := unwrap(box).(interface{ ImageWorkdir() string }); ok {
+			if wd := w.ImageWorkdir(); path.IsAbs(wd) {
+				return path.Clean(wd), nil
+			}
+		}
+	}
+	return box.Workspace(), nil
 }
 
 // createError is the protocol's error for a session that could not open or

@@ -343,6 +343,18 @@ func (s *Server) do(ctx context.Context, method string, params json.RawMessage, 
 			return nil, err
 		}
 		return s.WriteFile(ctx, req)
+	case MethodReadArchive:
+		var req ArchiveRequest
+		if err := decode(params, &req, what); err != nil {
+			return nil, err
+		}
+		return s.ReadArchive(ctx, req)
+	case MethodWriteArchive:
+		var req ArchiveRequest
+		if err := decode(params, &req, what); err != nil {
+			return nil, err
+		}
+		return s.WriteArchive(ctx, req)
 	case MethodSnapshot:
 		var req SnapshotRequest
 		if err := decode(params, &req, what); err != nil {
@@ -370,7 +382,7 @@ func (s *Server) do(ctx context.Context, method string, params json.RawMessage, 
 	}
 	return nil, errorf(CodeNotFound, "no method %q: the methods are %s", method, strings.Join([]string{
 		MethodVersion, MethodCreate, MethodList, MethodGet, MethodCloseSession, MethodCall, MethodExec, MethodReadFile, MethodWriteFile,
-		MethodSnapshot, MethodSnapshots, MethodRemoveSnap, MethodCancel}, ", "))
+		MethodReadArchive, MethodWriteArchive, MethodSnapshot, MethodSnapshots, MethodRemoveSnap, MethodCancel}, ", "))
 }
 
 // readLine reads one line without its newline. A line longer than max is

@@ -78,6 +78,13 @@ type Config struct {
 	// ReadOnlyRoot mounts the image's root filesystem read-only (HOME and /tmp
 	// stay writable tmpfs).
 	ReadOnlyRoot bool
+	// TmpNoexec mounts /tmp, where HOME is, noexec: no program there can be
+	// executed. Off by default: the workspace is writable and executable
+	// in every sandbox, so it keeps no program from running, and it
+	// breaks programs that run what they put there (go run, go test, what
+	// pip install --user installs in HOME). Docker only: a pod's /tmp is
+	// an emptyDir, which cannot be.
+	TmpNoexec bool
 	// ReadOnlyMounts are host directories mounted read-only at the same path, such
 	// as the session's log directory.
 	ReadOnlyMounts []string

@@ -632,10 +632,13 @@ func (c *Client) run(ctx context.Context, p runParams) (runResult, error) {
 		return res, c.Death()
 	}
 	defer c.forget(s)
+	if n := proto.CommandSize(p.start); n > proto.MaxCommand {
+		return res, &StartError{Reason: fmt.Sprintf("the command, its arguments and environment take %d bytes, more than the %d (2 MiB) one command may take, Linux's default limit: write the command to a script file and run that", n, proto.MaxCommand)}
+	}
 	start := proto.JSONFrame(proto.Start, s.id, p.start)
-	if n := len(start) - proto.HeaderSize; n > proto.MaxPayload {
+	if n := len(start) - proto.HeaderSize; n > proto.MaxStartPayload {
 		// The agent would take the frame for a broken host.
-		return res, &StartError{Reason: fmt.Sprintf("the command, its arguments and environment take %d bytes, more than the %d that fit: write the command to a script file and run that", n, proto.MaxPayload)}
+		return res, &StartError{Reason: fmt.Sprintf("the command's start message takes %d bytes, more than the %d the protocol carries: write the command to a script file and run that", n, proto.MaxStartPayload)}
 	}
 	if err := c.send(start); err != nil {
 		return res, c.Death()

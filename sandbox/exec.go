@@ -91,6 +91,11 @@ type ExecResult struct {
 	// InputWait is set when the command was ended because it sat waiting for
 	// terminal input it would never get.
 	InputWait bool `json:"input_wait,omitempty"`
+	// CannotExecute is set when the program of an Argv was never run: not
+	// found (ExitCode 127), or found but not run by the kernel (126: no
+	// permission to execute it, a directory, a noexec mount, an argument
+	// list too long). The shell's message is on stderr.
+	CannotExecute bool `json:"cannot_execute,omitempty"`
 	// OOMKilled is set when a process of the command was killed for memory.
 	OOMKilled bool `json:"oom_killed,omitempty"`
 	// ProcessLimit is set when the command hit the sandbox's process limit (a
@@ -182,7 +187,7 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) 
 	}
 	res.Dir, res.DirReset = sanitize.Text(ex.Dir), reset || ex.DirReset
 	res.InputWait, res.OOMKilled, res.ProcessLimit = ex.InputWait, ex.OOMKilled, ex.ProcessLimit
-	res.TrackerKilled = ex.TrackerKilled
+	res.TrackerKilled, res.CannotExecute = ex.TrackerKilled, ex.CannotExecute
 	for _, p := range ex.Background {
 		res.Background = append(res.Background, Process{PID: p.PID, Command: sanitize.Text(p.Command)})
 	}

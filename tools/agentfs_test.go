@@ -173,6 +173,13 @@ func agentSession(t *testing.T, files map[string]string, opts ...func(*Options))
 	for name, content := range files {
 		writeFile(t, ws, name, content)
 	}
+	s, box := agentSessionOn(t, ws, opts...)
+	return s, ws, box
+}
+
+// agentSessionOn is agentSession on the workspace ws.
+func agentSessionOn(t *testing.T, ws string, opts ...func(*Options)) (*Session, *docker.Container) {
+	t.Helper()
 	box, err := docker.New(sandbox.Config{Workspace: ws, Image: testenv.Image, Agent: testenv.Agent(t), Memory: 512 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +205,7 @@ func agentSession(t *testing.T, files map[string]string, opts ...func(*Options))
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, ws, box
+	return s, box
 }
 
 // inBox runs a command in the sandbox, outside the tools, and returns its
@@ -467,4 +474,43 @@ func BenchmarkAgentFS(b *testing.B) {
 			}
 		})
 	})
+}
+
+// A write or an edit through the agent over a file the commands' user may
+// not open for writing — another user's, in a directory the user may write
+// — is refused, as that user's own write would be, rather than renamed over
+// it (which needs only the directory's permission).
+func TestAgentFSWriteHonoursPermissions(t *testing.T) {
+	testenv.NeedsDocker(t)
+	ws := t.TempDir()
+	// Commands run as the workspace's owner; as root's, they could write
+	// anything (CAP_DAC_OVERRIDE).
+	owner := os.Geteuid()
+	if owner == 0 {
+		owner = 1001
+		if err := os.Chown(ws, owner, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := fmt.Sprintf("%d:%d", owner+1, owner+1)
+	s, box := agentSessionOn(t, ws, func(o *Options) { o.WritePolicy = AllowOverwrite })
+	inBox(t, box, "mkdir shared && chmod 777 shared && printf 'mine\\n' > shared/mine")
+	var out testenv.SyncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := box.Exec(ctx, sandbox.ExecRequest{Command: "printf 'theirs\\n' > shared/theirs && chmod 644 shared/theirs", User: other, Pipes: true, Output: &out, Stderr: &out})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("making another user's file: %v %+v %s", err, res, out.String())
+	}
+	mustFail(t, s, "write", m{"path": "shared/theirs", "content": "lost\n"}, "Cannot overwrite shared/theirs", "permission denied", "mode 0644", "unchanged")
+	mustOK(t, s, "read", m{"path": "shared/theirs"})
+	mustFail(t, s, "edit", m{"path": "shared/theirs", "oldText": "theirs", "newText": "lost"}, "Cannot edit shared/theirs", "permission denied")
+	if got := readFile(t, ws, "shared/theirs"); got != "theirs\n" {
+		t.Errorf("the other user's file: %q", got)
+	}
+	// The user's own file is written as ever.
+	mustOK(t, s, "write", m{"path": "shared/mine", "content": "new\n"})
+	if got := readFile(t, ws, "shared/mine"); got != "new\n" {
+		t.Errorf("the user's own file: %q", got)
+	}
 }

@@ -120,6 +120,9 @@ func (s *Session) edit(ctx context.Context, p EditParams) (Result, error) {
 	if err := checkWritable(t.display, fi, "edit"); err != nil {
 		return resultOf(err)
 	}
+	if err := checkOpenable(dir.root, t.name(), t.display, fi, "edit"); err != nil {
+		return resultOf(err)
+	}
 
 	plan, fail := planEdit(old, p.OldText, p.NewText, p.ReplaceAll)
 	if fail != nil {
@@ -175,6 +178,28 @@ func checkWritable(display string, fi fs.FileInfo, verb string) error {
 		return nil
 	}
 	return userErrorf("Cannot %s %s: it is read-only (mode %04o), so someone meant it not to change. The file is unchanged; ask the user whether it should be changed.", verb, display, fi.Mode().Perm())
+}
+
+// checkOpenable refuses to replace name in dir, the existing file fi, when
+// the filesystem's user (the commands' user, through a sandbox's agent)
+// could not open it for writing: its owner is another, or an ACL or a
+// read-only mount says no. The rename that replaces it needs only the
+// directory's permission. The kernel decides, by an open of the file
+// itself, without truncating it; an open refused for another reason (a
+// program running, ETXTBSY) is no refusal.
+func checkOpenable(dir fsys.Root, name, display string, fi fs.FileInfo, verb string) error {
+	f, err := dir.OpenFile(name, os.O_WRONLY|openNonblock, 0)
+	switch {
+	case err == nil:
+		f.Close()
+		return nil
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return &userError{
+			msg: fmt.Sprintf("Cannot %s %s: permission denied — the user commands run as may not write it (mode %04o). The file is unchanged; ask the user whether it should be changed.", verb, display, fi.Mode().Perm()),
+			err: err,
+		}
+	}
+	return nil
 }
 
 // parentDir is the directory of a target, opened for one call.

@@ -119,6 +119,9 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 		if err := checkWritable(t.display, oldInfo, "overwrite"); err != nil {
 			return resultOf(err)
 		}
+		if err := checkOpenable(dir.root, t.name(), t.display, oldInfo, "overwrite"); err != nil {
+			return resultOf(err)
+		}
 		if s.opts.WritePolicy != AllowOverwrite {
 			want, read := s.state.lookup(t.key)
 			if !read {

@@ -24,6 +24,7 @@ type sandboxFlags struct {
 	cpus      float64
 	env       []string
 	readOnly  bool
+	tmpExec   bool
 	// --network allow's allowlist
 	allowHosts   []string
 	allowPresets []string
@@ -45,6 +46,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the sandbox in cores (default: all of the host's)")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "NAME=VALUE to set in the sandbox, or NAME to pass the host's value; repeatable (nothing of the host's environment is passed otherwise)")
 	fs.BoolVar(&f.readOnly, "read-only", false, "mount the image's root filesystem read-only (HOME and /tmp stay writable)")
+	fs.BoolVar(&f.tmpExec, "tmp-exec", true, "let programs in /tmp (where HOME is) be executed; --tmp-exec=false mounts it noexec, which keeps nothing from running: the workspace is executable (Docker only)")
 	f.backend.register(fs, true)
 	fs.StringVar(&f.user, "user", "", "UID:GID commands run as, never root (default: the workspace owner's, or "+sandbox.DefaultRootUser+" when root owns it)")
 }
@@ -101,6 +103,7 @@ func (f *sandboxFlags) config() (sandbox.Config, error) {
 		CPUs:         f.cpus,
 		Env:          env,
 		ReadOnlyRoot: f.readOnly,
+		TmpNoexec:    !f.tmpExec,
 		User:         f.user,
 		// A static corral binary to run as the sandbox's agent, for when this
 		// one is not (a test binary, a cgo build).

@@ -89,6 +89,9 @@ class ExecResult:
         self.stderr_bytes = raw.get("stderr_bytes", 0)
         self.truncated = raw.get("truncated", False)
         self.restarted = raw.get("restarted", False)
+        # {"program", "reason": "not_found" | "not_executable", "message"}
+        # when an argv's program never ran (exit code 127 or 126), else None.
+        self.cannot_execute = raw.get("cannot_execute")
         self.dir = raw.get("dir")
 
     def __repr__(self):
@@ -314,6 +317,9 @@ class Session:
         self.info = info
         self.id = info["id"]
         self.workspace = info["workspace"]
+        # Where exec starts and relative paths start from: the workspace,
+        # the session's "workdir", or its image's WORKDIR on a fresh one.
+        self.workdir = info.get("workdir", self.workspace)
         self.warm = info.get("warm", False)
         self.start_ns = info.get("start_ns", 0)
 

@@ -108,7 +108,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger) err
 	warmThreads(16)
 	readErr := make(chan error, 1)
 	go a.reap(ctx)
-	go func() { readErr <- a.serve(proto.NewReader(in)) }()
+	go func() { readErr <- a.serve(proto.NewReaderFromHost(in)) }()
 	go a.monitor(ctx)
 	var err error
 	select {
@@ -970,7 +970,7 @@ func (c *agentCmd) fork() error {
 	c.exit.Dir = dir
 	command := m.Command
 	if len(m.Argv) > 0 {
-		command = execCommand(m.Argv)
+		command = execCommand(m.Argv, a.bash)
 	}
 	o := spawnOpts{pipes: m.Pipes, cols: m.Cols, rows: m.Rows, uid: m.UID, gid: m.GID}
 	if len(m.Env) > 0 {
@@ -1082,7 +1082,9 @@ func (c *agentCmd) wait() {
 		ex.ExitCode = st.ExitStatus()
 	}
 	if c.cwd != nil {
-		ex.Cwd = c.a.readCwd(c.cwd)
+		var failed bool
+		ex.Cwd, failed = c.a.readCwd(c.cwd)
+		ex.CannotExecute = failed && len(c.msg.Argv) > 0 && !st.Signaled() && (ex.ExitCode == 126 || ex.ExitCode == 127)
 	}
 	c.drain()
 	left := c.settle()
@@ -1173,8 +1175,10 @@ func noCRLF(tty *os.File) error {
 }
 
 // readCwd takes the directory the shell reported on exit, without waiting:
-// background processes may hold the pipe's write end forever.
-func (a *agent) readCwd(r *os.File) string {
+// background processes may hold the pipe's write end forever. execFailed
+// says the shell's first word there was execFailedMark: it could not exec
+// an argv's program.
+func (a *agent) readCwd(r *os.File) (cwd string, execFailed bool) {
 	defer r.Close()
 	var buf [8192]byte
 	n := 0
@@ -1185,12 +1189,13 @@ func (a *agent) readCwd(r *os.File) string {
 		})
 	}
 	if n <= 0 {
-		return ""
+		return "", false
 	}
 	lines := strings.Split(strings.TrimRight(string(buf[:n]), "\n"), "\n")
+	execFailed = lines[0] == execFailedMark
 	last := lines[len(lines)-1]
 	if !filepath.IsAbs(last) {
-		return ""
+		return "", execFailed
 	}
 	// The shell reports its logical directory: the physical one is the
 	// agent's to find, cheaply, as the commands would.
@@ -1201,7 +1206,7 @@ func (a *agent) readCwd(r *os.File) string {
 			real = ""
 		}
 	})
-	return real
+	return real, execFailed
 }
 
 // drain waits, after the shell exited, for the output still in the terminal

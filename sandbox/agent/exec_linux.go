@@ -57,15 +57,33 @@ func (a *agent) exactDir(dir string) (string, error) {
 	return dir, nil
 }
 
+// execFailedMark is what the shell of an argv command writes first to its
+// directory report when its exec of the program failed: no directory's
+// name, which pwd starts with '/'.
+const execFailedMark = "exec-failed"
+
 // execCommand is the shell command that replaces the shell with the program
-// argv names, its words quoted so that the shell changes none of them.
-func execCommand(argv []string) string {
+// argv names, its words quoted so that the shell changes none of them. When
+// the exec fails (exit status 127: not found; 126: the kernel would not run
+// it), the shell says so on its directory report (fd 3 for sh; bash's, in
+// bashBoot, is elsewhere) with execFailedMark, before it exits with that
+// status: bash, told execfail, goes on after a failed exec, and sh runs its
+// EXIT trap.
+func execCommand(argv []string, bash bool) string {
 	var b strings.Builder
+	if bash {
+		b.WriteString("shopt -s execfail; ")
+	} else {
+		b.WriteString("trap 'printf \"%s\\n\" " + execFailedMark + " >&3' EXIT; ")
+	}
 	b.WriteString("exec")
 	for _, w := range argv {
 		b.WriteString(" '")
 		b.WriteString(strings.ReplaceAll(w, "'", `'\''`))
 		b.WriteByte('\'')
+	}
+	if bash {
+		b.WriteString(`; __corral_s=$?; printf '%s\n' ` + execFailedMark + ` >&"$__corral_cwd"; exit "$__corral_s"`)
 	}
 	return b.String()
 }

@@ -67,6 +67,7 @@ type Container struct {
 	dead        []string   // IDs of dead containers still to remove
 	git         *gitShadow // the repository's shadow; nil before the first start or when there is none
 	gitMade     bool       // the shadow was made (it may be nil: no repository)
+	imageDir    string     // the image's WORKDIR, as the last start found it
 }
 
 // opportunisticGC reaps the sandboxes of dead corral processes once per
@@ -399,6 +400,9 @@ func (c *Container) start(ctx context.Context, dir string, reset bool) (_ *sandb
 	var imageEnv []string
 	if img.Config != nil {
 		imageEnv = img.Config.Env
+		c.mu.Lock()
+		c.imageDir = img.Config.WorkingDir
+		c.mu.Unlock()
 	}
 	extra := c.cfg.Env
 	if c.cfg.Egress != nil {
@@ -650,6 +654,10 @@ func (c *Container) spec(info *system.Info, g *gitShadow, side *egressSide) (*co
 		pids = pids*gVisorThreadsPerProcess + gVisorThreads
 	}
 	tmp := max(cfg.Memory/4, 64<<20)
+	tmpExec := "exec" // Docker's default is noexec
+	if cfg.TmpNoexec {
+		tmpExec = "noexec"
+	}
 	useInit := true
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(cfg.Network),
@@ -660,7 +668,7 @@ func (c *Container) spec(info *system.Info, g *gitShadow, side *egressSide) (*co
 		Init:           &useInit,
 		ReadonlyRootfs: cfg.ReadOnlyRoot,
 		Runtime:        cfg.Runtime,
-		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmp)},
+		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,%s,nosuid,nodev,size=%d,mode=1777", tmpExec, tmp)},
 		Resources: container.Resources{
 			Memory:     cfg.Memory,
 			MemorySwap: cfg.Memory,
@@ -701,6 +709,15 @@ func (c *Container) mounts(g *gitShadow, side *egressSide) []mount.Mount {
 		ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: b.Source, Target: filepath.Clean(b.Target), ReadOnly: true})
 	}
 	return ms
+}
+
+// ImageWorkdir returns the directory the image names as its WORKDIR ("" for
+// none, or before the sandbox started): commands start in the workspace, not
+// there.
+func (c *Container) ImageWorkdir() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.imageDir
 }
 
 // CommandEnv is the environment of every command, for the agent's hello:

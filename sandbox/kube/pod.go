@@ -88,6 +88,9 @@ func newPod(b *Backend, cfg sandbox.Config) (*Pod, error) {
 	default:
 		return nil, fmt.Errorf("kubernetes: network %q: want none or bridge", cfg.Network)
 	}
+	if cfg.TmpNoexec {
+		return nil, errors.New("kubernetes: /tmp is an emptyDir, which cannot be mounted noexec")
+	}
 	if cfg.Egress != nil && cfg.Network != "none" {
 		return nil, fmt.Errorf("kubernetes: network %q with an egress proxy: the proxy must be the only way out, so the network is none", cfg.Network)
 	}

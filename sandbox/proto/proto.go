@@ -22,8 +22,9 @@ import (
 	"time"
 )
 
-// Version is bumped on any incompatible change of the frames below.
-const Version = 3
+// Version is bumped on any incompatible change of the frames below. Version
+// 4: a Start frame may take MaxStartPayload; ExitMsg.CannotExecute.
+const Version = 4
 
 // Type is a frame's type.
 type Type byte
@@ -55,9 +56,18 @@ const Silence = 5 * time.Second
 
 const (
 	HeaderSize = 9
-	// MaxPayload bounds every frame; data frames use at most MaxChunk.
+	// MaxPayload bounds every frame but a Start frame read by
+	// NewReaderFromHost; data frames use at most MaxChunk.
 	MaxPayload = 1 << 20
-	MaxChunk   = 32 << 10
+	// MaxCommand bounds what one command may take (CommandSize): 2 MiB,
+	// what Linux lets a program's arguments and environment take by
+	// default (ARG_MAX, a quarter of an 8 MiB stack).
+	MaxCommand = 2 << 20
+	// MaxStartPayload bounds a Start frame, which only the host sends: a
+	// command of MaxCommand bytes in JSON, where a control byte takes six
+	// ("\u0001"), and the rest of the message.
+	MaxStartPayload = 6*MaxCommand + 64<<10
+	MaxChunk        = 32 << 10
 	// OutputWindow is how many output bytes of one stream may be in flight
 	// (sent by the agent and not yet consumed by the host).
 	OutputWindow = 256 << 10
@@ -109,7 +119,8 @@ type AgentHelloMsg struct {
 	SameUser bool `json:"sameUser,omitempty"`
 }
 
-// StartMsg starts a command on a new stream.
+// StartMsg starts a command on a new stream. Its command, argv and
+// environment together take at most MaxCommand bytes (CommandSize).
 type StartMsg struct {
 	Command string `json:"command,omitempty"`
 	// Argv runs a program with its arguments instead of Command: the shell
@@ -146,6 +157,23 @@ type StartMsg struct {
 	InputWaitMS int `json:"inputWaitMs,omitempty"`
 }
 
+// CommandSize is what m's command takes, as execve counts a program's
+// arguments and environment: its Command, each word of Argv and each pair
+// of Env, with a NUL after each.
+func CommandSize(m StartMsg) int {
+	n := 0
+	if m.Command != "" {
+		n += len(m.Command) + 1
+	}
+	for _, w := range m.Argv {
+		n += len(w) + 1
+	}
+	for _, kv := range m.Env {
+		n += len(kv) + 1
+	}
+	return n
+}
+
 // ExitMsg ends a stream: every data frame of the stream precedes it.
 type ExitMsg struct {
 	ExitCode int    `json:"exitCode"`
@@ -171,6 +199,11 @@ type ExitMsg struct {
 	ErrBytes int64 `json:"errBytes,omitempty"`
 	// Error is set when the command could not be started at all.
 	Error string `json:"error,omitempty"`
+	// CannotExecute says the program of an Argv command was never run: the
+	// shell's exec of it failed, ExitCode being 127 when it was not found
+	// and 126 when the kernel would not run it (no permission, a
+	// directory, a noexec mount, an argument list too long).
+	CannotExecute bool `json:"cannotExecute,omitempty"`
 }
 
 // StopMsg ends a running command: SIGTERM to its process group now, SIGKILL to
@@ -194,35 +227,59 @@ type Reader struct {
 	r   io.Reader
 	hdr [HeaderSize]byte
 	buf []byte
+	// start says Start frames may take up to MaxStartPayload.
+	start bool
 }
 
-// NewReader returns a Reader of the frames on r.
+// NewReader returns a Reader of the frames on r: each at most MaxPayload.
 func NewReader(r io.Reader) *Reader {
 	return &Reader{r: r, buf: make([]byte, MaxChunk)}
 }
 
+// NewReaderFromHost returns a Reader of the frames a host sends on r, for
+// the agent: a Start frame may take up to MaxStartPayload (a command of
+// MaxCommand bytes), every other frame at most MaxPayload. The host reads
+// the agent's frames with NewReader, so that a sandbox can make it hold no
+// more than MaxPayload for any frame.
+func NewReaderFromHost(r io.Reader) *Reader {
+	fr := NewReader(r)
+	fr.start = true
+	return fr
+}
+
 // Next reads one frame. Its payload is overwritten by the next call. A frame
-// over MaxPayload is an ErrProtocol; a stream that ends inside a frame is
-// io.ErrUnexpectedEOF, and between frames io.EOF.
+// over its bound (see NewReader and NewReaderFromHost) is an ErrProtocol; a
+// stream that ends inside a frame is io.ErrUnexpectedEOF, and between frames
+// io.EOF.
 func (fr *Reader) Next() (Frame, error) {
 	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
 		return Frame{}, err
 	}
+	typ := Type(fr.hdr[0])
 	n := binary.BigEndian.Uint32(fr.hdr[5:])
-	if n > MaxPayload {
-		return Frame{}, fmt.Errorf("%w: frame of %d bytes", ErrProtocol, n)
+	limit := uint32(MaxPayload)
+	if fr.start && typ == Start {
+		limit = MaxStartPayload
 	}
-	if int(n) > cap(fr.buf) {
+	if n > limit {
+		return Frame{}, fmt.Errorf("%w: frame of type %d of %d bytes, more than its %d", ErrProtocol, typ, n, limit)
+	}
+	if int(n) > cap(fr.buf) && n <= MaxPayload {
 		fr.buf = make([]byte, n)
 	}
-	p := fr.buf[:n]
+	var p []byte
+	if n <= MaxPayload {
+		p = fr.buf[:n]
+	} else {
+		p = make([]byte, n) // a long command's Start: not kept
+	}
 	if _, err := io.ReadFull(fr.r, p); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return Frame{}, err
 	}
-	return Frame{Type: Type(fr.hdr[0]), Stream: binary.BigEndian.Uint32(fr.hdr[1:]), Payload: p}, nil
+	return Frame{Type: typ, Stream: binary.BigEndian.Uint32(fr.hdr[1:]), Payload: p}, nil
 }
 
 // PutHeader fills the first HeaderSize bytes of b with the header of a frame

@@ -56,6 +56,46 @@ func TestFrameReaderRejects(t *testing.T) {
 	}
 }
 
+// A Start frame may carry a command of MaxCommand bytes, however JSON
+// escapes it, to the agent's reader alone; every other frame, and every
+// frame the host reads, stays within MaxPayload.
+func TestStartFrameLimit(t *testing.T) {
+	m := StartMsg{Command: strings.Repeat("\x01", MaxCommand-1), Dir: strings.Repeat("d", 4096)}
+	if n := CommandSize(m); n != MaxCommand {
+		t.Fatalf("CommandSize %d, want %d", n, MaxCommand)
+	}
+	big := JSONFrame(Start, 1, m)
+	if len(big)-HeaderSize > MaxStartPayload {
+		t.Fatalf("a command of MaxCommand control bytes takes %d bytes, more than MaxStartPayload", len(big)-HeaderSize)
+	}
+	f, err := NewReaderFromHost(bytes.NewReader(big)).Next()
+	if err != nil || f.Type != Start || len(f.Payload) != len(big)-HeaderSize {
+		t.Fatalf("the agent's reader: %v, %d bytes", err, len(f.Payload))
+	}
+	if _, err := NewReader(bytes.NewReader(big)).Next(); !errors.Is(err, ErrProtocol) {
+		t.Errorf("the host's reader took a Start frame of %d bytes: %v", len(big), err)
+	}
+	var h [HeaderSize]byte
+	for _, c := range []struct {
+		typ Type
+		n   int
+	}{{Start, MaxStartPayload + 1}, {Data, MaxPayload + 1}, {FSData, MaxPayload + 1}, {Exit, MaxPayload + 1}} {
+		PutHeader(h[:], c.typ, 1, c.n)
+		if _, err := NewReaderFromHost(bytes.NewReader(h[:])).Next(); !errors.Is(err, ErrProtocol) {
+			t.Errorf("the agent's reader: a frame of type %d of %d bytes: %v", c.typ, c.n, err)
+		}
+	}
+	// The buffer a long Start took is not kept: the next frame's is the
+	// usual one.
+	fr := NewReaderFromHost(bytes.NewReader(append(big, AppendFrame(nil, Data, 1, []byte("x"))...)))
+	if _, err := fr.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := fr.Next(); err != nil || string(f.Payload) != "x" || cap(fr.buf) > MaxPayload {
+		t.Errorf("after a long Start: %q %v, buffer of %d bytes", f.Payload, err, cap(fr.buf))
+	}
+}
+
 // FuzzFrameReader: arbitrary bytes never panic and never allocate past the
 // frame bound.
 func FuzzFrameReader(f *testing.F) {

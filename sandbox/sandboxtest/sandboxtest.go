@@ -233,9 +233,34 @@ func testExitCodes(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
 			}
 		}
 	}
-	res, _, errOut := Exec(t, sb, sandbox.ExecRequest{Argv: []string{"no-such-program-xyz"}, Pipes: true})
-	if res.ExitCode != 127 || !strings.Contains(errOut, "no-such-program-xyz") {
-		t.Errorf("a missing program: exit %d, stderr %q; want 127 and its name", res.ExitCode, errOut)
+	// An argv whose program cannot be executed says so, with the shells'
+	// exit codes; one whose program ran and exited so does not.
+	for _, tt := range []struct {
+		argv   []string
+		code   int
+		cannot bool
+	}{
+		{[]string{"no-such-program-xyz"}, 127, true},
+		{[]string{"/no/such/program-xyz"}, 127, true},
+		{[]string{"/etc/passwd"}, 126, true}, // no x bit
+		{[]string{"/"}, 126, true},           // a directory
+		{[]string{"sh", "-c", "echo ran; exit 127"}, 127, false},
+		{[]string{"sh", "-c", "exit 126"}, 126, false},
+		{[]string{"true"}, 0, false},
+	} {
+		for _, pipes := range []bool{true, false} {
+			res, out, errOut := Exec(t, sb, sandbox.ExecRequest{Argv: tt.argv, Pipes: pipes})
+			if res.ExitCode != tt.code || res.CannotExecute != tt.cannot {
+				t.Errorf("%q (pipes %v): exit %d, cannot execute %v; want %d, %v (%q %q)", tt.argv, pipes, res.ExitCode, res.CannotExecute, tt.code, tt.cannot, out, errOut)
+			}
+			if tt.cannot && pipes && !strings.Contains(errOut, tt.argv[0]) {
+				t.Errorf("%q: stderr %q does not name the program", tt.argv, errOut)
+			}
+		}
+	}
+	// A shell command is not an argv: its 127 is the shell's own.
+	if res, _, _ := Exec(t, sb, sandbox.ExecRequest{Command: "no-such-program-xyz", Pipes: true}); res.ExitCode != 127 || res.CannotExecute {
+		t.Errorf("a shell command naming a missing program: exit %d, cannot execute %v; want 127, false", res.ExitCode, res.CannotExecute)
 	}
 }
 
@@ -334,8 +359,9 @@ func testStdinEmpty(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
 	}
 }
 
-// A command of half a megabyte, and an argv of thousands of words; a
-// command too long for the protocol is refused, and the sandbox goes on.
+// A command of half a megabyte, one with more than a megabyte of
+// variables, and an argv of thousands of words; a command over 2 MiB is
+// refused, and the sandbox goes on.
 func testLongCommand(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
 	cmd := "x='" + strings.Repeat("y", 512<<10) + "'; echo ${#x}"
 	// bash reads a command from its pipe a byte at a time (read -d ''), a
@@ -346,13 +372,28 @@ func testLongCommand(t *testing.T, ctx context.Context, sb sandbox.Sandbox) {
 	if res.ExitCode != 0 || out != "524288\n" {
 		t.Errorf("a 512 KiB command: %q %q, exit %d", out, errOut, res.ExitCode)
 	}
+	// Past one protocol frame (1 MiB), within Linux's 2 MiB for a
+	// program's arguments and environment: variables, which reach the
+	// shell in its environment (a command as long would take minutes
+	// under gVisor, see above).
+	var env []string
+	want := 0
+	for i := range 9 {
+		kv := fmt.Sprintf("CORRAL_BIG_%d=%s", i, strings.Repeat(strconv.Itoa(i), 120<<10))
+		env = append(env, kv)
+		want += 120 << 10
+	}
+	res, out, errOut = Exec(t, sb, sandbox.ExecRequest{Command: `echo $(( $(env | grep '^CORRAL_BIG_' | cut -d= -f2 | tr -d '\n' | wc -c) ))`, Env: env, Pipes: true})
+	if res.ExitCode != 0 || out != strconv.Itoa(want)+"\n" {
+		t.Errorf("a command with %d bytes of variables: %q %q, exit %d", want, out, errOut, res.ExitCode)
+	}
 	_, _, _, err := try(sb, sandbox.ExecRequest{Command: "echo " + strings.Repeat("y", 2<<20), Pipes: true})
 	var se *sandbox.StartError
-	if !errors.As(err, &se) {
-		t.Errorf("a 2 MiB command: %v, want a *sandbox.StartError", err)
+	if !errors.As(err, &se) || !strings.Contains(se.Reason, "2 MiB") {
+		t.Errorf("a command over 2 MiB: %v, want a *sandbox.StartError that says the limit", err)
 	}
 	if out := sh(t, sb, "echo alive"); out != "alive\n" {
-		t.Errorf("after the 2 MiB command: %q", out)
+		t.Errorf("after the command over 2 MiB: %q", out)
 	}
 	argv := []string{"sh", "-c", `echo $#`, "sh"}
 	for i := range 20000 {
