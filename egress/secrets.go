@@ -28,15 +28,23 @@ import (
 // headers and body, replaced by the placeholder.
 type Secret struct {
 	// Value is the credential. At least MinSecretLen bytes, no control
-	// characters.
-	Value string
+	// characters. It is never encoded or printed (see String).
+	Value string `json:"-"`
 	// Hosts are the names the value may go to: exact host names, no
 	// wildcards, no addresses.
-	Hosts []string
+	Hosts []string `json:"hosts"`
 	// Placeholder is what the sandbox sees; made by Placeholder(Value) when
 	// empty. It must have the value's length.
-	Placeholder string
+	Placeholder string `json:"placeholder,omitempty"`
 }
+
+// String describes s without its value.
+func (s Secret) String() string {
+	return fmt.Sprintf("secret for %s (%d characters)", strings.Join(s.Hosts, ", "), len(s.Value))
+}
+
+// GoString describes s without its value, for %#v.
+func (s Secret) GoString() string { return s.String() }
 
 // ErrSecret marks a Secret the proxy refuses.
 var ErrSecret = errors.New("bad secret")
@@ -165,16 +173,10 @@ func newSecretSet(secrets map[string]Secret) (*secretSet, error) {
 			return nil, fmt.Errorf("%w %s: its value has too few letters and digits to hide behind a placeholder", ErrSecret, name)
 		}
 		for _, h := range sec.Hosts {
-			if isAddr(h) {
-				return nil, fmt.Errorf("%w %s: %q is an address; a secret is bound to host names, which TLS certificates name", ErrSecret, name, h)
+			if err := checkSecretHost(h); err != nil {
+				return nil, fmt.Errorf("%w %s: %v", ErrSecret, name, err)
 			}
-			if strings.Contains(h, "*") || strings.Contains(h, ":") {
-				return nil, fmt.Errorf("%w %s: %q: a secret's host is one name, without wildcard or port (it goes to port 443)", ErrSecret, name, h)
-			}
-			hn, err := canonName(h)
-			if err != nil {
-				return nil, fmt.Errorf("%w %s: %q: %v", ErrSecret, name, h, err)
-			}
+			hn, _ := canonName(h)
 			ss.hosts[hn] = true
 			s.hosts[hn] = true
 		}
@@ -207,6 +209,24 @@ func randomChars(placeholder, value string) int {
 	}
 	return n
 }
+
+// checkSecretHost says why h cannot be a secret's host, or nil.
+func checkSecretHost(h string) error {
+	if isAddr(h) {
+		return fmt.Errorf("%q is an address; a secret is bound to host names, which TLS certificates name", h)
+	}
+	if strings.Contains(h, "*") || strings.Contains(h, ":") {
+		return fmt.Errorf("%q: a secret's host is one name, without wildcard or port (it goes to port 443)", h)
+	}
+	if _, err := canonName(h); err != nil {
+		return fmt.Errorf("%q: %v", h, err)
+	}
+	return nil
+}
+
+// ValidSecretName says whether s can name a secret: an environment
+// variable's name.
+func ValidSecretName(s string) bool { return validSecretName(s) }
 
 func validSecretName(s string) bool {
 	if s == "" || s[0] >= '0' && s[0] <= '9' {
