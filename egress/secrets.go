@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Secret is a credential the proxy puts into requests for the hosts bound to
@@ -52,6 +53,9 @@ var ErrSecret = errors.New("bad secret")
 // MinSecretLen is the shortest value a Secret may have: responses are masked
 // by searching for the value, so a short one would mask common text.
 const MinSecretLen = 8
+
+// MaxSecretLen is the longest value a Secret may have.
+const MaxSecretLen = 16 << 10
 
 // Withheld is the verdict of a record that reports a secret's placeholder seen
 // where its value may not go: the request went on with the placeholder as it
@@ -153,6 +157,9 @@ func newSecretSet(secrets map[string]Secret) (*secretSet, error) {
 		}
 		if len(sec.Value) < MinSecretLen {
 			return nil, fmt.Errorf("%w %s: its value is shorter than %d characters", ErrSecret, name, MinSecretLen)
+		}
+		if len(sec.Value) > MaxSecretLen {
+			return nil, fmt.Errorf("%w %s: its value is longer than %d characters", ErrSecret, name, MaxSecretLen)
 		}
 		for i := 0; i < len(sec.Value); i++ {
 			if c := sec.Value[i]; c < 0x20 || c == 0x7f {
@@ -376,6 +383,7 @@ func maskHeader(h http.Header, pairs [][2]string) {
 // back the last bytes of what it read (one less than the longest pair) until
 // more comes or the body ends.
 type maskReader struct {
+	mu    sync.Mutex // Close may come from another goroutine than Read
 	r     io.ReadCloser
 	pairs [][2][]byte
 	keep  int
@@ -400,9 +408,23 @@ func newMaskReader(r io.ReadCloser, pairs [][2]string) *maskReader {
 	return m
 }
 
+// maskChunk is the most a maskReader reads at once; its buffer holds two,
+// room for what it held back and a chunk.
 const maskChunk = 64 << 10
 
+var maskBufs = sync.Pool{New: func() any { return new([2 * maskChunk]byte) }}
+
+// release gives the buffer back once the body is done with.
+func (m *maskReader) release() {
+	if m.buf != nil {
+		maskBufs.Put((*[2 * maskChunk]byte)(m.buf[:2*maskChunk]))
+		m.buf, m.off, m.ready = nil, 0, 0
+	}
+}
+
 func (m *maskReader) Read(b []byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for m.off == m.ready {
 		held := copy(m.buf, m.buf[m.ready:])
 		m.buf, m.off, m.ready = m.buf[:held], 0, 0
@@ -412,15 +434,14 @@ func (m *maskReader) Read(b []byte) (int, error) {
 					m.atEnd()
 					m.atEnd = nil
 				}
+				m.release()
 				return 0, m.err
 			}
 			m.ready = held // the end: what was held cannot grow into a match
 			break
 		}
-		if cap(m.buf)-held < maskChunk {
-			nb := make([]byte, held, held+2*maskChunk)
-			copy(nb, m.buf)
-			m.buf = nb
+		if m.buf == nil {
+			m.buf = maskBufs.Get().(*[2 * maskChunk]byte)[:0]
 		}
 		n, err := m.r.Read(m.buf[held:cap(m.buf)])
 		m.buf = m.buf[:held+n]
@@ -451,7 +472,16 @@ func (m *maskReader) mask() {
 	}
 }
 
-func (m *maskReader) Close() error { return m.r.Close() }
+func (m *maskReader) Close() error {
+	err := m.r.Close() // ends a Read in progress
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err == nil {
+		m.err = io.ErrClosedPipe
+	}
+	m.release()
+	return err
+}
 
 // secretNames joins names for a record.
 func secretNames(fs []sighting) string {
