@@ -12,6 +12,12 @@
 // host the tunnel was opened for. A raw address is judged as an address: only
 // an allowed range admits it.
 //
+// The one exception to tunnelling is port 443 of a host bound to a Secret:
+// the proxy ends that TLS itself, with a certificate of a certificate
+// authority it made for itself, and puts the secret's value in place of its
+// placeholder in the headers of the requests for that host, so that the
+// sandbox never holds the value (see Secret).
+//
 // The proxy serves connections handed to it as net.Conn, so any relay can feed
 // it (corral's agent relays a sandbox's loopback listeners over its own
 // channel); it never listens on a network itself unless Serve is given a
