@@ -37,7 +37,7 @@ type interception struct {
 	first chan net.Conn // the connection dialed when the tunnel opened, for the first dial
 	tr    *http.Transport
 
-	mu   sync.Mutex // guards used
+	mu   sync.Mutex // guards used, and rec's verdict once requests are relayed
 	used []string   // the secrets put in
 }
 
@@ -84,9 +84,11 @@ func (p *Proxy) intercept(client, up net.Conn, host string, port int, d decision
 			c.Close()
 		default:
 		}
+		// Handlers of the connection's last requests may still be
+		// ending: the record is theirs too.
 		ic.mu.Lock()
+		defer ic.mu.Unlock()
 		rec.Secrets = ic.used
-		ic.mu.Unlock()
 		p.finish(rec)
 	}()
 
@@ -222,14 +224,17 @@ func (p *Proxy) newInterceptServer() *http.Server {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			st := r.Context().Value(reqStateKey{}).(*reqState)
 			var te *upstreamTLSError
+			var oe *net.OpError
 			reason := "the host broke the exchange"
 			switch {
 			case errors.As(err, &te):
 				reason = "its certificate is not trusted, so no secret was sent: " + oneLine(te.err.Error())
+				st.ic.mu.Lock()
 				st.ic.rec.deny(reason)
+				st.ic.mu.Unlock()
 			case errors.Is(err, errEncoded):
 				reason = err.Error()
-			case st.ic.rec.Addr == "":
+			case errors.As(err, &oe) && oe.Op == "dial":
 				reason = dialFailure(err)
 			}
 			refuse(w, http.StatusBadGateway, fmt.Sprintf("cannot reach %s (%s)", st.ic.rec.Target(), reason))
@@ -337,6 +342,10 @@ func maskResponse(resp *http.Response) error {
 	st := resp.Request.Context().Value(reqStateKey{}).(*reqState)
 	maskHeader(resp.Header, st.mask)
 	body := resp.Body
+	if resp.Request.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
+		resp.StatusCode == http.StatusNotModified || resp.ContentLength == 0 {
+		return nil // no body, encoded or not
+	}
 	switch ce := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); ce {
 	case "", "identity":
 	case "gzip", "x-gzip":

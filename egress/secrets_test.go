@@ -708,6 +708,10 @@ func TestSecretPutIn(t *testing.T) {
 	if string(b) != wantEcho || resp.Header.Get("X-Echo") != req.Header.Get("Authorization") {
 		t.Fatalf("Basic echoed: %q, X-Echo %q; want %q", b, resp.Header.Get("X-Echo"), wantEcho)
 	}
+	// A response without a body passes whatever its encoding.
+	if resp, _, err := do(m.client(false), "HEAD", "https://api.test/echo-gzip", ""); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("HEAD of a gzip body: %v %v", resp, err)
+	}
 	// Through SOCKS.
 	tr := &http.Transport{
 		Proxy:           http.ProxyURL(&url.URL{Scheme: "socks5h", Host: m.socks}),
