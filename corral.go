@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -220,10 +221,6 @@ func New(cfg Config) (*Host, error) {
 			popts.Unknown = *rs.Unknown
 		}
 	}
-	engine, err := policy.New(popts)
-	if err != nil {
-		return nil, err
-	}
 	if cfg.Egress != nil {
 		e := *cfg.Egress
 		if cfg.PolicyFile != "" {
@@ -247,6 +244,16 @@ func New(cfg Config) (*Host, error) {
 		}
 		p.Close()
 		cfg.Egress = &e
+		for name := range e.Secrets {
+			// The sandbox's variable holds the placeholder: the policy
+			// need not guard it as a credential.
+			popts.Placeholders = append(popts.Placeholders, name)
+		}
+		sort.Strings(popts.Placeholders)
+	}
+	engine, err := policy.New(popts)
+	if err != nil {
+		return nil, err
 	}
 	h := &Host{cfg: cfg, policy: engine, popts: popts, log: log, sessions: map[*Session]struct{}{}}
 	if cfg.PolicyFile != "" {

@@ -15,8 +15,10 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/cgi"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,7 +50,18 @@ func TestSecretThroughTheSandbox(t *testing.T) {
 	ca, caKey := e2eCA(t)
 	var mu sync.Mutex
 	var got []string // the Authorization headers the host received
+	git, repo := e2eGitServer(t)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/repo.git/") {
+			// A git host that takes the token as a password.
+			if _, pass, ok := r.BasicAuth(); !ok || pass != e2eToken {
+				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+				http.Error(w, "who are you", http.StatusUnauthorized)
+				return
+			}
+			git.ServeHTTP(w, r)
+			return
+		}
 		mu.Lock()
 		got = append(got, r.Host+" "+r.Header.Get("Authorization"))
 		mu.Unlock()
@@ -65,7 +78,8 @@ func TestSecretThroughTheSandbox(t *testing.T) {
 
 	cfg := config(t)
 	rules := filepath.Join(t.TempDir(), "rules.toml")
-	if err := os.WriteFile(rules, []byte("[network]\nallow = [\"api.test\", \"other.test\"]\n\n[secrets]\nCORRAL_E2E_TOKEN = [\"api.test\"]\n"), 0o644); err != nil {
+	if err := os.WriteFile(rules, []byte("[network]\nallow = [\"api.test\", \"other.test\"]\n\n[secrets]\nCORRAL_E2E_TOKEN = [\"api.test\"]\n\n"+
+		"[[rule]]\ndecision = \"allow\"\nmatch = \"git *\"\n\n[[rule]]\ndecision = \"allow\"\nmatch = \"curl *\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg.PolicyFile = rules
@@ -133,6 +147,26 @@ print(urllib.request.urlopen(req).read().decode().strip().replace(tok, "<PLACEHO
 	}
 	mu.Unlock()
 
+	// curl, with the placeholder in a header.
+	out = bash(`curl -sS -H "Authorization: Bearer $CORRAL_E2E_TOKEN" https://api.test/echo`)
+	if !strings.Contains(out, "the host saw: Bearer ghp_") { // the placeholder: bash refuses the value
+		t.Errorf("curl:\n%s", out)
+	}
+	mu.Lock()
+	if len(got) != 3 || got[2] != "api.test Bearer "+e2eToken {
+		t.Errorf("the host received %q", got)
+	}
+	mu.Unlock()
+	// git over HTTPS, the token as the password of the URL (Basic):
+	// clone, commit, push.
+	out = bash(`git clone -q "https://x-access-token:$CORRAL_E2E_TOKEN@api.test/repo.git" clone && cat clone/README && (cd clone && echo pushed > new && git add new && git -c user.name=a -c user.email=a@a commit -qm 'from the sandbox' && git push -q origin HEAD:main) && echo pushed-ok`)
+	if !strings.Contains(out, "hello over https") || !strings.Contains(out, "pushed-ok") {
+		t.Errorf("git:\n%s", out)
+	}
+	if log, err := exec.Command("git", "-C", repo, "log", "--format=%s", "main").CombinedOutput(); err != nil || !strings.Contains(string(log), "from the sandbox") {
+		t.Errorf("the push did not reach the host: %v\n%s", err, log)
+	}
+
 	// The value is nowhere the sandbox can look: every process's
 	// environment, the files of the usual places. The pattern comes on
 	// stdin, out of every command line, in two halves joined by printf.
@@ -186,6 +220,42 @@ print("placeholder:", os.environ["CORRAL_E2E_TOKEN"] != value.decode())
 	if !withheld || !intercepted {
 		t.Errorf("network events: withheld %v, intercepted %v", withheld, intercepted)
 	}
+}
+
+// e2eGitServer is git's smart HTTP (git http-backend, the host's git) over
+// a bare repository with one commit, README saying hello; pushes are taken.
+func e2eGitServer(t *testing.T) (http.Handler, string) {
+	t.Helper()
+	root := t.TempDir()
+	repo := filepath.Join(root, "repo.git")
+	seed := filepath.Join(root, "seed")
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git(root, "init", "-q", "--bare", "-b", "main", repo)
+	git(repo, "config", "http.receivepack", "true")
+	git(root, "init", "-q", "-b", "main", seed)
+	if err := os.WriteFile(filepath.Join(seed, "README"), []byte("hello over https\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(seed, "add", "README")
+	git(seed, "commit", "-qm", "seed")
+	git(seed, "push", "-q", repo, "main")
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=corral-test", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null"},
+	}, repo
 }
 
 func e2eCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
