@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -119,7 +120,7 @@ func newUpstreams(t *testing.T) *upstreams {
 		t.Cleanup(s.Close)
 		return s
 	}
-	u.good = start("good", leafFor(t, u.ca, []string{"api.test", "other.test"}, []net.IP{net.ParseIP("10.9.9.9")}))
+	u.good = start("good", leafFor(t, u.ca, []string{"api.test", "other.test", "rebind.test"}, []net.IP{net.ParseIP("10.9.9.9")}))
 	u.bad = start("bad", leafFor(t, newTestCA(t), []string{"bad.test"}, nil))
 	u.plain = httptest.NewServer(handler("plain"))
 	t.Cleanup(u.plain.Close)
@@ -195,6 +196,9 @@ type mitm struct {
 	socks       string // host:port of its SOCKS5 proxy; "" when none
 	roots       *x509.CertPool
 	placeholder string
+	// rebind answers for rebind.test: the good server's address first,
+	// the bad one's after.
+	rebind *flipResolver
 	// records of the proxy (corral's only).
 	records func() []Record
 }
@@ -239,14 +243,16 @@ func do(c *http.Client, method, u string, body string, hdr ...string) (*http.Res
 // bad.test.
 func corralMITM(t *testing.T, u *upstreams) (*mitm, *Proxy) {
 	t.Helper()
+	rebind := &flipResolver{}
 	var mu sync.Mutex
 	var recs []Record
 	p, err := New(Config{
-		Allow:         []string{"api.test", "other.test", "bad.test", "10.9.9.9/32"},
+		Allow:         []string{"api.test", "other.test", "bad.test", "rebind.test", "10.9.9.9/32", "10.0.0.0/24"},
+		Resolver:      rebind,
 		Hosts:         secretHosts,
 		Dial:          u.dial,
 		UpstreamRoots: u.ca.pool,
-		Secrets:       map[string]Secret{"TOKEN": {Value: secretValue, Hosts: []string{"api.test", "bad.test"}}},
+		Secrets:       map[string]Secret{"TOKEN": {Value: secretValue, Hosts: []string{"api.test", "bad.test", "rebind.test"}}},
 		Record: func(r Record) {
 			mu.Lock()
 			recs = append(recs, r)
@@ -267,6 +273,7 @@ func corralMITM(t *testing.T, u *upstreams) (*mitm, *Proxy) {
 		socks:       serveOn(t, p, SOCKS),
 		roots:       roots,
 		placeholder: p.Placeholders()["TOKEN"],
+		rebind:      rebind,
 		records: func() []Record {
 			mu.Lock()
 			defer mu.Unlock()
@@ -290,6 +297,7 @@ const naivePlaceholder = "ghp_PLACEHOLDERxxxxxxxxxxxxxxxxxxxxxxxxx"
 func naiveMITM(t *testing.T, u *upstreams) *mitm {
 	t.Helper()
 	ca := newTestCA(t)
+	rebind := &flipResolver{}
 	addrOf := map[string]string{}
 	for _, h := range secretHosts {
 		name, a, _ := ParseHost(h)
@@ -323,6 +331,8 @@ func naiveMITM(t *testing.T, u *upstreams) *mitm {
 					h, port, _ := net.SplitHostPort(addr)
 					if a, ok := addrOf[h]; ok {
 						h = a
+					} else if as, err := rebind.LookupNetIP(ctx, "ip", h); err == nil {
+						h = as[0].String() // looked up again when dialing
 					}
 					return u.dial(ctx, network, net.JoinHostPort(h, port))
 				},
@@ -341,6 +351,9 @@ func naiveMITM(t *testing.T, u *upstreams) *mitm {
 			return
 		}
 		host, _, _ := net.SplitHostPort(r.Host)
+		if _, ok := addrOf[host]; !ok {
+			rebind.LookupNetIP(r.Context(), "ip", host) // the check
+		}
 		c, brw, err := w.(http.Hijacker).Hijack()
 		if err != nil {
 			return
@@ -381,7 +394,33 @@ func naiveMITM(t *testing.T, u *upstreams) *mitm {
 	roots := x509.NewCertPool()
 	roots.AddCert(u.ca.cert)
 	roots.AddCert(ca.cert)
-	return &mitm{proxy: l.Addr().String(), roots: roots, placeholder: naivePlaceholder}
+	return &mitm{proxy: l.Addr().String(), roots: roots, placeholder: naivePlaceholder, rebind: rebind}
+}
+
+// flipResolver answers rebind.test with 10.0.0.1 (the good server) the first
+// time after reset, with 10.0.0.3 (the bad one) after: DNS rebinding.
+type flipResolver struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (r *flipResolver) reset() {
+	r.mu.Lock()
+	r.n = 0
+	r.mu.Unlock()
+}
+
+func (r *flipResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if host != "rebind.test" {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	if r.n == 1 {
+		return []netip.Addr{netip.MustParseAddr("10.0.0.1")}, nil
+	}
+	return []netip.Addr{netip.MustParseAddr("10.0.0.3")}, nil
 }
 
 // oneConnListener hands out one connection, then waits until done closes.
@@ -511,6 +550,12 @@ var attacks = []attack{
 		mk := u.mark()
 		do(m.client(false), "GET", "https://api.test/", "", "Authorization", "Bearer "+other.placeholder)
 		return u.leak(mk, nil)
+	}},
+	{"DNS rebinding between check and dial", false, func(t *testing.T, u *upstreams, m, _ *mitm) string {
+		m.rebind.reset()
+		mk := u.mark()
+		do(m.client(false), "GET", "https://rebind.test/", "", "Authorization", "Bearer "+m.placeholder)
+		return u.leak(mk, func(r seenReq) bool { return r.server != "good" })
 	}},
 	{"HTTP/1.1 keep-alive, then another Host", true, func(t *testing.T, u *upstreams, m, _ *mitm) string {
 		mk := u.mark()
