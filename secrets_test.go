@@ -40,7 +40,18 @@ const e2eToken = "ghp_E2eS3cr3tV4lueTheSandboxNeverS33s0001"
 // in its environment, in every process's environment, in the files it can
 // read and in the host's echo; the placeholder sent over plain HTTP goes as it
 // is and the result says so; no result, event or log holds the value.
-func TestSecretThroughTheSandbox(t *testing.T) {
+func TestSecretThroughTheSandbox(t *testing.T) { testSecretThroughTheSandbox(t, "") }
+
+func TestSecretThroughTheSandboxGVisor(t *testing.T) {
+	testenv.NeedsDocker(t)
+	out, _ := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output()
+	if !strings.Contains(string(out), `"runsc"`) {
+		t.Skip("runsc is not registered with the Docker engine")
+	}
+	testSecretThroughTheSandbox(t, "runsc")
+}
+
+func testSecretThroughTheSandbox(t *testing.T, runtime string) {
 	testenv.NeedsDocker(t)
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	t.Setenv("CORRAL_E2E_TOKEN", e2eToken)
@@ -77,6 +88,14 @@ func TestSecretThroughTheSandbox(t *testing.T) {
 	roots.AddCert(ca)
 
 	cfg := config(t)
+	cfg.Sandbox.Runtime = runtime
+	if runtime == "runsc" && os.Getuid() == 0 {
+		// gVisor before 2023 has no ambient capabilities: commands could
+		// not write a workspace of root's.
+		if err := os.Chown(cfg.Workspace, 65532, 65532); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rules := filepath.Join(t.TempDir(), "rules.toml")
 	if err := os.WriteFile(rules, []byte("[network]\nallow = [\"api.test\", \"other.test\"]\n\n[secrets]\nCORRAL_E2E_TOKEN = [\"api.test\"]\n\n"+
 		"[[rule]]\ndecision = \"allow\"\nmatch = \"git *\"\n\n[[rule]]\ndecision = \"allow\"\nmatch = \"curl *\"\n"), 0o644); err != nil {
