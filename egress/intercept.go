@@ -13,8 +13,10 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
+	"net/textproto"
 	"strings"
 	"sync"
 	"time"
@@ -330,7 +332,16 @@ type interceptTransport struct{}
 
 func (interceptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	st := r.Context().Value(reqStateKey{}).(*reqState)
-	return st.ic.tr.RoundTrip(r)
+	// Informational responses (103 Early Hints) are relayed as they come,
+	// before ModifyResponse: their headers are masked here, before the
+	// reverse proxy's own hook copies them.
+	ctx := httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+		Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+			maskHeader(http.Header(h), st.mask)
+			return nil
+		},
+	})
+	return st.ic.tr.RoundTrip(r.WithContext(ctx))
 }
 
 var errEncoded = errors.New("the host sent a body in an encoding corral cannot read, so it could not be checked for secrets")

@@ -17,8 +17,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"sync"
@@ -104,6 +106,11 @@ func newUpstreams(t *testing.T) *upstreams {
 				if _, p, ok := r.BasicAuth(); ok {
 					fmt.Fprintf(out, "password: %s\n", p)
 				}
+			case "/early":
+				w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+				w.WriteHeader(http.StatusEarlyHints)
+				w.Header().Del("X-Echo")
+				io.WriteString(w, "and now the response")
 			case "/redirect":
 				http.Redirect(w, r, "https://other.test/landing", http.StatusFound)
 			default:
@@ -538,6 +545,29 @@ var attacks = []attack{
 		}
 		if strings.Contains(shown, secretValue) {
 			return "the response showed the value"
+		}
+		return ""
+	}},
+	{"the value echoed in 103 Early Hints", false, func(t *testing.T, u *upstreams, m, _ *mitm) string {
+		var early []string
+		req, _ := http.NewRequest("GET", "https://api.test/early", nil)
+		req.Header.Set("Authorization", "Bearer "+m.placeholder)
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+				early = append(early, fmt.Sprint(code, h))
+				return nil
+			},
+		}))
+		resp, err := m.client(false).Do(req)
+		if err != nil {
+			t.Fatalf("early hints: %v", err)
+		}
+		resp.Body.Close()
+		if len(early) == 0 {
+			t.Fatal("no 103 came through")
+		}
+		if s := strings.Join(early, " "); strings.Contains(s, secretValue) {
+			return "a 103 showed the value: " + s
 		}
 		return ""
 	}},
