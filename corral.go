@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,6 +103,14 @@ type Config struct {
 	// Approver left nil makes a host no list names an approval of the
 	// session, put to its Confirmer (tools.Session.ApproveHost): refused
 	// without one, or with a tools.Auto one.
+	//
+	// Its Secrets, and those of the policy file's [secrets] table (each
+	// value read from the variable of its name in this process's
+	// environment), are put into requests to their hosts by the proxy: the
+	// sandbox's environment holds each one's placeholder under its name, and
+	// trusts the proxy's certificate authority through CABundle (see
+	// egress.Secret). They need the Docker backend, and a Sandbox.Env that
+	// neither names them nor holds their values.
 	Egress *egress.Config
 	// Checkpoints, when not nil, records the workspace before each call of a
 	// session that may change it (package checkpoint; its Workspace is set to
@@ -221,10 +230,6 @@ func New(cfg Config) (*Host, error) {
 			popts.Unknown = *rs.Unknown
 		}
 	}
-	engine, err := policy.New(popts)
-	if err != nil {
-		return nil, err
-	}
 	if cfg.Egress != nil {
 		e := *cfg.Egress
 		if cfg.PolicyFile != "" {
@@ -235,6 +240,12 @@ func New(cfg Config) (*Host, error) {
 			e.Allow = append(append([]string(nil), e.Allow...), n.Allow...)
 			e.Deny = append(append([]string(nil), e.Deny...), n.Deny...)
 			e.Presets = append(append([]string(nil), e.Presets...), n.Presets...)
+			if err := addFileSecrets(&e, cfg.PolicyFile); err != nil {
+				return nil, err
+			}
+		}
+		if err := checkSecrets(cfg, &e); err != nil {
+			return nil, err
 		}
 		p, err := egress.New(e) // check the settings now
 		if err != nil {
@@ -242,6 +253,16 @@ func New(cfg Config) (*Host, error) {
 		}
 		p.Close()
 		cfg.Egress = &e
+		for name := range e.Secrets {
+			// The sandbox's variable holds the placeholder: the policy
+			// need not guard it as a credential.
+			popts.Placeholders = append(popts.Placeholders, name)
+		}
+		sort.Strings(popts.Placeholders)
+	}
+	engine, err := policy.New(popts)
+	if err != nil {
+		return nil, err
 	}
 	h := &Host{cfg: cfg, policy: engine, popts: popts, log: log, sessions: map[*Session]struct{}{}}
 	if cfg.PolicyFile != "" {
@@ -472,6 +493,9 @@ func (h *Host) Open(ctx context.Context, so SessionOptions) (_ *Session, err err
 			return nil, err
 		}
 		s.undo.add(proxy.Close)
+		if err := s.giveSecrets(proxy, &scfg); err != nil {
+			return nil, err
+		}
 		scfg.Egress = proxy
 		opts.Network = calls
 	}

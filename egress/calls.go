@@ -1,6 +1,9 @@
 package egress
 
-import "sync"
+import (
+	"strings"
+	"sync"
+)
 
 // Calls attributes connections to the tool calls that run while they open, and
 // collects what was blocked for each call's result. A connection opened while
@@ -27,8 +30,9 @@ func (c *Calls) Begin(callID string) {
 	c.blocked[callID] = nil
 }
 
-// End marks the end of a call and returns what was blocked while it ran, once
-// each, as "host:port (reason)".
+// End marks the end of a call and returns what was blocked or withheld while
+// it ran, once each: "blocked host:port (reason)", or "secret NAME not put in
+// for host:port (reason); the request went with the placeholder".
 func (c *Calls) End(callID string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -53,12 +57,25 @@ func (c *Calls) Current() string {
 	return c.running[len(c.running)-1]
 }
 
-// Observe notes a record; a refusal is kept for its call.
+// Observe notes a record; a refusal, or a secret withheld, is kept for its
+// call.
 func (c *Calls) Observe(r Record) {
-	if r.Verdict != Denied || r.CallID == "" {
+	if r.CallID == "" {
 		return
 	}
-	line := r.Target() + " (" + r.Reason + ")"
+	var line string
+	switch r.Verdict {
+	case Denied:
+		line = "blocked " + r.Target() + " (" + r.Reason + ")"
+	case Withheld:
+		s := "secret "
+		if len(r.Secrets) > 1 {
+			s = "secrets "
+		}
+		line = s + strings.Join(r.Secrets, ", ") + " not put in for " + r.Target() + " (" + r.Reason + "); the request went with the placeholder"
+	default:
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, ok := c.blocked[r.CallID]

@@ -12,6 +12,12 @@
 // host the tunnel was opened for. A raw address is judged as an address: only
 // an allowed range admits it.
 //
+// The one exception to tunnelling is port 443 of a host bound to a Secret:
+// the proxy ends that TLS itself, with a certificate of a certificate
+// authority it made for itself, and puts the secret's value in place of its
+// placeholder in the headers of the requests for that host, so that the
+// sandbox never holds the value (see Secret).
+//
 // The proxy serves connections handed to it as net.Conn, so any relay can feed
 // it (corral's agent relays a sandbox's loopback listeners over its own
 // channel); it never listens on a network itself unless Serve is given a
@@ -20,6 +26,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +67,17 @@ type Config struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Logger receives diagnostics; discarded when nil.
 	Logger *slog.Logger
+
+	// Secrets are credentials the proxy puts into requests to the hosts
+	// bound to them, by name (an environment variable's: the sandbox's
+	// holds the placeholder). See Secret. A secret's host must not be
+	// denied. Connections to port 443 of those hosts are intercepted: the
+	// proxy ends their TLS with a certificate of a certificate authority it
+	// makes for itself (CACert), which the sandbox must trust.
+	Secrets map[string]Secret
+	// UpstreamRoots verifies the certificates of the hosts bound to secrets;
+	// the system's roots when nil.
+	UpstreamRoots *x509.CertPool
 }
 
 // Resolver looks names up. *net.Resolver implements it.
@@ -135,6 +153,13 @@ type Record struct {
 	BytesOut int64         `json:"bytes_out"`
 	BytesIn  int64         `json:"bytes_in"`
 	Duration time.Duration `json:"duration_ns"`
+	// Intercepted is set when the proxy ended the connection's TLS itself
+	// (its host is bound to a secret) and relayed its requests one by one.
+	Intercepted bool `json:"intercepted,omitempty"`
+	// Secrets names the secrets put into the connection's requests; with
+	// the verdict Withheld, those whose placeholders a request carried where
+	// their values may not go (Reason says why). Never a value.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Target is "host:port" as a person writes it.
@@ -152,6 +177,12 @@ type Proxy struct {
 	srv     *http.Server
 	ln      *connListener
 	forward http.Handler
+
+	secrets *secretSet   // nil without Secrets
+	ca      *sessionCA   // nil without Secrets
+	isrv    *http.Server // serves intercepted connections
+	iln     *connListener
+	iconns  sync.Map // *tls.Conn → *interception
 
 	mu      sync.Mutex // guards answers, pending, conns and closed
 	answers map[string]Decision
@@ -205,6 +236,29 @@ func New(cfg Config) (*Proxy, error) {
 		}
 		p.hosts[name] = addr
 	}
+	if len(cfg.Secrets) > 0 {
+		set, err := newSecretSet(cfg.Secrets)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range set.list {
+			for h := range s.hosts {
+				for _, d := range p.deny {
+					if d.matchName(h, 443, true) {
+						return nil, fmt.Errorf("%w %s: its host %s is denied by %s", ErrSecret, s.name, h, d.Text)
+					}
+				}
+			}
+		}
+		ca, err := newSessionCA(set.hosts)
+		if err != nil {
+			return nil, err
+		}
+		p.secrets, p.ca = set, ca
+		p.iln = newConnListener()
+		p.isrv = p.newInterceptServer()
+		go func() { _ = p.isrv.Serve(p.iln) }()
+	}
 	p.ln = newConnListener()
 	p.forward = p.newForwarder()
 	p.srv = &http.Server{
@@ -244,7 +298,33 @@ func (p *Proxy) Close() error {
 	for c := range conns {
 		c.Close()
 	}
+	if p.isrv != nil {
+		p.isrv.Close()
+	}
 	return p.srv.Close()
+}
+
+// Placeholders returns each secret's placeholder, by name: what the sandbox's
+// environment holds in its place. Empty without Secrets.
+func (p *Proxy) Placeholders() map[string]string {
+	m := map[string]string{}
+	if p.secrets != nil {
+		for _, s := range p.secrets.list {
+			m[s.name] = s.placeholder
+		}
+	}
+	return m
+}
+
+// CACert returns the certificate of the proxy's certificate authority, in
+// PEM, for the sandbox to trust; nil without Secrets. Its key never leaves
+// the proxy's memory, and its name constraints permit only the secrets'
+// hosts.
+func (p *Proxy) CACert() []byte {
+	if p.ca == nil {
+		return nil
+	}
+	return append([]byte(nil), p.ca.pem...)
 }
 
 // track registers a connection so Close ends it; false when closed.

@@ -46,6 +46,9 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Rule = d.rule
+	if found := p.secrets.scan(r.URL, r.Header); len(found) > 0 {
+		p.withhold(rec, "http", secretNames(found), "plain HTTP; a secret goes only over HTTPS, to the hosts bound to it")
+	}
 	ctx := context.WithValue(r.Context(), forwardKey{}, &forwardTarget{p: p, rec: rec, addrs: d.addrs, port: port})
 	p.forward.ServeHTTP(w, r.WithContext(ctx))
 }
@@ -112,7 +115,24 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		p.finish(rec)
 		return
 	}
+	if name, ok := p.interceptable(host, port); ok {
+		p.intercept(&bufferedConn{Conn: c, r: brw.Reader}, up, name, port, d, rec)
+		return
+	}
 	p.tunnel(&bufferedConn{Conn: c, r: brw.Reader}, up, host, needsTLS(port, d), rec)
+}
+
+// interceptable says whether a tunnel to host:port is intercepted (port 443
+// of a name bound to a secret), and returns the name.
+func (p *Proxy) interceptable(host string, port int) (string, bool) {
+	if p.secrets == nil || port != 443 || isAddr(host) {
+		return "", false
+	}
+	name, err := canonName(host)
+	if err != nil {
+		return "", false
+	}
+	return name, p.secrets.bound(name)
 }
 
 // forwardKey carries a *forwardTarget in a request's context.

@@ -65,3 +65,51 @@ func ParseNetwork(name string, data []byte) (Network, error) {
 	}
 	return n, nil
 }
+
+// LoadSecrets reads the [secrets] section of a policy file: each secret's
+// name (the environment variable that holds its value, in corral's
+// environment, and the placeholder, in the sandbox's) and the hosts its value
+// may go to:
+//
+//	[secrets]
+//	GITHUB_TOKEN = ["github.com", "api.github.com"]
+//
+// A file without one gives an empty map.
+func LoadSecrets(file string) (map[string][]string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("policy file: %w", err)
+	}
+	return ParseSecrets(file, data)
+}
+
+// ParseSecrets reads the [secrets] section of a policy file's contents; name
+// is the file's name for messages.
+func ParseSecrets(name string, data []byte) (map[string][]string, error) {
+	var raw struct {
+		Secrets map[string][]string `toml:"secrets"`
+	}
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s:%d: %s", name, pe.Position.Line, pe.Message)
+		}
+		return nil, fmt.Errorf("%s: [secrets]: %v (each key is a secret's name, its value a list of host names)", name, err)
+	}
+	out := map[string][]string{}
+	for k, hosts := range raw.Secrets {
+		if !validSecretName(k) {
+			return nil, fmt.Errorf("%s: [secrets]: %q is not an environment variable's name", name, k)
+		}
+		if len(hosts) == 0 {
+			return nil, fmt.Errorf("%s: [secrets]: %s names no host", name, k)
+		}
+		for _, h := range hosts {
+			if err := checkSecretHost(h); err != nil {
+				return nil, fmt.Errorf("%s: [secrets]: %s: %v", name, k, err)
+			}
+		}
+		out[k] = hosts
+	}
+	return out, nil
+}

@@ -77,6 +77,10 @@ func (p *Proxy) ServeSOCKS(c net.Conn) {
 		p.finish(rec)
 		return
 	}
+	if name, ok := p.interceptable(host, port); ok {
+		p.intercept(&bufferedConn{Conn: c, r: br}, up, name, port, d, rec)
+		return
+	}
 	p.tunnel(&bufferedConn{Conn: c, r: br}, up, host, needsTLS(port, d), rec)
 }
 

@@ -21,6 +21,8 @@ type Engine struct {
 	rules     []Rule
 	workspace string
 	contain   Containment
+	// placeholders are the variables that hold a secret's placeholder.
+	placeholders map[string]bool
 }
 
 // Options configure an Engine. The zero value is the default policy for a
@@ -52,6 +54,12 @@ type Options struct {
 	// the checkpoints. The zero value is none (the policy used on its own)
 	// and gets the conservative rules; a corral session passes its own.
 	Containment Containment
+	// Placeholders name the variables that hold, in the sandbox, a secret's
+	// placeholder rather than a credential (corral's --secret: the egress
+	// proxy puts the value in, for the hosts bound to it only). A command
+	// that prints or sends one is not judged as handling a credential,
+	// whatever its name.
+	Placeholders []string
 }
 
 // New builds an engine. It fails when a rule's pattern is invalid.
@@ -62,6 +70,12 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.MaxFileSize < 0 {
 		return nil, fmt.Errorf("max file size %d: want a size in bytes, or 0 for the default", opts.MaxFileSize)
+	}
+	for _, name := range opts.Placeholders {
+		if e.placeholders == nil {
+			e.placeholders = map[string]bool{}
+		}
+		e.placeholders[name] = true
 	}
 	if opts.Strict && e.unknown < Confirm {
 		e.unknown = Confirm

@@ -73,7 +73,7 @@ func registerSys() {
 			w.envDump("printenv", c.part)
 		}
 		for _, a := range c.args() {
-			if secretVarName(a.s) {
+			if secretVarName(a.s) && !w.e.placeholders[a.s] {
 				w.add(Confirm, ruleSecretVar, fmt.Sprintf("printenv %s prints what looks like a credential into the transcript; use it without printing it", a.s), c.part)
 			}
 		}

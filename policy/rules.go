@@ -290,7 +290,7 @@ func ParseRules(name string, data []byte) (*Rules, error) {
 	for k := range raw {
 		switch k {
 		case "unknown", "allow", "confirm", "deny", "rule", "max_file_size":
-		case "network": // the [network] section, read by package egress
+		case "network", "secrets": // the [network] and [secrets] sections, read by package egress
 		default:
 			return nil, fail(lines.anyKey(k), "unknown key %q; %s", k, rulesUsage)
 		}

@@ -256,7 +256,7 @@ func (w *walker) resolvePart(b *fieldBuilder, p syntax.WordPart, quoted, first b
 	case *syntax.ParamExp:
 		b.cur.dyn = true
 		name := paramName(p)
-		if name != "" && secretVarName(name) {
+		if name != "" && secretVarName(name) && !w.e.placeholders[name] {
 			b.cur.secret = name
 			b.cur.data |= dSecret
 		}

@@ -201,7 +201,8 @@ type BashDetails struct {
 	RawBytes    int64  `json:"raw_bytes,omitempty"`
 	TimeoutNote string `json:"timeout_note,omitempty"`
 	// NetworkBlocked lists the connections the egress proxy refused while the
-	// command ran, as "host:port (reason)".
+	// command ran, as "blocked host:port (reason)", and the requests it sent
+	// without a secret's value though they carried its placeholder.
 	NetworkBlocked []string `json:"network_blocked,omitempty"`
 	// AgentConfigCreated lists the protected paths of agent configuration
 	// that appeared below the workspace's root while the command ran (or
@@ -446,10 +447,12 @@ func (s *Session) runCommand(ctx context.Context, command string, timeout time.D
 		}
 		h.WriteString("\n")
 	}
+	blocked := false
 	for _, b := range det.NetworkBlocked {
-		fmt.Fprintf(&h, "Network: blocked %s\n", b)
+		fmt.Fprintf(&h, "Network: %s\n", b)
+		blocked = blocked || strings.HasPrefix(b, "blocked ")
 	}
-	if len(det.NetworkBlocked) > 0 {
+	if blocked {
 		h.WriteString("Only the hosts the user allowed can be reached (through the proxy in HTTPS_PROXY and ALL_PROXY); ask the user to allow another one if the task needs it.\n")
 	}
 	// A command the policy is sure changes nothing is not followed by a

@@ -48,8 +48,9 @@ type Classifier interface {
 type Network interface {
 	// Begin marks the start of a command's call.
 	Begin(callID string)
-	// End marks its end and returns what was blocked while it ran, as
-	// "host:port (reason)".
+	// End marks its end and returns what the proxy refused or withheld
+	// while it ran, one line each for the result's "Network: " lines:
+	// "blocked host:port (reason)", or a secret not put into a request.
 	End(callID string) []string
 }
 

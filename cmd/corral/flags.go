@@ -9,6 +9,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/pflag"
 
+	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -29,6 +30,7 @@ type sandboxFlags struct {
 	allowHosts   []string
 	allowPresets []string
 	addHosts     []string
+	secrets      []string
 	user         string
 	backend      backendFlags
 }
@@ -41,6 +43,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.allowHosts, "allow-host", nil, "with --network allow, a host commands may reach: example.com, *.example.com (its subdomains), host:port (host:* any port; 443 and 80 when no port is given) or an address range such as 10.0.0.0/8; repeatable")
 	fs.StringArrayVar(&f.allowPresets, "allow-preset", nil, "with --network allow, the hosts a tool needs: "+strings.Join(egress.Presets(), ", ")+"; repeatable")
 	fs.StringArrayVar(&f.addHosts, "add-host", nil, "with --network allow, NAME:IP: the proxy resolves NAME to IP, trusted as given (NAME must still be allowed); repeatable")
+	fs.StringArrayVar(&f.secrets, "secret", nil, "with --network allow, NAME=HOST[,HOST...]: the value of corral's environment variable NAME goes, put in by corral's proxy, only into the headers of HTTPS requests to those hosts; the sandbox's NAME holds a placeholder (docs/secrets.md); repeatable")
 	fs.Int64Var(&f.pids, "pids-limit", sandbox.DefaultPidsLimit, "most processes the sandbox may run at once (holds fork bombs)")
 	fs.StringVar(&f.memory, "memory", "2g", "memory limit of the sandbox, without swap (e.g. 512m, 4g)")
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the sandbox in cores (default: all of the host's)")
@@ -66,6 +69,9 @@ func (f *sandboxFlags) config() (sandbox.Config, error) {
 	case "none", "bridge":
 		if len(f.allowHosts)+len(f.allowPresets)+len(f.addHosts) > 0 {
 			return sandbox.Config{}, fmt.Errorf("--allow-host, --allow-preset and --add-host need --network allow")
+		}
+		if len(f.secrets) > 0 {
+			return sandbox.Config{}, fmt.Errorf("--secret needs --network allow: corral's proxy, the sandbox's only way out, is what puts the value in (add --network allow --allow-host HOST)")
 		}
 	case "allow":
 		network = "none" // the proxy is the only way out
@@ -118,12 +124,49 @@ func (f *sandboxFlags) egress() (*egress.Config, error) {
 		return nil, nil
 	}
 	cfg := &egress.Config{Allow: f.allowHosts, Presets: f.allowPresets, Hosts: f.addHosts}
+	secrets, err := parseSecrets(f.secrets)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Secrets = secrets
 	p, err := egress.New(*cfg) // check the patterns now
 	if err != nil {
 		return nil, fmt.Errorf("--network allow: %w", err)
 	}
 	p.Close()
 	return cfg, nil
+}
+
+// parseSecrets reads the --secret flags, NAME=HOST[,HOST...]; each value is
+// the variable NAME of corral's own environment, never a flag's.
+func parseSecrets(flags []string) (map[string]egress.Secret, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	secrets := map[string]egress.Secret{}
+	for _, fl := range flags {
+		name, list, ok := strings.Cut(fl, "=")
+		var hosts []string
+		for _, h := range strings.Split(list, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				hosts = append(hosts, h)
+			}
+		}
+		if !ok || name == "" || len(hosts) == 0 {
+			return nil, fmt.Errorf("--secret %q: want NAME=HOST[,HOST...]; the value is read from corral's environment variable NAME", fl)
+		}
+		s, seen := secrets[name]
+		if !seen {
+			v, err := corral.SecretValue(name)
+			if err != nil {
+				return nil, fmt.Errorf("--secret %s: %w", fl, err)
+			}
+			s.Value = v
+		}
+		s.Hosts = append(s.Hosts, hosts...)
+		secrets[name] = s
+	}
+	return secrets, nil
 }
 
 // workspaceDir resolves dir to an absolute path without symlinks and checks that it

@@ -1,0 +1,355 @@
+package corral_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/internal/testenv"
+	"github.com/corralhq/corral/tools"
+)
+
+// e2eToken is the secret of the end-to-end test, in corral's environment.
+const e2eToken = "ghp_E2eS3cr3tV4lueTheSandboxNeverS33s0001"
+
+// TestSecretThroughTheSandbox: a command in a real sandbox sends the
+// placeholder it was given to an HTTPS host bound to the secret, through the
+// proxy, and the host gets the value; the command sees only the placeholder,
+// in its environment, in every process's environment, in the files it can
+// read and in the host's echo; the placeholder sent over plain HTTP goes as it
+// is and the result says so; no result, event or log holds the value.
+func TestSecretThroughTheSandbox(t *testing.T) { testSecretThroughTheSandbox(t, "") }
+
+func TestSecretThroughTheSandboxGVisor(t *testing.T) {
+	testenv.NeedsDocker(t)
+	out, _ := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output()
+	if !strings.Contains(string(out), `"runsc"`) {
+		t.Skip("runsc is not registered with the Docker engine")
+	}
+	testSecretThroughTheSandbox(t, "runsc")
+}
+
+func testSecretThroughTheSandbox(t *testing.T, runtime string) {
+	testenv.NeedsDocker(t)
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	t.Setenv("CORRAL_E2E_TOKEN", e2eToken)
+
+	// The host: HTTPS with a certificate of a CA of the test's, which the
+	// proxy trusts (UpstreamRoots) and the sandbox does not.
+	ca, caKey := e2eCA(t)
+	var mu sync.Mutex
+	var got []string // the Authorization headers the host received
+	git, repo := e2eGitServer(t)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/repo.git/") {
+			// A git host that takes the token as a password.
+			if _, pass, ok := r.BasicAuth(); !ok || pass != e2eToken {
+				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+				http.Error(w, "who are you", http.StatusUnauthorized)
+				return
+			}
+			git.ServeHTTP(w, r)
+			return
+		}
+		mu.Lock()
+		got = append(got, r.Host+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		fmt.Fprintf(w, "the host saw: %s\n", r.Header.Get("Authorization"))
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{e2eLeaf(t, ca, caKey, "api.test", "other.test")}}
+	srv.StartTLS()
+	defer srv.Close()
+	plain := httptest.NewServer(srv.Config.Handler)
+	defer plain.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+
+	cfg := config(t)
+	cfg.Sandbox.Runtime = runtime
+	if runtime == "runsc" && os.Getuid() == 0 {
+		// gVisor before 2023 has no ambient capabilities: commands could
+		// not write a workspace of root's.
+		if err := os.Chown(cfg.Workspace, 65532, 65532); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules := filepath.Join(t.TempDir(), "rules.toml")
+	if err := os.WriteFile(rules, []byte("[network]\nallow = [\"api.test\", \"other.test\"]\n\n[secrets]\nCORRAL_E2E_TOKEN = [\"api.test\"]\n\n"+
+		"[[rule]]\ndecision = \"allow\"\nmatch = \"git *\"\n\n[[rule]]\ndecision = \"allow\"\nmatch = \"curl *\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.PolicyFile = rules
+	cfg.Egress = &egress.Config{
+		Hosts:         []string{"api.test:127.0.0.1", "other.test:127.0.0.1"},
+		UpstreamRoots: roots,
+		// Port 443 of the names is the test's HTTPS server, 80 its plain one.
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			_, port, _ := net.SplitHostPort(addr)
+			to := plain.Listener.Addr().String()
+			if port == "443" {
+				to = srv.Listener.Addr().String()
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, to)
+		},
+	}
+	var emu sync.Mutex
+	var events []tools.Event
+	cfg.Events = tools.EventFunc(func(e tools.Event) {
+		emu.Lock()
+		events = append(events, e)
+		emu.Unlock()
+	})
+	s, err := corral.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	bash := func(cmd string) string {
+		t.Helper()
+		r, err := s.Call(context.Background(), "bash", mustJSON(t, map[string]string{"command": cmd}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(r.Content, e2eToken) {
+			t.Fatalf("a result holds the value:\n%s", r.Content)
+		}
+		return r.Content
+	}
+	script := `import os, urllib.request
+tok = os.environ["CORRAL_E2E_TOKEN"]
+print("placeholder", len(tok), tok[:4])
+req = urllib.request.Request("https://api.test/", headers={"Authorization": "Bearer " + tok})
+print(urllib.request.urlopen(req).read().decode().strip().replace(tok, "<PLACEHOLDER>"))
+req = urllib.request.Request("http://other.test/", headers={"Authorization": "Bearer " + tok})
+print(urllib.request.urlopen(req).read().decode().strip().replace(tok, "<PLACEHOLDER>"))
+`
+	if r, err := s.Call(context.Background(), "write", mustJSON(t, map[string]string{"path": "fetch.py", "content": script})); err != nil || r.IsError {
+		t.Fatalf("write: %v %+v", err, r)
+	}
+	out := bash("python3 fetch.py")
+	for _, want := range []string{
+		fmt.Sprintf("placeholder %d ghp_", len(e2eToken)),
+		"the host saw: Bearer <PLACEHOLDER>", // over HTTPS, masked back
+		"Network: secret CORRAL_E2E_TOKEN not put in for other.test:80 (plain HTTP",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the result lacks %q:\n%s", want, out)
+		}
+	}
+	mu.Lock()
+	if len(got) != 2 || got[0] != "api.test Bearer "+e2eToken || strings.Contains(got[1], e2eToken) {
+		t.Errorf("the host received %q", got)
+	}
+	mu.Unlock()
+
+	// curl, with the placeholder in a header.
+	out = bash(`curl -sS -H "Authorization: Bearer $CORRAL_E2E_TOKEN" https://api.test/echo`)
+	if !strings.Contains(out, "the host saw: Bearer ghp_") { // the placeholder: bash refuses the value
+		t.Errorf("curl:\n%s", out)
+	}
+	mu.Lock()
+	if len(got) != 3 || got[2] != "api.test Bearer "+e2eToken {
+		t.Errorf("the host received %q", got)
+	}
+	mu.Unlock()
+	// git over HTTPS, the token as the password of the URL (Basic):
+	// clone, commit, push.
+	out = bash(`git clone -q "https://x-access-token:$CORRAL_E2E_TOKEN@api.test/repo.git" clone && cat clone/README && (cd clone && echo pushed > new && git add new && git -c user.name=a -c user.email=a@a commit -qm 'from the sandbox' && git push -q origin HEAD:main) && echo pushed-ok`)
+	if !strings.Contains(out, "hello over https") || !strings.Contains(out, "pushed-ok") {
+		t.Errorf("git:\n%s", out)
+	}
+	if log, err := exec.Command("git", "-C", repo, "log", "--format=%s", "main").CombinedOutput(); err != nil || !strings.Contains(string(log), "from the sandbox") {
+		t.Errorf("the push did not reach the host: %v\n%s", err, log)
+	}
+
+	// The value is nowhere the sandbox can look: every process's
+	// environment, the files of the usual places. The pattern comes on
+	// stdin, out of every command line, in two halves joined by printf.
+	half := len(e2eToken) / 2
+	scan := fmt.Sprintf(`import glob, os
+value = (%q + %q).encode()
+found = []
+for f in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline"):
+    try:
+        if value in open(f, "rb").read():
+            found.append(f)
+    except OSError:
+        pass
+for top in ["/etc", "/tmp", "/home", "/root", "/run", "/var", %q]:
+    for d, _, files in os.walk(top):
+        for n in files:
+            p = os.path.join(d, n)
+            try:
+                if os.path.isfile(p) and os.path.getsize(p) < 1 << 24 and value in open(p, "rb").read():
+                    found.append(p)
+            except OSError:
+                pass
+print("found:", found)
+print("placeholder:", os.environ["CORRAL_E2E_TOKEN"] != value.decode())
+`, e2eToken[:half], e2eToken[half:], cfg.Workspace)
+	if r, err := s.Call(context.Background(), "write", mustJSON(t, map[string]string{"path": "scan.py", "content": scan})); err != nil || r.IsError {
+		t.Fatalf("write: %v %+v", err, r)
+	}
+	out = bash("python3 scan.py")
+	if !strings.Contains(out, "found: []") || !strings.Contains(out, "placeholder: True") {
+		t.Errorf("the scan found the value, or did not run:\n%s", out)
+	}
+	out = bash("cat " + corral.CABundle + " | grep -c 'BEGIN CERTIFICATE'; echo $SSL_CERT_FILE")
+	if !strings.Contains(out, corral.CABundle) {
+		t.Errorf("the bundle:\n%s", out)
+	}
+	s.Close()
+	emu.Lock()
+	defer emu.Unlock()
+	b, _ := json.Marshal(events)
+	if strings.Contains(string(b), e2eToken) {
+		t.Error("an event holds the value")
+	}
+	var withheld, intercepted bool
+	for _, e := range events {
+		if e.Type == tools.EventNetwork && e.Network != nil {
+			withheld = withheld || e.Network.Verdict == egress.Withheld
+			intercepted = intercepted || e.Network.Intercepted && len(e.Network.Secrets) == 1
+		}
+	}
+	if !withheld || !intercepted {
+		t.Errorf("network events: withheld %v, intercepted %v", withheld, intercepted)
+	}
+}
+
+// e2eGitServer is git's smart HTTP (git http-backend, the host's git) over
+// a bare repository with one commit, README saying hello; pushes are taken.
+func e2eGitServer(t *testing.T) (http.Handler, string) {
+	t.Helper()
+	root := t.TempDir()
+	repo := filepath.Join(root, "repo.git")
+	seed := filepath.Join(root, "seed")
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git(root, "init", "-q", "--bare", "-b", "main", repo)
+	git(repo, "config", "http.receivepack", "true")
+	git(root, "init", "-q", "-b", "main", seed)
+	if err := os.WriteFile(filepath.Join(seed, "README"), []byte("hello over https\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(seed, "add", "README")
+	git(seed, "commit", "-qm", "seed")
+	git(seed, "push", "-q", repo, "main")
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=corral-test", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null"},
+	}, repo
+}
+
+func e2eCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "e2e host CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return cert, key
+}
+
+func e2eLeaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, names ...string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: names[0]},
+		DNSNames:     names,
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestSecretSettingsRefused: what would give the sandbox a secret's value,
+// or a secret no value, is refused when the host is made.
+func TestSecretSettingsRefused(t *testing.T) {
+	t.Setenv("CORRAL_T_TOKEN", e2eToken)
+	rules := filepath.Join(t.TempDir(), "rules.toml")
+	if err := os.WriteFile(rules, []byte("[secrets]\nCORRAL_T_UNSET = [\"api.test\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	secret := map[string]egress.Secret{"CORRAL_T_TOKEN": {Value: e2eToken, Hosts: []string{"api.test"}}}
+	for name, c := range map[string]struct {
+		mod  func(*corral.Config)
+		want string
+	}{
+		"env names it":    {func(c *corral.Config) { c.Sandbox.Env = []string{"CORRAL_T_TOKEN=x"} }, "drop --env CORRAL_T_TOKEN"},
+		"env holds it":    {func(c *corral.Config) { c.Sandbox.Env = []string{"GH=" + e2eToken} }, "--env GH holds the value"},
+		"file, unset":     {func(c *corral.Config) { c.PolicyFile = rules }, "CORRAL_T_UNSET is not set in corral's environment"},
+		"denied by rules": {func(c *corral.Config) { c.Egress.Deny = []string{"api.test"} }, "denied by api.test"},
+	} {
+		cfg := corral.Config{Workspace: t.TempDir(), Egress: &egress.Config{Secrets: secret}}
+		c.mod(&cfg)
+		h, err := corral.New(cfg)
+		if err == nil {
+			h.Close()
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), e2eToken) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
