@@ -78,7 +78,7 @@ func checkSecrets(cfg Config, e *egress.Config) error {
 	if len(e.Secrets) == 0 {
 		return nil
 	}
-	if cfg.Backend != nil && cfg.Backend != sandbox.Docker {
+	if m, ok := cfg.Backend.(hostMounter); cfg.Backend != nil && (!ok || !m.MountsWorkspace()) {
 		return fmt.Errorf("corral: secrets need the Docker backend for now, not %s (the sandbox's certificate bundle is a file of this machine, mounted)", cfg.Backend.Name())
 	}
 	for _, kv := range cfg.Sandbox.Env {
