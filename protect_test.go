@@ -261,7 +261,7 @@ func TestAgentConfigThroughLink(t *testing.T) {
 // the sandbox cannot mount over what did not exist when it started — so
 // the bash result names it and the details list it, for the user to review.
 func TestRepositoryCreatedReported(t *testing.T) {
-	cfg := config(t)
+	cfg := sandboxed(t)
 	s, err := corral.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

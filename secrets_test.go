@@ -28,6 +28,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/testenv"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -87,7 +88,7 @@ func testSecretThroughTheSandbox(t *testing.T, runtime string) {
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
 
-	cfg := config(t)
+	cfg := sandboxed(t)
 	cfg.Sandbox.Runtime = runtime
 	if runtime == "runsc" && os.Getuid() == 0 {
 		// gVisor before 2023 has no ambient capabilities: commands could
@@ -340,7 +341,7 @@ func TestSecretSettingsRefused(t *testing.T) {
 		"file, unset":     {func(c *corral.Config) { c.PolicyFile = rules }, "CORRAL_T_UNSET is not set in corral's environment"},
 		"denied by rules": {func(c *corral.Config) { c.Egress.Deny = []string{"api.test"} }, "denied by api.test"},
 	} {
-		cfg := corral.Config{Workspace: t.TempDir(), Egress: &egress.Config{Secrets: secret}}
+		cfg := corral.Config{Workspace: t.TempDir(), Backend: docker.Backend, Egress: &egress.Config{Secrets: secret}}
 		c.mod(&cfg)
 		h, err := corral.New(cfg)
 		if err == nil {
