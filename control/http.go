@@ -2,10 +2,8 @@ package control
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net"
@@ -14,13 +12,17 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/corralhq/corral/internal/httpserve"
 )
 
 // HTTPOptions configure Handler and Serve.
 type HTTPOptions struct {
 	// Token, when set, is required as "Authorization: Bearer TOKEN" on every
 	// request. Without it, only requests to a loopback host name are
-	// answered (a page's DNS rebinding cannot reach the server).
+	// answered (a page's DNS rebinding cannot reach the server). Either
+	// way, a request other than GET or HEAD with an Origin header must come
+	// from the server's own origin.
 	Token string
 	// WriteTimeout bounds each write of a streamed response or a file: a
 	// client that stops reading for this long is cut off, and its command
@@ -31,41 +33,15 @@ type HTTPOptions struct {
 // Listen listens on addr for Serve. An address beyond loopback is refused
 // without a token: whoever reaches it could run commands.
 func Listen(addr, token string) (net.Listener, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("--http %q: want HOST:PORT, e.g. 127.0.0.1:8767", addr)
-	}
-	if !isLoopback(host) && token == "" {
-		return nil, fmt.Errorf("--http %s listens beyond this machine: give --auth-token (or $CORRAL_AUTH_TOKEN) so that only your clients can run commands, or listen on 127.0.0.1", addr)
-	}
-	return net.Listen("tcp", addr)
+	return httpserve.Listen(addr, token, httpserve.ListenOptions{
+		Flag: "--http", Example: "127.0.0.1:8767", Why: "so that only your clients can run commands",
+	})
 }
 
 // Serve serves the API over HTTP on ln until ctx is done; then it closes
 // every session (their requests end) and shuts the HTTP server down.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, opts HTTPOptions) error {
-	srv := &http.Server{Handler: s.Handler(opts), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		s.Close()
-		return err
-	case <-ctx.Done():
-		s.Close()
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(shutdown)
-		return nil
-	}
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return httpserve.Serve(ctx, ln, s.Handler(opts), httpserve.ServeOptions{Drain: 5 * time.Second, OnStop: func() { s.Close() }})
 }
 
 // Handler serves the API over HTTP:
@@ -94,7 +70,7 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 		opts.WriteTimeout = defaultStreamWrite
 	}
 	h := &httpHandler{s: s, opts: opts}
-	return h
+	return httpserve.Guard{Token: opts.Token, Deny: deny}.Wrap(h)
 }
 
 type httpHandler struct {
@@ -103,9 +79,6 @@ type httpHandler struct {
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.allowed(w, r) {
-		return
-	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1")
 	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
 		writeError(w, errorf(CodeNotFound, "no endpoint %s: the API's paths start with /v1 (GET /v1 says its version)", r.URL.Path))
@@ -191,26 +164,16 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// allowed checks the token, or the host name without one.
-func (h *httpHandler) allowed(w http.ResponseWriter, r *http.Request) bool {
-	if h.opts.Token != "" {
-		want := []byte("Bearer " + h.opts.Token)
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
-			writeStatus(w, http.StatusUnauthorized, errorf(CodeUnauthorized, "missing or wrong token: send the header Authorization: Bearer TOKEN (the server's --auth-token)"))
-			return false
-		}
-		return true
-	}
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	if !isLoopback(strings.Trim(host, "[]")) {
+// deny answers a request the guard refused, as an API error.
+func deny(w http.ResponseWriter, r *http.Request, why httpserve.Refusal) {
+	switch why {
+	case httpserve.NoToken:
+		writeStatus(w, http.StatusUnauthorized, errorf(CodeUnauthorized, "missing or wrong token: send the header Authorization: Bearer TOKEN (the server's --auth-token)"))
+	case httpserve.WrongHost:
 		writeStatus(w, http.StatusForbidden, errorf(CodeUnauthorized, "host %q is not a loopback name: without --auth-token the server answers only to localhost, 127.0.0.1 or [::1]", r.Host))
-		return false
+	default:
+		writeStatus(w, http.StatusForbidden, errorf(CodeUnauthorized, "cross-origin request refused: Origin %q is not this server", r.Header.Get("Origin")))
 	}
-	return true
 }
 
 // method checks r's method; false after answering 405.

@@ -232,6 +232,7 @@ func TestHTTPHostile(t *testing.T) {
 		{"text/plain (a page's simple request)", exec, "text/plain", `{"command":"touch /tmp/pwned"}`, 415, CodeBadRequest, nil},
 		{"no content type", exec, "", `{"command":"true"}`, 415, CodeBadRequest, nil},
 		{"rebound host name", exec, "application/json", `{"command":"true"}`, 403, CodeUnauthorized, []string{"Host", "evil.example:80"}},
+		{"a page of another origin", exec, "application/json", `{"command":"touch /tmp/pwned"}`, 403, CodeUnauthorized, []string{"Origin", "http://evil.example"}},
 		{"unknown session", "/v1/sessions/nope/exec", "application/json", `{"command":"true"}`, 404, CodeUnknownSession, nil},
 		{"unknown path", "/v1/sessions/" + id + "/shell", "application/json", `{}`, 404, CodeNotFound, nil},
 		{"no version", "/sessions", "application/json", `{}`, 404, CodeNotFound, nil},

@@ -7,7 +7,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/httpserve"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -436,7 +436,10 @@ func (r *outputRouter) progress(ctx context.Context, id string, ss *sdk.ServerSe
 // HTTPOptions configure ServeHTTP.
 type HTTPOptions struct {
 	// Token, when set, is required as "Authorization: Bearer TOKEN" on every
-	// request.
+	// request. Without it, only requests to a loopback host name are
+	// answered (a page's DNS rebinding cannot reach the server). Either
+	// way, a request other than GET or HEAD with an Origin header must come
+	// from the server's own origin.
 	Token string
 	// IdleTimeout ends an MCP session (and removes its sandbox) after this long
 	// without requests; never when zero.
@@ -446,56 +449,15 @@ type HTTPOptions struct {
 // Listen listens on addr for ServeHTTP. An address beyond loopback is refused
 // without a token: anyone who reaches it could run commands.
 func Listen(addr, token string) (net.Listener, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("--http %q: want HOST:PORT, e.g. 127.0.0.1:8765", addr)
-	}
-	if !isLoopback(host) && token == "" {
-		return nil, fmt.Errorf("--http %s listens beyond this machine: give --auth-token (or $CORRAL_AUTH_TOKEN) so that only your clients can run commands, or listen on 127.0.0.1", addr)
-	}
-	return net.Listen("tcp", addr)
+	return httpserve.Listen(addr, token, httpserve.ListenOptions{
+		Flag: "--http", Example: "127.0.0.1:8765", Why: "so that only your clients can run commands",
+	})
 }
 
 // ServeHTTP serves streamable HTTP on ln until ctx is done, then shuts the
 // HTTP server down (its sessions stay open until Close).
 func (m *Server) ServeHTTP(ctx context.Context, ln net.Listener, opts HTTPOptions) error {
-	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return m.server },
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return m.server },
 		&sdk.StreamableHTTPOptions{SessionTimeout: opts.IdleTimeout, Logger: m.log})
-	if opts.Token != "" {
-		h = bearerAuth(opts.Token, h)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(shutdown)
-		return nil
-	}
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// bearerAuth refuses requests without `Authorization: Bearer token`.
-func bearerAuth(token string, next http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
-			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return httpserve.Serve(ctx, ln, httpserve.Guard{Token: opts.Token}.Wrap(h), httpserve.ServeOptions{Drain: 5 * time.Second})
 }

@@ -1,20 +1,18 @@
 package ui
 
 import (
-	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/httpserve"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -73,66 +71,25 @@ type server struct {
 // guard checks the token, and refuses what a page of another site could send:
 // a request for another host name (DNS rebinding) and a cross-origin POST.
 func (s *server) guard(next http.Handler) http.Handler {
+	g := httpserve.Guard{Token: s.opts.Token, Cookie: tokenCookie, Deny: deny}.Wrap(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("X-Frame-Options", "DENY")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:")
 		w.Header().Set("Referrer-Policy", "no-referrer")
-		if s.opts.Token == "" && !loopbackHost(r.Host) {
-			http.Error(w, "this server answers only to a loopback host name without --auth-token", http.StatusMisdirectedRequest)
-			return
-		}
-		if s.opts.Token != "" {
-			if t := r.URL.Query().Get("token"); t != "" && r.Method == http.MethodGet && equal(t, s.opts.Token) {
-				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-				q := r.URL.Query()
-				q.Del("token")
-				u := *r.URL
-				u.RawQuery = q.Encode()
-				http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
-				return
-			}
-			if !s.authorized(r) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
-				http.Error(w, "unauthorized: send Authorization: Bearer TOKEN, or open the page once with ?token=TOKEN", http.StatusUnauthorized)
-				return
-			}
-		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if o := r.Header.Get("Origin"); o != "" {
-				if u, err := url.Parse(o); err != nil || u.Host != r.Host {
-					http.Error(w, "cross-origin request refused", http.StatusForbidden)
-					return
-				}
-			}
-		}
-		next.ServeHTTP(w, r)
+		g.ServeHTTP(w, r)
 	})
 }
 
-func (s *server) authorized(r *http.Request) bool {
-	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") && equal(strings.TrimPrefix(a, "Bearer "), s.opts.Token) {
-		return true
+func deny(w http.ResponseWriter, r *http.Request, why httpserve.Refusal) {
+	switch why {
+	case httpserve.WrongHost:
+		http.Error(w, "this server answers only to a loopback host name without --auth-token", http.StatusMisdirectedRequest)
+	case httpserve.NoToken:
+		http.Error(w, "unauthorized: send Authorization: Bearer TOKEN, or open the page once with ?token=TOKEN", http.StatusUnauthorized)
+	default:
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 	}
-	c, err := r.Cookie(tokenCookie)
-	return err == nil && equal(c.Value, s.opts.Token)
-}
-
-func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
-
-// loopbackHost reports whether a Host header names this machine by a loopback
-// name or address.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 type pageData struct {

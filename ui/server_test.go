@@ -409,6 +409,7 @@ func TestGuard(t *testing.T) {
 		{"loopback", Options{}, "127.0.0.1:80", "GET", nil, 200},
 		{"localhost", Options{}, "localhost:80", "GET", nil, 200},
 		{"rebound name", Options{}, "evil.example:80", "GET", nil, 421},
+		{"a .localhost name", Options{}, "evil.localhost:80", "GET", nil, 421},
 		{"no token", Options{Token: "t"}, "10.0.0.1:80", "GET", nil, 401},
 		{"wrong token", Options{Token: "t"}, "10.0.0.1:80", "GET", map[string]string{"Authorization": "Bearer x"}, 401},
 		{"bearer", Options{Token: "t"}, "10.0.0.1:80", "GET", map[string]string{"Authorization": "Bearer t"}, 200},

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/internal/httpserve"
 	"github.com/corralhq/corral/mcp"
 )
 
@@ -32,9 +32,7 @@ it, and at the same time on the terminal (--confirm ask) and in the web view
 (--ui): the first answer wins. A client that cannot elicit gets --confirm.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			if f.authToken == "" {
-				f.authToken = os.Getenv("CORRAL_AUTH_TOKEN")
-			}
+			f.authToken = httpserve.Token(f.authToken)
 			stopUI, err := f.startUI(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err

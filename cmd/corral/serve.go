@@ -3,13 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/control"
+	"github.com/corralhq/corral/internal/httpserve"
 )
 
 func newServeCmd() *cobra.Command {
@@ -57,9 +57,7 @@ is removed when the server exits (after a kill -9: by corral gc).`,
 			if (httpAddr == "") == !stdio {
 				return errors.New("give --http ADDR or --stdio")
 			}
-			if f.authToken == "" {
-				f.authToken = os.Getenv("CORRAL_AUTH_TOKEN")
-			}
+			f.authToken = httpserve.Token(f.authToken)
 			maxOut, err := units.RAMInBytes(maxOutput)
 			if err != nil || maxOut <= 0 {
 				return fmt.Errorf("--max-output %q: want a size such as 64m", maxOutput)

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/internal/httpserve"
 	"github.com/corralhq/corral/ui"
 )
 
@@ -21,43 +19,22 @@ import (
 // 127.0.0.1) until ctx is done or stop is called. A non-loopback address
 // needs a token.
 func serveUI(ctx context.Context, hub *ui.Hub, addr string, opts ui.Options, stderr io.Writer) (stop func(), err error) {
-	host, port, err := net.SplitHostPort(addr)
+	ln, err := httpserve.Listen(addr, opts.Token, httpserve.ListenOptions{
+		Flag: "--ui", Example: "127.0.0.1:8766", DefaultHost: "127.0.0.1",
+		Why: "so that only you can see sessions and answer approvals",
+	})
 	if err != nil {
-		return nil, fmt.Errorf("--ui %q: want HOST:PORT, e.g. 127.0.0.1:8766", addr)
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) && opts.Token == "" {
-		return nil, fmt.Errorf("--ui %s listens beyond this machine: give --auth-token (or $CORRAL_AUTH_TOKEN) so that only you can see sessions and answer approvals, or listen on 127.0.0.1", addr)
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
-	if err != nil {
-		return nil, fmt.Errorf("--ui: %w", err)
+		return nil, err
 	}
 	url := "http://" + ln.Addr().String() + "/"
 	if opts.Token != "" {
 		url += "?token=TOKEN"
 	}
 	fmt.Fprintf(stderr, "corral: web view at %s\n", url)
-	srv := &http.Server{Handler: hub.Handler(opts), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-done:
-		}
-		// Event streams never end on their own: close them.
-		srv.Close()
-	}()
-	var once bool
-	return func() {
-		if !once {
-			once = true
-			close(done)
-		}
-	}, nil
+	ctx, cancel := context.WithCancel(ctx)
+	// Event streams never end on their own: the shutdown closes them.
+	go httpserve.Serve(ctx, ln, hub.Handler(opts), httpserve.ServeOptions{})
+	return cancel, nil
 }
 
 // startUI starts the web view of --ui, when given: every session opened after
@@ -66,9 +43,7 @@ func (f *sessionFlags) startUI(ctx context.Context, stderr io.Writer) (stop func
 	if f.uiAddr == "" {
 		return func() {}, nil
 	}
-	if f.authToken == "" {
-		f.authToken = os.Getenv("CORRAL_AUTH_TOKEN")
-	}
+	f.authToken = httpserve.Token(f.authToken)
 	f.hub = ui.NewHub()
 	return serveUI(ctx, f.hub, f.uiAddr, ui.Options{Token: f.authToken}, stderr)
 }
@@ -92,10 +67,7 @@ other events. It takes no decisions.`,
 			if err != nil {
 				return err
 			}
-			if token == "" {
-				token = os.Getenv("CORRAL_AUTH_TOKEN")
-			}
-			stop, err := serveUI(cmd.Context(), hub, addr, ui.Options{Token: token, ReadOnly: true}, cmd.ErrOrStderr())
+			stop, err := serveUI(cmd.Context(), hub, addr, ui.Options{Token: httpserve.Token(token), ReadOnly: true}, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
