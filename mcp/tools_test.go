@@ -18,6 +18,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/tools"
 )
 
@@ -49,6 +50,7 @@ func hostWith(t *testing.T, confirmer tools.Confirmer, agent string) *corral.Hos
 	t.Helper()
 	h, err := corral.New(corral.Config{
 		Workspace: t.TempDir(),
+		Backend:   docker.Backend,
 		Sandbox:   sandbox.Config{Agent: agent, Image: testenv.Image, Memory: 256 << 20},
 		Tools:     tools.Options{Confirmer: confirmer, LogDir: t.TempDir()},
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/testenv"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandbox/docker"
 	"github.com/corralhq/corral/snapshot"
 	"github.com/corralhq/corral/tools"
 	"github.com/corralhq/corral/workspace"
@@ -119,6 +120,7 @@ func session(t *testing.T, ws, image string) *corral.Session {
 	t.Helper()
 	s, err := corral.Open(context.Background(), corral.Config{
 		Workspace: ws,
+		Backend:   docker.Backend,
 		Sandbox:   sandbox.Config{Agent: testenv.Agent(t), Image: image, Memory: 256 << 20},
 		Tools:     tools.Options{LogDir: t.TempDir(), Confirmer: tools.Auto(tools.ChoiceOnce)},
 	})
@@ -269,7 +271,7 @@ func TestTakeUnsupported(t *testing.T) {
 	}
 	// No command runs: the sandbox is never started, and its agent is this
 	// test binary, which Open checks.
-	s, err := corral.Open(ctx, corral.Config{Workspace: t.TempDir(), Sandbox: sandbox.Config{Image: testenv.Image}, Tools: tools.Options{LogDir: t.TempDir()}})
+	s, err := corral.Open(ctx, corral.Config{Workspace: t.TempDir(), Backend: docker.Backend, Sandbox: sandbox.Config{Image: testenv.Image}, Tools: tools.Options{LogDir: t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}
