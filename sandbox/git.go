@@ -1379,9 +1379,10 @@ func (d *repoDir) remove(name string) error {
 }
 
 // removeAll removes name, whatever it is, in a shadow. os.Root removes a
-// tree by descriptors, following no link; the root is opened by the path
-// of the shadow, a directory of corral's own that no command can replace
-// (it is the root of a mount in the container).
+// tree by descriptors, following no link. It is opened by d's path, which
+// a command may have made a link elsewhere since d was opened (d may be a
+// directory in the shadow, refs/heads): it is used only when it is d's
+// directory itself.
 func (d *repoDir) removeAll(name string) error {
 	if err := unix.Unlinkat(d.fd, name, 0); err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
@@ -1391,5 +1392,14 @@ func (d *repoDir) removeAll(name string) error {
 		return err
 	}
 	defer r.Close()
+	var want unix.Stat_t
+	fi, err := r.Stat(".")
+	if err != nil {
+		return err
+	}
+	got, ok := fi.Sys().(*syscall.Stat_t)
+	if unix.Fstat(d.fd, &want) != nil || !ok || uint64(got.Dev) != uint64(want.Dev) || uint64(got.Ino) != uint64(want.Ino) {
+		return fmt.Errorf("%s was replaced", d.path)
+	}
 	return r.RemoveAll(name)
 }
