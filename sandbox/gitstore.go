@@ -314,12 +314,22 @@ func readRefs(d *repoDir, hashLen int) (refs refMap, bad int, err error) {
 // directory when corral is root (git refuses a repository of another user,
 // and what it writes must be the owner's), with no environment of the
 // caller's that would send it elsewhere.
+//
+// The repository may be one a command made in the workspace in an earlier
+// session, before it was shadowed, with the hooks, commondir and links of
+// the command's: git runs no hook (update-ref would run
+// reference-transaction, on the host), nor in a repository with a
+// commondir (its refs and objects would be another repository's, anywhere
+// on the host), and only where plainPath says no link leads elsewhere.
 func (s *gitShadow) gitAsOwner(hd *repoDir, gitDir string, stdin io.Reader, args ...string) ([]byte, error) {
-	cmd := exec.Command("git", append([]string{"--git-dir=" + gitDir}, args...)...)
+	var st unix.Stat_t
+	if err := unix.Fstatat(hd.fd, "commondir", &st, unix.AT_SYMLINK_NOFOLLOW); !errors.Is(err, unix.ENOENT) {
+		return nil, fmt.Errorf("git %s: the repository has a commondir, which sends git to another repository", args[0])
+	}
+	cmd := exec.Command("git", append([]string{"--git-dir=" + gitDir, "-c", "core.hooksPath=/dev/null"}, args...)...)
 	cmd.Dir = gitDir
 	cmd.Stdin = stdin
 	cmd.Env = gitHostEnv()
-	var st unix.Stat_t
 	if os.Geteuid() == 0 && unix.Fstat(hd.fd, &st) == nil && st.Uid != 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: st.Uid, Gid: st.Gid}}
 	}
@@ -333,6 +343,41 @@ func (s *gitShadow) gitAsOwner(hd *repoDir, gitDir string, stdin io.Reader, args
 		return nil, fmt.Errorf("git %s: %v: %s", args[0], err, msg)
 	}
 	return out.Bytes(), nil
+}
+
+// plainPath reports whether each directory on the way to rel in the host's
+// repository hd is a directory and rel a regular file (a directory when
+// dir is set), as far as they exist: no link, which git would follow to
+// write elsewhere.
+func plainPath(hd *repoDir, rel string, dir bool) bool {
+	d := hd
+	defer func() {
+		if d != hd {
+			d.close()
+		}
+	}()
+	parts := strings.Split(rel, "/")
+	for i, part := range parts {
+		var st unix.Stat_t
+		if err := unix.Fstatat(d.fd, part, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return errors.Is(err, unix.ENOENT)
+		}
+		if i == len(parts)-1 && !dir {
+			return st.Mode&unix.S_IFMT == unix.S_IFREG
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return false
+		}
+		sub, err := openBeneathFD(d, part)
+		if err != nil {
+			return false
+		}
+		if d != hd {
+			d.close()
+		}
+		d = sub
+	}
+	return true
 }
 
 // gitHostEnv is the environment of git run on the host's repository: the
@@ -361,6 +406,9 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 		}
 		r.objectsKey = objectsKey(sd)
 	}()
+	if !plainPath(hd, "objects/pack", true) {
+		return "the repository's objects/pack is not a directory of its own: nothing taken"
+	}
 	od, err := openBeneathFD(sd, "objects")
 	if err != nil {
 		return ""
@@ -678,6 +726,14 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 	}
 	if len(lines) > 0 || stashChanged {
 		r.hostKey = nil // the host's refs change: read them again before the next command
+	}
+	for _, l := range lines {
+		name := strings.Fields(l)[1]
+		if !plainPath(hd, name, false) || !plainPath(hd, "logs/"+name, false) {
+			refused = append(refused, name+" or its reflog is not a file of the repository's own (a link?): no ref taken")
+			lines, applied = nil, nil
+			break
+		}
 	}
 	if len(lines) > 0 {
 		in := strings.Join(lines, "\n") + "\n"

@@ -1,9 +1,12 @@
 package sandbox
 
 import (
+	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -99,4 +102,130 @@ func TestAttackRemoveThroughLink(t *testing.T) {
 	if out := hostGitT(t, ws, "for-each-ref", "refs/heads"); strings.Contains(out, "precious") {
 		t.Errorf("the host took refs to objects it does not have:\n%s", out)
 	}
+}
+
+// hostGitAs runs git on the host in dir, whoever owns it, and fails the
+// test when it fails.
+func hostGitAs(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	return hostGitT(t, dir, append([]string{"-c", "safe.directory=*"}, args...)...)
+}
+
+// userDir makes a directory outside the workspace that belongs to the
+// workspace's owner uid, as the user's own files do.
+func userDir(t *testing.T, uid int) string {
+	t.Helper()
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	d := filepath.Join(base, "d")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(d, uid, uid); err != nil && os.Geteuid() == 0 {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Class 2: a repository a command made in the workspace during a session is
+// not shadowed until the next one (the tool says so: git on the host would
+// run its config and hooks). The next session shadows it, and corral itself
+// then runs git on the host's repository — index-pack and update-ref — to
+// take what commands made there: that git must run none of the command's
+// hooks, nor write, through the command's commondir or links in objects,
+// refs and logs, outside the repository.
+func TestAttackEarlierRepository(t *testing.T) {
+	needGit(t)
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	uid := privateWorkspace(t, cfg)
+	os.Chmod(filepath.Dir(ws), 0o755) // the owner reaches its workspace
+	marks := userDir(t, uid)
+	logsVictim, objectsVictim, refsVictim := userDir(t, uid), userDir(t, uid), userDir(t, uid)
+	other := userDir(t, uid)
+	hostGitAs(t, other, "init", "-q")
+	hostGitAs(t, other, "commit", "-q", "--allow-empty", "-m", "the user's other project")
+	if os.Geteuid() == 0 {
+		exec.Command("chown", "-R", strconv.Itoa(uid)+":"+strconv.Itoa(uid), other).Run()
+	}
+	otherRefs := hostGitAs(t, other, "for-each-ref")
+	otherObjects := countFiles(t, filepath.Join(other, ".git", "objects"))
+
+	// Session one: a command makes repositories and plants what it will.
+	c := newSandbox(t, cfg)
+	hook := "#!/bin/sh\ntouch " + marks + "/$(basename $0) 2>/dev/null\nexit 0\n"
+	if err := os.WriteFile(filepath.Join(ws, "hook.sh"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, `set -e
+for r in hook hookspath common logs objs refsdir; do
+	mkdir $r && git -C $r init -q && git -C $r commit -q --allow-empty -m one
+done
+cp hook.sh hook/.git/hooks/reference-transaction
+mkdir hookspath-dir && cp hook.sh hookspath-dir/reference-transaction
+git -C hookspath config core.hooksPath $PWD/hookspath-dir
+echo `+other+`/.git > common/.git/commondir
+rm -rf logs/.git/logs && ln -s `+logsVictim+` logs/.git/logs
+rm -rf objs/.git/objects && ln -s `+objectsVictim+` objs/.git/objects
+rm -rf refsdir/.git/refs && ln -s `+refsVictim+` refsdir/.git/refs`)
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Session two: commands commit in each (removing, in the shadow, what
+	// would break git there).
+	cfg2 := cfg
+	cfg2.Session += "-2"
+	c2 := newSandbox(t, cfg2)
+	for _, cmd := range []string{
+		"cd hook && git commit -q --allow-empty -m two",
+		"cd hookspath && git -c core.hooksPath=/nonexistent commit -q --allow-empty -m two",
+		"cd common && rm .git/commondir && git checkout -q -b evil && git commit -q --allow-empty -m two",
+		"cd logs && rm .git/logs && git commit -q --allow-empty -m two",
+		"cd objs && git symbolic-ref HEAD refs/heads/evil && git read-tree --empty && git commit -q --allow-empty -m two",
+		"cd refsdir && git commit -q --allow-empty -m two",
+	} {
+		res, out := run(t, c2, ExecRequest{Command: "cd " + ws + " && " + cmd})
+		t.Logf("%s: exit %d %s; not copied: %v", cmd, res.ExitCode, out, res.NotCopied)
+	}
+	// What has no link reaches the host, with no hook run.
+	for _, r := range []string{"hook", "hookspath"} {
+		if got := hostGitAs(t, filepath.Join(ws, r), "log", "--format=%s"); got != "two\none\n" {
+			t.Errorf("%s: the commit made inside did not reach the host: %q", r, got)
+		}
+	}
+	if ents, _ := os.ReadDir(marks); len(ents) > 0 {
+		t.Errorf("git run by corral on the host ran the hooks a command planted: %v", names(ents))
+	}
+	if got := hostGitAs(t, other, "for-each-ref"); got != otherRefs {
+		t.Errorf("the refs of a repository outside the workspace changed, through a commondir a command wrote:\n%s", got)
+	}
+	if n := countFiles(t, filepath.Join(other, ".git", "objects")); n != otherObjects {
+		t.Errorf("the objects of a repository outside the workspace went from %d files to %d, through a commondir a command wrote", otherObjects, n)
+	}
+	for what, d := range map[string]string{"logs": logsVictim, "objects": objectsVictim, "refs": refsVictim} {
+		if n := countFiles(t, d); n > 0 {
+			t.Errorf("git run by corral wrote %d files outside the workspace, through the link a command made as a repository's %s", n, what)
+		}
+	}
+}
+
+// countFiles counts the files under dir (not following links).
+func countFiles(t *testing.T, dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+func names(ents []fs.DirEntry) []string {
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
 }
