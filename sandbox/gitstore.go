@@ -3,10 +3,13 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/zlib"
+	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -35,11 +38,14 @@ import (
 //
 //   - the objects a command made: the shadow's loose objects and packs are
 //     read by descriptor (no link followed, nothing but regular files) and
-//     streamed as packs into `git index-pack --stdin --fsck-objects`, run on
-//     the host's repository as its owner: git names each object by hashing
-//     its content and checks its format, so a command can neither forge an
-//     object under another's name nor plant a malformed one. Then they are
-//     removed from the shadow; git there finds them through the alternate.
+//     streamed as packs into `git index-pack --stdin --strict`, run on the
+//     host's repository as its owner, into a quarantine (see quarantine):
+//     git names each object by hashing its content, checks its format and
+//     that every object it names is there, so a command can neither forge
+//     an object under another's name, nor plant a malformed one, nor break
+//     the history with an object that names one that is nowhere. Then they
+//     are removed from the shadow; git there finds them through the
+//     alternate.
 //   - the refs a command changed, each name and value checked, applied with
 //     one `git update-ref --stdin` transaction whose old values are those of
 //     the last sync: when the user changed a ref on the host meanwhile, the
@@ -62,7 +68,8 @@ const (
 	maxRefs        = 100_000 // refs read from one side
 	maxRefDepth    = 16      // directories under refs/
 	maxRefFile     = 4096    // bytes of a loose ref
-	maxImportFiles = 100_000 // loose objects and packs imported at once
+	maxImportFiles = 100_000 // loose objects imported at once
+	maxImportPacks = 16      // packs imported at once (each a git process)
 	maxStashLog    = 4 << 20 // bytes of the stash list
 	hostObjectsDir = "/.corral/git"
 )
@@ -321,7 +328,7 @@ func readRefs(d *repoDir, hashLen int) (refs refMap, bad int, err error) {
 // reference-transaction, on the host), nor in a repository with a
 // commondir (its refs and objects would be another repository's, anywhere
 // on the host), and only where plainPath says no link leads elsewhere.
-func (s *gitShadow) gitAsOwner(hd *repoDir, gitDir string, stdin io.Reader, args ...string) ([]byte, error) {
+func (s *gitShadow) gitAsOwner(hd *repoDir, gitDir string, env []string, stdin io.Reader, args ...string) ([]byte, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(hd.fd, "commondir", &st, unix.AT_SYMLINK_NOFOLLOW); !errors.Is(err, unix.ENOENT) {
 		return nil, fmt.Errorf("git %s: the repository has a commondir, which sends git to another repository", args[0])
@@ -329,7 +336,7 @@ func (s *gitShadow) gitAsOwner(hd *repoDir, gitDir string, stdin io.Reader, args
 	cmd := exec.Command("git", append([]string{"--git-dir=" + gitDir, "-c", "core.hooksPath=/dev/null"}, args...)...)
 	cmd.Dir = gitDir
 	cmd.Stdin = stdin
-	cmd.Env = gitHostEnv()
+	cmd.Env = append(gitHostEnv(), env...)
 	if os.Geteuid() == 0 && unix.Fstat(hd.fd, &st) == nil && st.Uid != 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: st.Uid, Gid: st.Gid}}
 	}
@@ -398,6 +405,7 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 	if r.objectsKey.unchanged(sd) {
 		return ""
 	}
+	left := false // packs left for the next sync
 	defer func() {
 		// What was taken (or refused) is gone from the shadow now; the
 		// alternate is put back if a command changed it.
@@ -405,6 +413,9 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 			s.keepAlternate(sd, r.Alternate)
 		}
 		r.objectsKey = objectsKey(sd)
+		if left {
+			r.objectsKey = nil
+		}
 	}()
 	if !plainPath(hd, "objects/pack", true) {
 		return "the repository's objects/pack is not a directory of its own: nothing taken"
@@ -426,7 +437,12 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 			d.close()
 		}
 	}()
-	var problems []string
+	var pd *repoDir
+	type packFile struct {
+		base  string
+		mtime int64
+	}
+	var packs []packFile
 	for _, name := range names {
 		switch {
 		case len(name) == 2 && strings.Trim(name, "0123456789abcdef") == "":
@@ -443,37 +459,78 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 				}
 			}
 		case name == "pack":
-			pd, err := openBeneathFD(od, name)
-			if err != nil {
+			if pd, err = openBeneathFD(od, name); err != nil {
 				continue
 			}
 			dirs = append(dirs, pd)
 			files, _ := pd.names(maxImportFiles)
-			slices.Sort(files)
 			for _, f := range files {
-				base, ok := strings.CutSuffix(f, ".pack")
-				if !ok || !strings.HasPrefix(base, "pack-") {
-					continue
-				}
-				if err := s.importPack(r, hd, pd, f); err != nil {
-					problems = append(problems, err.Error())
-					s.log.Warn("a pack a command made was not taken into the host's repository", "repo", r.Host, "pack", f, "err", err)
-				}
-				// Taken, or refused: either way it goes, with its companions.
-				for _, ext := range []string{".pack", ".idx", ".rev", ".bitmap", ".keep", ".promisor", ".mtimes"} {
-					pd.remove(base + ext)
+				if base, ok := strings.CutSuffix(f, ".pack"); ok && strings.HasPrefix(base, "pack-") {
+					var st unix.Stat_t
+					unix.Fstatat(pd.fd, f, &st, unix.AT_SYMLINK_NOFOLLOW)
+					packs = append(packs, packFile{base, st.Mtim.Nano()})
 				}
 			}
 		}
 	}
-	if len(objs) > 0 {
-		if err := s.importLoose(r, hd, objs); err != nil {
+	// In the order git made them, which is the order in which they name
+	// each other; a bounded number each time.
+	slices.SortFunc(packs, func(a, b packFile) int {
+		return cmp.Or(cmp.Compare(a.mtime, b.mtime), strings.Compare(a.base, b.base))
+	})
+	if len(packs) > maxImportPacks {
+		packs, left = packs[:maxImportPacks], true
+	}
+	var problems []string
+	if len(packs) > 0 || len(objs) > 0 {
+		q, err := s.newQuarantine(r, hd)
+		if err != nil {
+			// Nothing taken, nothing removed: tried again after the next
+			// command.
+			left = true
+			return "objects not taken: " + err.Error()
+		}
+		// Twice: a pack may name objects of one taken after it.
+		failed := map[string]error{}
+		for _, p := range packs {
+			failed[p.base] = s.importPack(q, r, hd, pd, p.base+".pack")
+		}
+		var looseErr error
+		if len(objs) > 0 {
+			looseErr = s.importLoose(q, r, hd, objs)
+		}
+		again := false
+		for _, p := range packs {
+			if failed[p.base] != nil {
+				failed[p.base] = s.importPack(q, r, hd, pd, p.base+".pack")
+				again = again || failed[p.base] == nil
+			}
+		}
+		if looseErr != nil && again {
+			looseErr = s.importLoose(q, r, hd, objs)
+		}
+		for _, p := range packs {
+			if err := failed[p.base]; err != nil {
+				problems = append(problems, err.Error())
+				s.log.Warn("a pack a command made was not taken into the host's repository", "repo", r.Host, "pack", p.base, "err", err)
+			}
+		}
+		if looseErr != nil {
+			problems = append(problems, looseErr.Error())
+			s.log.Warn("objects a command made were not taken into the host's repository", "repo", r.Host, "err", looseErr)
+		}
+		if err := q.finish(); err != nil {
 			problems = append(problems, err.Error())
-			s.log.Warn("objects a command made were not taken into the host's repository", "repo", r.Host, "err", err)
 		}
-		for _, o := range objs {
-			o.dir.remove(o.name)
+	}
+	// Taken, or refused: either way they go, packs with their companions.
+	for _, p := range packs {
+		for _, ext := range []string{".pack", ".idx", ".rev", ".bitmap", ".keep", ".promisor", ".mtimes"} {
+			pd.remove(p.base + ext)
 		}
+	}
+	for _, o := range objs {
+		o.dir.remove(o.name)
 	}
 	// An emptied fan-out directory goes, so that the next object made there
 	// changes the store's own mtime (git makes the directory again).
@@ -488,8 +545,129 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 	return ""
 }
 
-// importPack streams the pack name in pd into the host's store.
-func (s *gitShadow) importPack(r *shadowRepo, hd, pd *repoDir, name string) error {
+// A quarantine is a directory in the host's object store where the packs of
+// one sync are made, as git's receive-pack does: git index-pack --strict
+// writes there, the host's store its alternate, and only the packs it took
+// whole are moved into the store. index-pack checks the .gitmodules files
+// a pack's trees name only after it has written the pack, and without
+// --strict takes objects that name objects that are nowhere (a tree whose
+// .gitmodules comes in a later pack, unchecked; a commit whose parent is
+// nowhere, a history broken for every git command after it).
+type quarantine struct {
+	s       *gitShadow
+	od, qd  *repoDir // the host's objects, the quarantine
+	name    string   // the quarantine's name in od
+	path    string   // its path, for git
+	objects string   // the host's objects' path, for git
+	taken   []string // the packs taken (pack-HASH)
+}
+
+// newQuarantine makes a quarantine in r's host objects.
+func (s *gitShadow) newQuarantine(r *shadowRepo, hd *repoDir) (*quarantine, error) {
+	od, err := openBeneathFD(hd, "objects")
+	if err != nil {
+		return nil, err
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := "tmp_objdir-corral-" + hex.EncodeToString(rnd[:])
+	uid, gid := -1, -1
+	var st unix.Stat_t
+	if os.Geteuid() == 0 && unix.Fstat(hd.fd, &st) == nil {
+		uid, gid = int(st.Uid), int(st.Gid) // git runs as the owner (gitAsOwner)
+	}
+	for _, p := range []string{name, name + "/pack"} {
+		if err := unix.Mkdirat(od.fd, p, 0o700); err != nil {
+			od.close()
+			return nil, err
+		}
+		if uid >= 0 {
+			unix.Fchownat(od.fd, p, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
+		}
+	}
+	qd, err := openBeneathFD(od, name)
+	if err != nil {
+		od.removeAll(name)
+		od.close()
+		return nil, err
+	}
+	objects := path.Join(r.Host, "objects")
+	return &quarantine{s: s, od: od, qd: qd, name: name, path: path.Join(objects, name), objects: objects}, nil
+}
+
+// indexPack streams a pack into git index-pack in the quarantine; what a
+// refused one left there goes.
+func (q *quarantine) indexPack(r *shadowRepo, hd *repoDir, in io.Reader) error {
+	env := []string{"GIT_OBJECT_DIRECTORY=" + q.path, "GIT_ALTERNATE_OBJECT_DIRECTORIES=" + q.objects}
+	out, err := q.s.gitAsOwner(hd, r.Host, env, in, "index-pack", "--stdin", "--strict")
+	var hash string
+	if err == nil {
+		// "pack\tHASH", then the .gitmodules it could not check: none
+		// under --strict, or it is refused.
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		h, ok := strings.CutPrefix(lines[0], "pack\t")
+		if !ok || len(lines) > 1 || !isHexID(h, r.HashLen) {
+			err = fmt.Errorf("git index-pack: a .gitmodules it could not check: %q", out)
+		}
+		hash = h
+	}
+	if err != nil {
+		q.sweep()
+		return err
+	}
+	q.taken = append(q.taken, "pack-"+hash)
+	return nil
+}
+
+// sweep removes from the quarantine every file but those of the packs taken.
+func (q *quarantine) sweep() {
+	pd, err := openBeneathFD(q.qd, "pack")
+	if err != nil {
+		return
+	}
+	defer pd.close()
+	files, _ := pd.names(-1)
+	for _, f := range files {
+		if !slices.ContainsFunc(q.taken, func(base string) bool { return strings.HasPrefix(f, base+".") }) {
+			pd.removeAll(f)
+		}
+	}
+}
+
+// finish moves the packs taken into the host's store, each index last (git
+// finds a pack by its index), and removes the quarantine.
+func (q *quarantine) finish() error {
+	defer func() {
+		q.qd.close()
+		q.od.removeAll(q.name)
+		q.od.close()
+	}()
+	if len(q.taken) == 0 {
+		return nil
+	}
+	from, err := openBeneathFD(q.qd, "pack")
+	if err != nil {
+		return err
+	}
+	defer from.close()
+	to, err := openBeneathFD(q.od, "pack")
+	if err != nil {
+		return err
+	}
+	defer to.close()
+	for _, base := range q.taken {
+		for _, ext := range []string{".pack", ".rev", ".idx"} {
+			err := unix.Renameat(from.fd, base+ext, to.fd, base+ext)
+			if err != nil && (ext != ".rev" || !errors.Is(err, unix.ENOENT)) {
+				return fmt.Errorf("cannot move %s into the host's store: %w", base+ext, err)
+			}
+		}
+	}
+	return nil
+}
+
+// importPack streams the pack name in pd into the quarantine.
+func (s *gitShadow) importPack(q *quarantine, r *shadowRepo, hd, pd *repoDir, name string) error {
 	fd, err := unix.Openat(pd.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil // gone meanwhile
@@ -499,8 +677,7 @@ func (s *gitShadow) importPack(r *shadowRepo, hd, pd *repoDir, name string) erro
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", name)
 	}
-	_, err = s.gitAsOwner(hd, r.Host, bufio.NewReaderSize(f, 1<<16), "index-pack", "--stdin", "--fsck-objects")
-	return err
+	return q.indexPack(r, hd, bufio.NewReaderSize(f, 1<<16))
 }
 
 // looseEntry is a loose object file of a shadow.
@@ -516,7 +693,7 @@ var packTypes = map[string]byte{"commit": 1, "tree": 2, "blob": 3, "tag": 4}
 // store. Each file is read twice (its header, to count and size it; then
 // its content, into the pack): one changed in between breaks the pack,
 // which git then refuses whole.
-func (s *gitShadow) importLoose(r *shadowRepo, hd *repoDir, objs []looseEntry) error {
+func (s *gitShadow) importLoose(q *quarantine, r *shadowRepo, hd *repoDir, objs []looseEntry) error {
 	type head struct {
 		typ  byte
 		size int64
@@ -558,7 +735,7 @@ func (s *gitShadow) importLoose(r *shadowRepo, hd *repoDir, objs []looseEntry) e
 		}
 		pw.CloseWithError(err)
 	}()
-	_, err := s.gitAsOwner(hd, r.Host, pr, "index-pack", "--stdin", "--fsck-objects")
+	err := q.indexPack(r, hd, pr)
 	pr.Close()
 	return err
 }
@@ -737,7 +914,7 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 	}
 	if len(lines) > 0 {
 		in := strings.Join(lines, "\n") + "\n"
-		if _, err := s.gitAsOwner(hd, r.Host, strings.NewReader(in), "update-ref", "--create-reflog", "-m", "corral: a command in the sandbox", "--stdin"); err != nil {
+		if _, err := s.gitAsOwner(hd, r.Host, nil, strings.NewReader(in), "update-ref", "--create-reflog", "-m", "corral: a command in the sandbox", "--stdin"); err != nil {
 			refused = append(refused, err.Error())
 			applied = nil
 		}

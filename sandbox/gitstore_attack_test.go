@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -228,4 +229,134 @@ func names(ents []fs.DirEntry) []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// malformedScript, run in a sandbox's repository with a case as its
+// argument, makes with git hash-object --literally objects git's fsck
+// refuses, or that name objects that are nowhere, in a commit on the branch
+// named after the case, and prints the object the host must not take.
+const malformedScript = `set -e
+export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@x GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@x
+bin() { printf "$(echo $1 | sed 's/../\\x&/g')"; }
+tree() { git hash-object -t tree --literally -w --stdin; }
+gitmodules() { printf '[submodule "%s"]\n\tpath = x\n\turl = --upload-pack=touch${IFS}/tmp/pwned\n' $1 | git hash-object $2 --stdin; }
+packed() { # moves the objects named into a pack
+	printf '%s\n' "$@" | git pack-objects -q .git/objects/pack/pack >/dev/null
+	for o in "$@"; do rm -f .git/objects/${o:0:2}/${o:2}; done
+}
+case $1 in
+dotgit)
+	blob=$(echo hi | git hash-object -w --stdin)
+	t=$( (printf '100644 .git\0'; bin $blob) | tree)
+	git branch $1 $(git commit-tree $t -m $1); echo $t;;
+gitmodules)
+	gm=$(gitmodules $1 -w)
+	t=$( (printf '100644 .gitmodules\0'; bin $gm) | tree)
+	git branch $1 $(git commit-tree $t -m $1); echo $gm;;
+split) # the tree in a pack, taken first, the blob loose
+	gm=$(gitmodules $1 -w)
+	t=$( (printf '100644 .gitmodules\0'; bin $gm) | tree)
+	c=$(git commit-tree $t -m $1)
+	packed $c $t
+	git branch $1 $c; echo $t;;
+later) # the tree now, the blob in a later command
+	gm=$(gitmodules $1)
+	t=$( (printf '100644 .gitmodules\0'; bin $gm) | tree)
+	c=$(printf 'tree %s\nauthor a <a@x> 1 +0000\ncommitter a <a@x> 1 +0000\n\n%s\n' $t $1 | git hash-object -t commit --literally -w --stdin)
+	echo $c > .git/refs/heads/$1; echo $t;;
+blob) # the blob alone, which names nothing
+	gitmodules later -w;;
+noparent) # a commit whose parent is nowhere
+	c=$(printf 'tree %s\nparent %040d\nauthor a <a@x> 1 +0000\ncommitter a <a@x> 1 +0000\n\n%s\n' $(git write-tree) 7 $1 | git hash-object -t commit --literally -w --stdin)
+	echo $c > .git/refs/heads/$1; echo $c;;
+notree) # a commit whose tree is nowhere
+	c=$(printf 'tree %040d\nauthor a <a@x> 1 +0000\ncommitter a <a@x> 1 +0000\n\n%s\n' 7 $1 | git hash-object -t commit --literally -w --stdin)
+	echo $c > .git/refs/heads/$1; echo $c;;
+esac
+`
+
+// Class 2: objects git's fsck refuses — a tree with a .git entry, a
+// .gitmodules with a url that is an option, whole or split between a pack
+// and a loose object — and a commit whose parent is nowhere are refused:
+// the model is told, the host's repository has none of them, no branch
+// names them, and git fsck finds nothing wrong there.
+func TestAttackMalformedObjects(t *testing.T) {
+	needGit(t)
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	hostGitT(t, ws, "init", "-q")
+	hostGitT(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+	c := newSandbox(t, cfg)
+	if err := os.WriteFile(filepath.Join(ws, ".malformed.sh"), []byte(malformedScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// "later" again once its .gitmodules blob, alone, is in the host's
+	// store.
+	for _, cs := range []string{"dotgit", "gitmodules", "split", "later", "blob", "later", "noparent", "notree"} {
+		res, out := run(t, c, ExecRequest{Command: "bash .malformed.sh " + cs})
+		if res.ExitCode != 0 {
+			t.Fatalf("%s: the script failed: %s", cs, out)
+		}
+		if cs == "blob" {
+			continue
+		}
+		obj := clean(out)
+		t.Logf("%s: made %s; not copied: %v", cs, obj, res.NotCopied)
+		if !slices.ContainsFunc(res.NotCopied, func(s string) bool { return strings.Contains(s, "refused") }) {
+			t.Errorf("%s: the model is not told its objects or refs were refused: %v", cs, res.NotCopied)
+		}
+		if out, err := exec.Command("git", "-C", ws, "cat-file", "-e", obj).CombinedOutput(); err == nil {
+			t.Errorf("%s: the host's repository has the object %s: %s", cs, obj, out)
+		}
+		if out, err := exec.Command("git", "-C", ws, "rev-parse", "-q", "--verify", "refs/heads/"+cs).CombinedOutput(); err == nil {
+			t.Errorf("the host's repository has the branch %s: %s", cs, out)
+		}
+	}
+	// Nothing refused is left in the host's store either.
+	filepath.WalkDir(filepath.Join(ws, ".git", "objects"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), "tmp_") {
+			t.Errorf("left in the host's store: %s", p)
+		}
+		return nil
+	})
+	if out, err := exec.Command("git", "-C", ws, "fsck", "--no-dangling").CombinedOutput(); err != nil {
+		t.Errorf("git fsck on the host: %v\n%s", err, out)
+	}
+	// Made right, the same reaches the host.
+	sh(t, c, "git -c user.name=a -c user.email=a@x commit -q --allow-empty -m two")
+	if got := hostGitT(t, ws, "log", "--format=%s"); got != "two\none\n" {
+		t.Errorf("host log after a good commit:\n%s", got)
+	}
+}
+
+// What git makes in one command reaches the host whatever order corral
+// finds it in, now that each pack must name only objects that are there:
+// packs that name each other (repack after repack), loose objects that
+// name a pack's, a pack that names loose objects. (Not both at once: a
+// pack and loose objects that name each other's are refused.)
+func TestGitStorePackOrder(t *testing.T) {
+	needGit(t)
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	hostGitT(t, ws, "init", "-q")
+	hostGitT(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+	c := newSandbox(t, cfg)
+	for i := 0; i < 3; i++ {
+		res, out := run(t, c, ExecRequest{Command: `set -e
+ci() { git -c user.name=a -c user.email=a@x commit -q --allow-empty -m "$1"; }
+ci a; ci b; git repack -q -d
+ci c; git repack -q -d
+ci d; ci e
+e=$(git rev-parse HEAD)
+echo $e | git pack-objects -q .git/objects/pack/pack >/dev/null
+rm .git/objects/${e:0:2}/${e:2}`})
+		if res.ExitCode != 0 || len(res.NotCopied) > 0 {
+			t.Errorf("exit %d: %s; not copied: %v", res.ExitCode, out, res.NotCopied)
+		}
+	}
+	want := strings.Repeat("e\nd\nc\nb\na\n", 3) + "one\n"
+	if got := hostGitT(t, ws, "log", "--format=%s"); got != want {
+		t.Errorf("host log:\n%s", got)
+	}
+	hostGitT(t, ws, "fsck", "--no-dangling")
 }
