@@ -231,6 +231,13 @@ func objectsKey(sd *repoDir) treeKey {
 // from them.
 const deletedRefs = "refs/corral/deleted/"
 
+// corralRef reports whether name is corral's: refs/corral, or under it.
+// A ref named refs/corral itself on the host would leave no room for the
+// copies of deleted refs, and so fail every later deletion.
+func corralRef(name string) bool {
+	return name == "refs/corral" || strings.HasPrefix(name, "refs/corral/")
+}
+
 // refValue is a ref's value: an object id in hex, or "ref: NAME".
 type refMap map[string]string
 
@@ -250,7 +257,7 @@ func readRefs(d *repoDir, hashLen int) (refs refMap, bad int, err error) {
 				bad++
 				continue
 			}
-			if !strings.HasPrefix(name, "refs/corral/") {
+			if !corralRef(name) {
 				refs[name] = id
 			}
 		}
@@ -293,8 +300,8 @@ func readRefs(d *repoDir, hashLen int) (refs refMap, bad int, err error) {
 					sub.close()
 				}
 			case unix.S_IFREG:
-				if strings.HasSuffix(name, ".lock") {
-					continue // git's own, mid-update
+				if strings.HasSuffix(name, ".lock") || corralRef(full) {
+					continue // git's own, mid-update; corral's
 				}
 				b, err := dir.read(name, maxRefFile)
 				v, ok := strings.CutSuffix(string(b), "\n")

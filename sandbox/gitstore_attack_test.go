@@ -360,3 +360,56 @@ rm .git/objects/${e:0:2}/${e:2}`})
 	}
 	hostGitT(t, ws, "fsck", "--no-dangling")
 }
+
+// Class 3: refs/corral/ on the host is corral's (the last value of each
+// ref deleted): commands neither see it, nor write, overwrite or delete
+// there, nor make HEAD name a ref there (the user's commits would go where
+// no command sees them, and the next deletion's copy would overwrite them),
+// nor take the name refs/corral itself (every later deletion's copy would
+// then fail, and with it every change of the same command).
+func TestAttackCorralRefs(t *testing.T) {
+	needGit(t)
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	hostGitT(t, ws, "init", "-q", "-b", "main")
+	hostGitT(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+	hostGitT(t, ws, "branch", "keep")
+	hostGitT(t, ws, "branch", "gone")
+	c := newSandbox(t, cfg)
+	one := strings.TrimSpace(hostGitT(t, ws, "rev-parse", "main"))
+	// Before any deletion (no refs/corral on the host yet), then after.
+	for i := 0; i < 2; i++ {
+		for _, cmd := range []string{
+			"git update-ref refs/corral HEAD",
+			"git update-ref -d refs/corral; echo " + one + " refs/corral >> .git/packed-refs",
+			"git update-ref refs/corral/deleted/refs/heads/keep HEAD",
+			"git update-ref refs/corral/x HEAD",
+			"echo " + one + " refs/corral/deleted/refs/heads/packed >> .git/packed-refs",
+			"echo 'ref: refs/corral/deleted/refs/heads/keep' > .git/HEAD",
+			"echo 'ref: refs/corral/x' > .git/HEAD",
+		} {
+			res, out := run(t, c, ExecRequest{Command: cmd})
+			t.Logf("%s: exit %d %s; not copied %v", cmd, res.ExitCode, out, res.NotCopied)
+			if got := strings.TrimSpace(hostGitT(t, ws, "symbolic-ref", "HEAD")); got != "refs/heads/main" {
+				t.Errorf("after %q the host's HEAD names %s", cmd, got)
+				hostGitT(t, ws, "symbolic-ref", "HEAD", "refs/heads/main")
+			}
+			run(t, c, ExecRequest{Command: "git symbolic-ref HEAD refs/heads/main"})
+		}
+		if i == 0 {
+			if got := hostGitT(t, ws, "for-each-ref", "refs/corral"); got != "" {
+				t.Errorf("the host's refs/corral:\n%s", got)
+			}
+			sh(t, c, "git branch -D keep")
+		}
+	}
+	backup := one
+	if got := hostGitT(t, ws, "for-each-ref", "--format=%(refname) %(objectname)", "refs/corral"); got != "refs/corral/deleted/refs/heads/keep "+backup+"\n" {
+		t.Errorf("the host's refs/corral:\n%s", got)
+	}
+	// Deleting still works, with its copy.
+	sh(t, c, "git branch -D gone")
+	if out, err := exec.Command("git", "-C", ws, "rev-parse", "-q", "--verify", "refs/corral/deleted/refs/heads/gone").CombinedOutput(); err != nil {
+		t.Errorf("a deletion after those has no copy: %v %s", err, out)
+	}
+}
