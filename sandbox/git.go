@@ -148,8 +148,11 @@ type syncKey struct {
 }
 
 type statKey struct {
-	Size  int64  `json:"size"`
-	MTime int64  `json:"mtime"`
+	Size  int64 `json:"size"`
+	MTime int64 `json:"mtime"`
+	// CTime too: a command can put back the mtime of a file it rewrote in
+	// place (touch), not its ctime.
+	CTime int64  `json:"ctime,omitempty"`
 	Ino   uint64 `json:"ino"`
 	Mode  uint32 `json:"mode"`
 }
@@ -1261,7 +1264,7 @@ func (d *repoDir) stat(name string) (k statKey, ok bool) {
 }
 
 func keyOfStat(st *unix.Stat_t) statKey {
-	return statKey{Size: st.Size, MTime: st.Mtim.Nano(), Ino: st.Ino, Mode: uint32(fileMode(uint32(st.Mode)))}
+	return statKey{Size: st.Size, MTime: st.Mtim.Nano(), CTime: st.Ctim.Nano(), Ino: st.Ino, Mode: uint32(fileMode(uint32(st.Mode)))}
 }
 
 // fileMode turns a stat mode into an fs.FileMode as os.Lstat does (the type

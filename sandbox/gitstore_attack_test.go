@@ -413,3 +413,103 @@ func TestAttackCorralRefs(t *testing.T) {
 		t.Errorf("a deletion after those has no copy: %v %s", err, out)
 	}
 }
+
+// Class 4: what a command leaves in the shadow's store and refs for corral
+// to read after it — named pipes where a loose object, a pack, packed-refs,
+// the stash list, the alternates file or a ref would be; a pack that is
+// not one; a loose object that is not zlib, or that says it is far larger
+// than it is; hundreds of packs — neither blocks corral nor stops it from
+// taking the next command's work.
+func TestAttackStoreDenial(t *testing.T) {
+	needGit(t)
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	hostGitT(t, ws, "init", "-q", "-b", "main")
+	hostGitT(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+	c := newSandbox(t, cfg)
+	if !hasTool(t, c, "python3") {
+		t.Fatal("the test image has no python3")
+	}
+	id := strings.Repeat("ab", 20)
+	n := 1
+	commit := func(after string) {
+		t.Helper()
+		n++
+		msg := "c" + strconv.Itoa(n)
+		res, out := run(t, c, ExecRequest{Command: "git -c user.name=a -c user.email=a@x commit -q --allow-empty -m " + msg})
+		if res.ExitCode != 0 {
+			t.Fatalf("after %s, a commit fails inside: %s", after, out)
+		}
+		if got := hostGitT(t, ws, "log", "-1", "--format=%s"); got != msg+"\n" {
+			t.Errorf("after %s, the next commit did not reach the host (%q; not copied %v)", after, got, res.NotCopied)
+		}
+	}
+	for _, step := range []struct{ what, make, undo string }{
+		{"a named pipe as a loose object", "mkdir -p .git/objects/ab && mkfifo .git/objects/ab/" + id[2:], ""},
+		{"a named pipe as a pack", "mkfifo .git/objects/pack/pack-" + id + ".pack", ""},
+		{"a named pipe as the alternates", "rm .git/objects/info/alternates && mkfifo .git/objects/info/alternates", ""},
+		{"a named pipe as packed-refs", "rm -f .git/packed-refs && mkfifo .git/packed-refs", "rm .git/packed-refs; git update-ref refs/heads/main $(git rev-parse main)"},
+		{"a named pipe as the stash list", "mkdir -p .git/logs/refs && rm -f .git/logs/refs/stash && mkfifo .git/logs/refs/stash", "rm .git/logs/refs/stash"},
+		{"a named pipe as a ref", "mkfifo .git/refs/heads/pipe", "rm .git/refs/heads/pipe"},
+		{"a pack that is not one", "head -c 100000 /dev/urandom > .git/objects/pack/pack-" + id + ".pack", ""},
+		{"a loose object that is not zlib", "mkdir -p .git/objects/ab && head -c 1000 /dev/urandom > .git/objects/ab/" + id[2:], ""},
+		{"a loose object far shorter than it says", `python3 -c "import zlib,os; os.makedirs('.git/objects/ab', exist_ok=True); open('.git/objects/ab/` + id[2:] + `','wb').write(zlib.compress(b'blob 1000000000000000\0short'))"`, ""},
+		{"600 packs that are not", "for i in $(seq 1000 1599); do echo x > .git/objects/pack/pack-" + id[:36] + "$i.pack; done", ""},
+	} {
+		res, out := run(t, c, ExecRequest{Command: step.make})
+		if res.ExitCode != 0 {
+			t.Fatalf("%s: %s", step.what, out)
+		}
+		t.Logf("%s: not copied %v", step.what, res.NotCopied)
+		if step.undo != "" {
+			// The command's own git cannot read what it broke: it mends it.
+			sh(t, c, step.undo)
+		}
+		commit(step.what)
+	}
+	hostGitT(t, ws, "fsck", "--no-dangling")
+}
+
+// inPlaceScript rewrites a file in place, same size, and gives it back its
+// modification time: its inode, size, mode and mtime are what they were.
+const inPlaceScript = `
+import os, sys
+p, content = sys.argv[1], sys.argv[2].encode() + b'\n'
+st = os.stat(p)
+assert len(content) == st.st_size, (len(content), st.st_size)
+with open(p, 'r+b') as f:
+    f.write(content)
+os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+`
+
+// Class 5: corral reads a shadow's refs, HEAD and index again only when
+// their stat keys changed. A command that rewrites one in place and puts
+// its mtime back (touch does) changes only its ctime: corral must still
+// see the change after that command, not at a later one's (where it would
+// be taken as that one's).
+func TestAttackCacheInPlace(t *testing.T) {
+	needGit(t)
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	hostGitT(t, ws, "init", "-q", "-b", "main")
+	hostGitT(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+	c := newSandbox(t, cfg)
+	if !hasTool(t, c, "python3") {
+		t.Fatal("the test image has no python3")
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".inplace.py"), []byte(inPlaceScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, "git branch x && git -c user.name=a -c user.email=a@x commit -q --allow-empty -m two")
+	two := strings.TrimSpace(hostGitT(t, ws, "rev-parse", "main"))
+	// refs/heads/x, loose in the shadow, from one to two in place.
+	sh(t, c, "python3 .inplace.py .git/refs/heads/x "+two)
+	if got := strings.TrimSpace(hostGitT(t, ws, "rev-parse", "x")); got != two {
+		t.Errorf("a ref rewritten in place with its mtime put back did not reach the host after its command: x is %s, want %s", got, two)
+	}
+	// HEAD, the same size, to another branch.
+	sh(t, c, "git branch feat && python3 .inplace.py .git/HEAD 'ref: refs/heads/feat'")
+	if got := strings.TrimSpace(hostGitT(t, ws, "symbolic-ref", "HEAD")); got != "refs/heads/feat" {
+		t.Errorf("HEAD rewritten in place with its mtime put back did not reach the host after its command: it names %s", got)
+	}
+}
