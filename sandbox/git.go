@@ -134,6 +134,9 @@ type shadowRepo struct {
 	// What was read of each side at the last sync (gitstore.go's treeKey);
 	// nil: read it all.
 	hostKey, shadowKey, objectsKey treeKey
+	// stuck is set when git run on the repository did not end: nothing
+	// more is taken from it (gitAsOwner).
+	stuck bool
 }
 
 // syncKey tells whether a synced file changed since the last sync: a file

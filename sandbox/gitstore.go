@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"compress/zlib"
+	"context"
 	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -22,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -335,13 +337,21 @@ func readRefs(d *repoDir, hashLen int) (refs refMap, bad int, err error) {
 // reference-transaction, on the host), nor in a repository with a
 // commondir (its refs and objects would be another repository's, anywhere
 // on the host), and only where plainPath says no link leads elsewhere.
-func (s *gitShadow) gitAsOwner(hd *repoDir, gitDir string, env []string, stdin io.Reader, args ...string) ([]byte, error) {
+func (s *gitShadow) gitAsOwner(r *shadowRepo, hd *repoDir, env []string, stdin io.Reader, limit time.Duration, args ...string) ([]byte, error) {
+	if r.stuck {
+		return nil, fmt.Errorf("git %s: git did not end in this repository before: nothing more is taken from it in this session", args[0])
+	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(hd.fd, "commondir", &st, unix.AT_SYMLINK_NOFOLLOW); !errors.Is(err, unix.ENOENT) {
 		return nil, fmt.Errorf("git %s: the repository has a commondir, which sends git to another repository", args[0])
 	}
-	cmd := exec.Command("git", append([]string{"--git-dir=" + gitDir, "-c", "core.hooksPath=/dev/null"}, args...)...)
-	cmd.Dir = gitDir
+	// Bounded: what git opens there (an included config, packed-refs,
+	// objects/info/alternates) may be a named pipe that never opens.
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", append([]string{"--git-dir=" + r.Host, "-c", "core.hooksPath=/dev/null"}, args...)...)
+	cmd.WaitDelay = 10 * time.Second
+	cmd.Dir = r.Host
 	cmd.Stdin = stdin
 	cmd.Env = append(gitHostEnv(), env...)
 	if os.Geteuid() == 0 && unix.Fstat(hd.fd, &st) == nil && st.Uid != 0 {
@@ -350,6 +360,11 @@ func (s *gitShadow) gitAsOwner(hd *repoDir, gitDir string, env []string, stdin i
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			r.stuck = true
+			s.log.Warn("git did not end in a repository: nothing more is taken from it in this session", "repo", r.Host, "git", args[0], "limit", limit)
+			return nil, fmt.Errorf("git %s did not end within %v (a named pipe in the repository?): nothing more is taken from it in this session", args[0], limit)
+		}
 		msg := strings.TrimSpace(errb.String())
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 			msg = msg[i+1:]
@@ -357,6 +372,17 @@ func (s *gitShadow) gitAsOwner(hd *repoDir, gitDir string, env []string, stdin i
 		return nil, fmt.Errorf("git %s: %v: %s", args[0], err, msg)
 	}
 	return out.Bytes(), nil
+}
+
+// gitLimit bounds git run on a host's repository, and gitRate lets
+// index-pack a minute more for each gitRate bytes it is given.
+var (
+	gitLimit = 2 * time.Minute
+	gitRate  = int64(32 << 20)
+)
+
+func indexPackLimit(size int64) time.Duration {
+	return gitLimit + time.Duration(size/gitRate)*time.Minute
 }
 
 // plainPath reports whether each directory on the way to rel in the host's
@@ -604,9 +630,9 @@ func (s *gitShadow) newQuarantine(r *shadowRepo, hd *repoDir) (*quarantine, erro
 
 // indexPack streams a pack into git index-pack in the quarantine; what a
 // refused one left there goes.
-func (q *quarantine) indexPack(r *shadowRepo, hd *repoDir, in io.Reader) error {
+func (q *quarantine) indexPack(r *shadowRepo, hd *repoDir, in io.Reader, size int64) error {
 	env := []string{"GIT_OBJECT_DIRECTORY=" + q.path, "GIT_ALTERNATE_OBJECT_DIRECTORIES=" + q.objects}
-	out, err := q.s.gitAsOwner(hd, r.Host, env, in, "index-pack", "--stdin", "--strict")
+	out, err := q.s.gitAsOwner(r, hd, env, in, indexPackLimit(size), "index-pack", "--stdin", "--strict")
 	var hash string
 	if err == nil {
 		// "pack\tHASH", then the .gitmodules it could not check: none
@@ -681,10 +707,11 @@ func (s *gitShadow) importPack(q *quarantine, r *shadowRepo, hd, pd *repoDir, na
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", name)
 	}
-	return q.indexPack(r, hd, bufio.NewReaderSize(f, 1<<16))
+	return q.indexPack(r, hd, bufio.NewReaderSize(f, 1<<16), fi.Size())
 }
 
 // looseEntry is a loose object file of a shadow.
@@ -742,7 +769,11 @@ func (s *gitShadow) importLoose(q *quarantine, r *shadowRepo, hd *repoDir, objs 
 		}
 		pw.CloseWithError(err)
 	}()
-	err := q.indexPack(r, hd, pr)
+	var size int64
+	for _, h := range heads {
+		size += h.size
+	}
+	err := q.indexPack(r, hd, pr, size)
 	pr.Close()
 	return err
 }
@@ -921,7 +952,7 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 	}
 	if len(lines) > 0 {
 		in := strings.Join(lines, "\n") + "\n"
-		if _, err := s.gitAsOwner(hd, r.Host, nil, strings.NewReader(in), "update-ref", "--create-reflog", "-m", "corral: a command in the sandbox", "--stdin"); err != nil {
+		if _, err := s.gitAsOwner(r, hd, nil, strings.NewReader(in), gitLimit, "update-ref", "--create-reflog", "-m", "corral: a command in the sandbox", "--stdin"); err != nil {
 			refused = append(refused, err.Error())
 			applied = nil
 		}

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // needGit fails the test when the host has no git.
@@ -511,5 +513,56 @@ func TestAttackCacheInPlace(t *testing.T) {
 	sh(t, c, "git branch feat && python3 .inplace.py .git/HEAD 'ref: refs/heads/feat'")
 	if got := strings.TrimSpace(hostGitT(t, ws, "symbolic-ref", "HEAD")); got != "refs/heads/feat" {
 		t.Errorf("HEAD rewritten in place with its mtime put back did not reach the host after its command: it names %s", got)
+	}
+}
+
+// Class 4: a repository a command made during an earlier session has the
+// config that command wrote, here one that includes a named pipe of the
+// workspace. The git corral runs there on the host must not block it
+// (every later command, and the end of the session, would wait forever):
+// it is bounded, and that repository is left alone after, while the
+// others are still taken.
+func TestAttackEarlierRepositoryPipe(t *testing.T) {
+	needGit(t)
+	old := gitLimit
+	gitLimit = 5 * time.Second
+	t.Cleanup(func() { gitLimit = old })
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	os.Chmod(filepath.Dir(ws), 0o755) // the owner of what commands make reaches it
+	hostGitT(t, ws, "init", "-q")
+	hostGitT(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+	c := newSandbox(t, cfg)
+	sh(t, c, "mkdir inc && cd inc && git init -q && git commit -q --allow-empty -m one && mkfifo ../pipe && git config include.path ../../pipe")
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := cfg
+	cfg2.Session += "-2"
+	c2 := newSandbox(t, cfg2)
+	// Should corral block on the pipe, the pipe is opened (after run's
+	// bound has failed the test) so that the test ends.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-stop:
+		case <-time.After(50 * time.Second):
+			if f, err := os.OpenFile(filepath.Join(ws, "pipe"), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+		}
+	}()
+	res, out := run(t, c2, ExecRequest{Command: "cd " + ws + "/inc && sed -i '/include/,$d' .git/config && git commit -q --allow-empty -m two"})
+	t.Logf("exit %d %s; not copied %v", res.ExitCode, out, res.NotCopied)
+	if !slices.ContainsFunc(res.NotCopied, func(s string) bool { return strings.Contains(s, "did not end") }) {
+		t.Errorf("the model is not told: %v", res.NotCopied)
+	}
+	for i := 0; i < 3; i++ {
+		res, out := run(t, c2, ExecRequest{Command: "cd " + ws + " && git commit -q --allow-empty -m c" + strconv.Itoa(i)})
+		t.Logf("exit %d %s; not copied %v", res.ExitCode, out, res.NotCopied)
+	}
+	if got := hostGitT(t, ws, "log", "--format=%s"); got != "c2\nc1\nc0\none\n" {
+		t.Errorf("the other repository's commits did not reach the host:\n%s", got)
 	}
 }
