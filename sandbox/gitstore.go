@@ -926,6 +926,11 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 			refused = append(refused, name+" changed on the host too; the host's is kept")
 		case cur == "" && name == current:
 			refused = append(refused, name+" is the branch checked out: git does not delete it")
+		case cur != "" && strings.HasPrefix(name, "refs/replace/"):
+			// The user's git would show the object it replaces as the
+			// command's: a commit HEAD names holding the command's files,
+			// their change gone from git status and git diff.
+			refused = append(refused, name+" would make the user's git show another object in place of one: replace refs are not taken")
 		case cur == "":
 			// Its reflog goes with it: its last value is kept where no
 			// command reaches (refs/corral is never synced).

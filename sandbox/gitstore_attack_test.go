@@ -566,3 +566,34 @@ func TestAttackEarlierRepositoryPipe(t *testing.T) {
 		t.Errorf("the other repository's commits did not reach the host:\n%s", got)
 	}
 }
+
+// Class 3: a command cannot hide its change to a tracked file from the
+// user's git status and git diff by replacing the commit HEAD names (git
+// replace): with refs/replace/HEAD's-id on the host, the user's git would
+// show HEAD as holding the command's file, the change nowhere.
+func TestAttackReplaceRef(t *testing.T) {
+	needGit(t)
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	hostGitT(t, ws, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(ws, "auth.go"), []byte("check()\n"), 0o644)
+	hostGitT(t, ws, "add", "auth.go")
+	hostGitT(t, ws, "commit", "-q", "-m", "one")
+	c := newSandbox(t, cfg)
+	res, out := run(t, c, ExecRequest{Command: `set -e
+echo 'skip()' > auth.go
+git add auth.go
+r=$(git commit-tree $(git write-tree) -m one)
+git replace HEAD $r
+git status --porcelain`})
+	t.Logf("exit %d %q; not copied %v", res.ExitCode, out, res.NotCopied)
+	if out, err := exec.Command("git", "-C", ws, "for-each-ref", "refs/replace").CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("the host has a replace ref: %s %v", out, err)
+	}
+	if st := hostGitT(t, ws, "status", "--porcelain"); !strings.Contains(st, "auth.go") {
+		t.Errorf("the command's change to auth.go is hidden from the host's git status: %q", st)
+	}
+	if !slices.ContainsFunc(res.NotCopied, func(s string) bool { return strings.Contains(s, "refs/replace") }) {
+		t.Errorf("the model is not told its replace ref was refused: %v", res.NotCopied)
+	}
+}
