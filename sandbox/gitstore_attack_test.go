@@ -597,3 +597,71 @@ git status --porcelain`})
 		t.Errorf("the model is not told its replace ref was refused: %v", res.NotCopied)
 	}
 }
+
+// swapReadDirsScript, run in a sandbox's workspace, swaps .git/refs/heads
+// and .git/logs/refs, atomically and back and forth, with links to
+// directories of the host that hold a ref file and a stash list naming a
+// secret object id, rewriting packed-refs now and then so that corral
+// reads the refs again, until its time or count runs out.
+const swapReadDirsScript = `
+import ctypes, os, sys, time
+heads, logs, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
+libc = ctypes.CDLL(None, use_errno=True)
+def xchg(a, b):
+    libc.renameat2(-100, a.encode(), -100, b.encode(), 2)
+os.chdir('.git')
+os.makedirs('logs/refs', exist_ok=True)
+for d, target in (('refs/heads', heads), ('logs/refs', logs)):
+    if not os.path.lexists(d + '.link'):
+        os.symlink(target, d + '.link')
+packed = open('packed-refs').read()
+end = time.time() + secs
+i = 0
+while time.time() < end and i < 5000000:
+    i += 1
+    if i % 500 == 0:
+        with open('packed-refs.tmp', 'w') as f:
+            f.write(packed + '%s refs/tags/t%d\n' % (packed.split()[0] if packed.strip() else '', i))
+        os.rename('packed-refs.tmp', 'packed-refs')
+    xchg('refs/heads', 'refs/heads.link')
+    xchg('logs/refs', 'logs/refs.link')
+`
+
+// Class 1: a background process swaps the shadow's refs/heads and
+// logs/refs for links to directories of the host holding a ref and a stash
+// list that name a secret object id, while corral reads the shadow's refs
+// and stash list after each command: the secret must reach neither the
+// host's repository nor the shadow.
+func TestAttackReadThroughLink(t *testing.T) {
+	needGit(t)
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	hostGitT(t, ws, "init", "-q", "-b", "main")
+	hostGitT(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+	hostGitT(t, ws, "pack-refs", "--all")
+	head := strings.TrimSpace(hostGitT(t, ws, "rev-parse", "HEAD"))
+	secret := "5ec2e7" + strings.Repeat("0", 34)
+	heads, logs := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(heads, "main"), []byte(secret+"\n"), 0o600)
+	os.WriteFile(filepath.Join(heads, "leak"), []byte(secret+"\n"), 0o600)
+	os.WriteFile(filepath.Join(logs, "stash"), []byte(head+" "+secret+" u <u@x> 1 +0000\tsecret\n"), 0o600)
+	c := newSandbox(t, cfg)
+	if !hasTool(t, c, "python3") {
+		t.Fatal("the test image has no python3")
+	}
+	if err := os.WriteFile(filepath.Join(ws, "swap.py"), []byte(swapReadDirsScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, c, "(python3 swap.py "+heads+" "+logs+" 30 >/dev/null 2>&1 &)")
+	for i := 0; i < 60; i++ {
+		run(t, c, ExecRequest{Command: "sleep 0.1"})
+		if out, err := exec.Command("grep", "-r", "-l", secret[:12], filepath.Join(ws, ".git"), c.shadow().st.Repos[0].Shadow).CombinedOutput(); err == nil {
+			t.Fatalf("after %d commands the secret is in %s", i+1, out)
+		}
+	}
+	// The swapping ran all along.
+	if out := sh(t, c, "pgrep -f swap.py >/dev/null && ls .git/refs .git/logs"); !strings.Contains(out, "heads.link") || !strings.Contains(out, "refs.link") {
+		t.Errorf("the swapping did not run:\n%s", out)
+	}
+	run(t, c, ExecRequest{Command: "pkill -f swap.py"})
+}
