@@ -947,17 +947,36 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 	if len(lines) > 0 || stashChanged {
 		r.hostKey = nil // the host's refs change: read them again before the next command
 	}
-	for _, l := range lines {
-		name := strings.Fields(l)[1]
-		if !plainPath(hd, name, false) || !plainPath(hd, "logs/"+name, false) {
-			refused = append(refused, name+" or its reflog is not a file of the repository's own (a link?): no ref taken")
-			lines, applied = nil, nil
-			break
+	updateRefs := func(lines []string) error {
+		for _, l := range lines {
+			name := strings.Fields(l)[1]
+			if !plainPath(hd, name, false) || !plainPath(hd, "logs/"+name, false) {
+				return errors.New(name + " or its reflog cannot be a file of the repository's own (a link, or a ref, on the way): no ref taken")
+			}
 		}
+		in := strings.Join(lines, "\n") + "\n"
+		_, err := s.gitAsOwner(r, hd, nil, strings.NewReader(in), gitLimit, "update-ref", "--create-reflog", "-m", "corral: a command in the sandbox", "--stdin")
+		return err
 	}
 	if len(lines) > 0 {
-		in := strings.Join(lines, "\n") + "\n"
-		if _, err := s.gitAsOwner(r, hd, nil, strings.NewReader(in), gitLimit, "update-ref", "--create-reflog", "-m", "corral: a command in the sandbox", "--stdin"); err != nil {
+		err := updateRefs(lines)
+		if err != nil && slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "update "+deletedRefs) }) {
+			// The copy of a deleted ref may be in the way of another's
+			// (refs/heads/a deleted, then refs/heads/a/b): the copies go
+			// in a directory of their own instead.
+			alt := make([]string, len(lines))
+			dir := deletedRefs + strconv.FormatInt(time.Now().UnixNano(), 10) + "/"
+			for i, l := range lines {
+				if rest, ok := strings.CutPrefix(l, "update "+deletedRefs); ok {
+					l = "update " + dir + rest
+				}
+				alt[i] = l
+			}
+			if updateRefs(alt) == nil {
+				err = nil
+			}
+		}
+		if err != nil {
 			refused = append(refused, err.Error())
 			applied = nil
 		}

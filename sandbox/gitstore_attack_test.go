@@ -665,3 +665,39 @@ func TestAttackReadThroughLink(t *testing.T) {
 	}
 	run(t, c, ExecRequest{Command: "pkill -f swap.py"})
 }
+
+// Deleting refs/heads/a, then refs/heads/a/b (or the other way round)
+// keeps both last values, though their copies' names are in each other's
+// way; and the other changes of the same command are taken with them.
+func TestGitStoreDeleteNested(t *testing.T) {
+	needGit(t)
+	cfg := testConfig(t)
+	ws := cfg.Workspace
+	hostGitT(t, ws, "init", "-q", "-b", "main")
+	hostGitT(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
+	c := newSandbox(t, cfg)
+	ci := "git -c user.name=a -c user.email=a@x commit -q --allow-empty -m "
+	for i, cmd := range []string{
+		"git branch a", "git branch -D a && " + ci + "two",
+		"git branch a/b", "git branch -D a/b && " + ci + "three",
+		"git branch c/d", "git branch -D c/d",
+		"git branch c", "git branch -D c && " + ci + "four",
+	} {
+		res, out := run(t, c, ExecRequest{Command: cmd})
+		if res.ExitCode != 0 || len(res.NotCopied) > 0 {
+			t.Errorf("%d %q: exit %d %s; not copied %v", i, cmd, res.ExitCode, out, res.NotCopied)
+		}
+	}
+	if got := hostGitT(t, ws, "log", "--format=%s"); got != "four\nthree\ntwo\none\n" {
+		t.Errorf("host log:\n%s", got)
+	}
+	refs := hostGitT(t, ws, "for-each-ref", "--format=%(refname)", "refs/heads", "refs/corral")
+	for _, want := range []string{"refs/heads/a/b", "refs/heads/a\n", "refs/heads/c/d", "refs/heads/c\n"} {
+		if !strings.Contains(refs, "/deleted/") || !strings.Contains(refs, want) {
+			t.Errorf("no copy of %s:\n%s", strings.TrimSpace(want), refs)
+		}
+	}
+	if strings.Contains(refs, "\nrefs/heads/a") || strings.Contains(refs, "\nrefs/heads/c") {
+		t.Errorf("a deleted branch is still on the host:\n%s", refs)
+	}
+}
