@@ -648,7 +648,9 @@ func (q *quarantine) indexPack(r *shadowRepo, hd *repoDir, in io.Reader, size in
 		q.sweep()
 		return err
 	}
-	q.taken = append(q.taken, "pack-"+hash)
+	if !slices.Contains(q.taken, "pack-"+hash) {
+		q.taken = append(q.taken, "pack-"+hash)
+	}
 	return nil
 }
 
@@ -683,6 +685,12 @@ func (q *quarantine) finish() error {
 		return err
 	}
 	defer from.close()
+	if unix.Mkdirat(q.od.fd, "pack", 0o755) == nil {
+		var st unix.Stat_t
+		if os.Geteuid() == 0 && unix.Fstat(q.od.fd, &st) == nil {
+			unix.Fchownat(q.od.fd, "pack", int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
+		}
+	}
 	to, err := openBeneathFD(q.od, "pack")
 	if err != nil {
 		return err
