@@ -353,7 +353,9 @@ func (s *gitShadow) gitAsOwner(r *shadowRepo, hd *repoDir, env []string, stdin i
 	cmd.WaitDelay = 10 * time.Second
 	cmd.Dir = r.Host
 	cmd.Stdin = stdin
-	cmd.Env = append(gitHostEnv(), env...)
+	// In a partial clone, git would fetch an object a command's names
+	// from the promisor remote, with the user's credentials.
+	cmd.Env = append(append(gitHostEnv(), "GIT_NO_LAZY_FETCH=1"), env...)
 	if os.Geteuid() == 0 && unix.Fstat(hd.fd, &st) == nil && st.Uid != 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: st.Uid, Gid: st.Gid}}
 	}
