@@ -134,6 +134,9 @@ type shadowRepo struct {
 	// What was read of each side at the last sync (gitstore.go's treeKey);
 	// nil: read it all.
 	hostKey, shadowKey, objectsKey treeKey
+	// stuck is set when git run on the repository did not end: nothing
+	// more is taken from it (gitAsOwner).
+	stuck bool
 }
 
 // syncKey tells whether a synced file changed since the last sync: a file
@@ -148,8 +151,11 @@ type syncKey struct {
 }
 
 type statKey struct {
-	Size  int64  `json:"size"`
-	MTime int64  `json:"mtime"`
+	Size  int64 `json:"size"`
+	MTime int64 `json:"mtime"`
+	// CTime too: a command can put back the mtime of a file it rewrote in
+	// place (touch), not its ctime.
+	CTime int64  `json:"ctime,omitempty"`
 	Ino   uint64 `json:"ino"`
 	Mode  uint32 `json:"mode"`
 }
@@ -1257,7 +1263,7 @@ func (d *repoDir) stat(name string) (k statKey, ok bool) {
 }
 
 func keyOfStat(st *unix.Stat_t) statKey {
-	return statKey{Size: st.Size, MTime: st.Mtim.Nano(), Ino: st.Ino, Mode: uint32(fileMode(uint32(st.Mode)))}
+	return statKey{Size: st.Size, MTime: st.Mtim.Nano(), CTime: st.Ctim.Nano(), Ino: st.Ino, Mode: uint32(fileMode(uint32(st.Mode)))}
 }
 
 // fileMode turns a stat mode into an fs.FileMode as os.Lstat does (the type
@@ -1375,9 +1381,10 @@ func (d *repoDir) remove(name string) error {
 }
 
 // removeAll removes name, whatever it is, in a shadow. os.Root removes a
-// tree by descriptors, following no link; the root is opened by the path
-// of the shadow, a directory of corral's own that no command can replace
-// (it is the root of a mount in the container).
+// tree by descriptors, following no link. It is opened by d's path, which
+// a command may have made a link elsewhere since d was opened (d may be a
+// directory in the shadow, refs/heads): it is used only when it is d's
+// directory itself.
 func (d *repoDir) removeAll(name string) error {
 	if err := unix.Unlinkat(d.fd, name, 0); err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
@@ -1387,5 +1394,14 @@ func (d *repoDir) removeAll(name string) error {
 		return err
 	}
 	defer r.Close()
+	var want unix.Stat_t
+	fi, err := r.Stat(".")
+	if err != nil {
+		return err
+	}
+	got, ok := fi.Sys().(*syscall.Stat_t)
+	if unix.Fstat(d.fd, &want) != nil || !ok || uint64(got.Dev) != uint64(want.Dev) || uint64(got.Ino) != uint64(want.Ino) {
+		return fmt.Errorf("%s was replaced", d.path)
+	}
 	return r.RemoveAll(name)
 }

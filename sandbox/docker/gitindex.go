@@ -348,6 +348,11 @@ func checkHead(b []byte, hashLen int, symbolic bool) error {
 		return errors.New("not one line")
 	}
 	if target, ok := strings.CutPrefix(s, "ref: "); ok && symbolic {
+		if corralRef(target) {
+			// The user's commits would go where no command sees them,
+			// and the next deletion's copy would overwrite them.
+			return errors.New("a ref of corral's")
+		}
 		return checkRefName(target)
 	}
 	if !isHexID(s, hashLen) {

@@ -3,10 +3,14 @@ package docker
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/zlib"
+	"context"
+	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -19,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/docker/docker/api/types/mount"
 	"golang.org/x/sys/unix"
@@ -36,11 +41,14 @@ import (
 //
 //   - the objects a command made: the shadow's loose objects and packs are
 //     read by descriptor (no link followed, nothing but regular files) and
-//     streamed as packs into `git index-pack --stdin --fsck-objects`, run on
-//     the host's repository as its owner: git names each object by hashing
-//     its content and checks its format, so a command can neither forge an
-//     object under another's name nor plant a malformed one. Then they are
-//     removed from the shadow; git there finds them through the alternate.
+//     streamed as packs into `git index-pack --stdin --strict`, run on the
+//     host's repository as its owner, into a quarantine (see quarantine):
+//     git names each object by hashing its content, checks its format and
+//     that every object it names is there, so a command can neither forge
+//     an object under another's name, nor plant a malformed one, nor break
+//     the history with an object that names one that is nowhere. Then they
+//     are removed from the shadow; git there finds them through the
+//     alternate.
 //   - the refs a command changed, each name and value checked, applied with
 //     one `git update-ref --stdin` transaction whose old values are those of
 //     the last sync: when the user changed a ref on the host meanwhile, the
@@ -63,7 +71,8 @@ const (
 	maxRefs        = 100_000 // refs read from one side
 	maxRefDepth    = 16      // directories under refs/
 	maxRefFile     = 4096    // bytes of a loose ref
-	maxImportFiles = 100_000 // loose objects and packs imported at once
+	maxImportFiles = 100_000 // loose objects imported at once
+	maxImportPacks = 16      // packs imported at once (each a git process)
 	maxStashLog    = 4 << 20 // bytes of the stash list
 	hostObjectsDir = "/.corral/git"
 )
@@ -204,6 +213,13 @@ func objectsKey(sd *repoDir) treeKey {
 // from them.
 const deletedRefs = "refs/corral/deleted/"
 
+// corralRef reports whether name is corral's: refs/corral, or under it.
+// A ref named refs/corral itself on the host would leave no room for the
+// copies of deleted refs, and so fail every later deletion.
+func corralRef(name string) bool {
+	return name == "refs/corral" || strings.HasPrefix(name, "refs/corral/")
+}
+
 // refValue is a ref's value: an object id in hex, or "ref: NAME".
 type refMap map[string]string
 
@@ -223,7 +239,7 @@ func readRefs(d *repoDir, hashLen int) (refs refMap, bad int, err error) {
 				bad++
 				continue
 			}
-			if !strings.HasPrefix(name, "refs/corral/") {
+			if !corralRef(name) {
 				refs[name] = id
 			}
 		}
@@ -266,8 +282,8 @@ func readRefs(d *repoDir, hashLen int) (refs refMap, bad int, err error) {
 					sub.close()
 				}
 			case unix.S_IFREG:
-				if strings.HasSuffix(name, ".lock") {
-					continue // git's own, mid-update
+				if strings.HasSuffix(name, ".lock") || corralRef(full) {
+					continue // git's own, mid-update; corral's
 				}
 				b, err := dir.read(name, maxRefFile)
 				v, ok := strings.CutSuffix(string(b), "\n")
@@ -294,18 +310,43 @@ func readRefs(d *repoDir, hashLen int) (refs refMap, bad int, err error) {
 // directory when corral is root (git refuses a repository of another user,
 // and what it writes must be the owner's), with no environment of the
 // caller's that would send it elsewhere.
-func (s *gitShadow) gitAsOwner(hd *repoDir, gitDir string, stdin io.Reader, args ...string) ([]byte, error) {
-	cmd := exec.Command("git", append([]string{"--git-dir=" + gitDir}, args...)...)
-	cmd.Dir = gitDir
-	cmd.Stdin = stdin
-	cmd.Env = gitHostEnv()
+//
+// The repository may be one a command made in the workspace in an earlier
+// session, before it was shadowed, with the hooks, commondir and links of
+// the command's: git runs no hook (update-ref would run
+// reference-transaction, on the host), nor in a repository with a
+// commondir (its refs and objects would be another repository's, anywhere
+// on the host), and only where plainPath says no link leads elsewhere.
+func (s *gitShadow) gitAsOwner(r *shadowRepo, hd *repoDir, env []string, stdin io.Reader, limit time.Duration, args ...string) ([]byte, error) {
+	if r.stuck {
+		return nil, fmt.Errorf("git %s: git did not end in this repository before: nothing more is taken from it in this session", args[0])
+	}
 	var st unix.Stat_t
+	if err := unix.Fstatat(hd.fd, "commondir", &st, unix.AT_SYMLINK_NOFOLLOW); !errors.Is(err, unix.ENOENT) {
+		return nil, fmt.Errorf("git %s: the repository has a commondir, which sends git to another repository", args[0])
+	}
+	// Bounded: what git opens there (an included config, packed-refs,
+	// objects/info/alternates) may be a named pipe that never opens.
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", append([]string{"--git-dir=" + r.Host, "-c", "core.hooksPath=/dev/null"}, args...)...)
+	cmd.WaitDelay = 10 * time.Second
+	cmd.Dir = r.Host
+	cmd.Stdin = stdin
+	// In a partial clone, git would fetch an object a command's names
+	// from the promisor remote, with the user's credentials.
+	cmd.Env = append(append(gitHostEnv(), "GIT_NO_LAZY_FETCH=1"), env...)
 	if os.Geteuid() == 0 && unix.Fstat(hd.fd, &st) == nil && st.Uid != 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: st.Uid, Gid: st.Gid}}
 	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			r.stuck = true
+			s.log.Warn("git did not end in a repository: nothing more is taken from it in this session", "repo", r.Host, "git", args[0], "limit", limit)
+			return nil, fmt.Errorf("git %s did not end within %v (a named pipe in the repository?): nothing more is taken from it in this session", args[0], limit)
+		}
 		msg := strings.TrimSpace(errb.String())
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 			msg = msg[i+1:]
@@ -313,6 +354,52 @@ func (s *gitShadow) gitAsOwner(hd *repoDir, gitDir string, stdin io.Reader, args
 		return nil, fmt.Errorf("git %s: %v: %s", args[0], err, msg)
 	}
 	return out.Bytes(), nil
+}
+
+// gitLimit bounds git run on a host's repository, and gitRate lets
+// index-pack a minute more for each gitRate bytes it is given.
+var (
+	gitLimit = 2 * time.Minute
+	gitRate  = int64(32 << 20)
+)
+
+func indexPackLimit(size int64) time.Duration {
+	return gitLimit + time.Duration(size/gitRate)*time.Minute
+}
+
+// plainPath reports whether each directory on the way to rel in the host's
+// repository hd is a directory and rel a regular file (a directory when
+// dir is set), as far as they exist: no link, which git would follow to
+// write elsewhere.
+func plainPath(hd *repoDir, rel string, dir bool) bool {
+	d := hd
+	defer func() {
+		if d != hd {
+			d.close()
+		}
+	}()
+	parts := strings.Split(rel, "/")
+	for i, part := range parts {
+		var st unix.Stat_t
+		if err := unix.Fstatat(d.fd, part, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return errors.Is(err, unix.ENOENT)
+		}
+		if i == len(parts)-1 && !dir {
+			return st.Mode&unix.S_IFMT == unix.S_IFREG
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return false
+		}
+		sub, err := openBeneathFD(d, part)
+		if err != nil {
+			return false
+		}
+		if d != hd {
+			d.close()
+		}
+		d = sub
+	}
+	return true
 }
 
 // gitHostEnv is the environment of git run on the host's repository: the
@@ -333,10 +420,17 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 	if r.objectsKey.unchanged(sd) {
 		return ""
 	}
+	left := false // packs left for the next sync
 	defer func() {
 		// What was taken (or refused) is gone from the shadow now.
 		r.objectsKey = objectsKey(sd)
+		if left {
+			r.objectsKey = nil
+		}
 	}()
+	if !plainPath(hd, "objects/pack", true) {
+		return "the repository's objects/pack is not a directory of its own: nothing taken"
+	}
 	od, err := openBeneathFD(sd, "objects")
 	if err != nil {
 		return ""
@@ -354,7 +448,12 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 			d.close()
 		}
 	}()
-	var problems []string
+	var pd *repoDir
+	type packFile struct {
+		base  string
+		mtime int64
+	}
+	var packs []packFile
 	for _, name := range names {
 		switch {
 		case len(name) == 2 && strings.Trim(name, "0123456789abcdef") == "":
@@ -371,37 +470,78 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 				}
 			}
 		case name == "pack":
-			pd, err := openBeneathFD(od, name)
-			if err != nil {
+			if pd, err = openBeneathFD(od, name); err != nil {
 				continue
 			}
 			dirs = append(dirs, pd)
 			files, _ := pd.names(maxImportFiles)
-			slices.Sort(files)
 			for _, f := range files {
-				base, ok := strings.CutSuffix(f, ".pack")
-				if !ok || !strings.HasPrefix(base, "pack-") {
-					continue
-				}
-				if err := s.importPack(r, hd, pd, f); err != nil {
-					problems = append(problems, err.Error())
-					s.log.Warn("a pack a command made was not taken into the host's repository", "repo", r.Host, "pack", f, "err", err)
-				}
-				// Taken, or refused: either way it goes, with its companions.
-				for _, ext := range []string{".pack", ".idx", ".rev", ".bitmap", ".keep", ".promisor", ".mtimes"} {
-					pd.remove(base + ext)
+				if base, ok := strings.CutSuffix(f, ".pack"); ok && strings.HasPrefix(base, "pack-") {
+					var st unix.Stat_t
+					unix.Fstatat(pd.fd, f, &st, unix.AT_SYMLINK_NOFOLLOW)
+					packs = append(packs, packFile{base, st.Mtim.Nano()})
 				}
 			}
 		}
 	}
-	if len(objs) > 0 {
-		if err := s.importLoose(r, hd, objs); err != nil {
+	// In the order git made them, which is the order in which they name
+	// each other; a bounded number each time.
+	slices.SortFunc(packs, func(a, b packFile) int {
+		return cmp.Or(cmp.Compare(a.mtime, b.mtime), strings.Compare(a.base, b.base))
+	})
+	if len(packs) > maxImportPacks {
+		packs, left = packs[:maxImportPacks], true
+	}
+	var problems []string
+	if len(packs) > 0 || len(objs) > 0 {
+		q, err := s.newQuarantine(r, hd)
+		if err != nil {
+			// Nothing taken, nothing removed: tried again after the next
+			// command.
+			left = true
+			return "objects not taken: " + err.Error()
+		}
+		// Twice: a pack may name objects of one taken after it.
+		failed := map[string]error{}
+		for _, p := range packs {
+			failed[p.base] = s.importPack(q, r, hd, pd, p.base+".pack")
+		}
+		var looseErr error
+		if len(objs) > 0 {
+			looseErr = s.importLoose(q, r, hd, objs)
+		}
+		again := false
+		for _, p := range packs {
+			if failed[p.base] != nil {
+				failed[p.base] = s.importPack(q, r, hd, pd, p.base+".pack")
+				again = again || failed[p.base] == nil
+			}
+		}
+		if looseErr != nil && again {
+			looseErr = s.importLoose(q, r, hd, objs)
+		}
+		for _, p := range packs {
+			if err := failed[p.base]; err != nil {
+				problems = append(problems, err.Error())
+				s.log.Warn("a pack a command made was not taken into the host's repository", "repo", r.Host, "pack", p.base, "err", err)
+			}
+		}
+		if looseErr != nil {
+			problems = append(problems, looseErr.Error())
+			s.log.Warn("objects a command made were not taken into the host's repository", "repo", r.Host, "err", looseErr)
+		}
+		if err := q.finish(); err != nil {
 			problems = append(problems, err.Error())
-			s.log.Warn("objects a command made were not taken into the host's repository", "repo", r.Host, "err", err)
 		}
-		for _, o := range objs {
-			o.dir.remove(o.name)
+	}
+	// Taken, or refused: either way they go, packs with their companions.
+	for _, p := range packs {
+		for _, ext := range []string{".pack", ".idx", ".rev", ".bitmap", ".keep", ".promisor", ".mtimes"} {
+			pd.remove(p.base + ext)
 		}
+	}
+	for _, o := range objs {
+		o.dir.remove(o.name)
 	}
 	// An emptied fan-out directory goes, so that the next object made there
 	// changes the store's own mtime (git makes the directory again).
@@ -416,19 +556,148 @@ func (s *gitShadow) importObjects(r *shadowRepo, hd, sd *repoDir) (why string) {
 	return ""
 }
 
-// importPack streams the pack name in pd into the host's store.
-func (s *gitShadow) importPack(r *shadowRepo, hd, pd *repoDir, name string) error {
+// A quarantine is a directory in the host's object store where the packs of
+// one sync are made, as git's receive-pack does: git index-pack --strict
+// writes there, the host's store its alternate, and only the packs it took
+// whole are moved into the store. index-pack checks the .gitmodules files
+// a pack's trees name only after it has written the pack, and without
+// --strict takes objects that name objects that are nowhere (a tree whose
+// .gitmodules comes in a later pack, unchecked; a commit whose parent is
+// nowhere, a history broken for every git command after it).
+type quarantine struct {
+	s       *gitShadow
+	od, qd  *repoDir // the host's objects, the quarantine
+	name    string   // the quarantine's name in od
+	path    string   // its path, for git
+	objects string   // the host's objects' path, for git
+	taken   []string // the packs taken (pack-HASH)
+}
+
+// newQuarantine makes a quarantine in r's host objects.
+func (s *gitShadow) newQuarantine(r *shadowRepo, hd *repoDir) (*quarantine, error) {
+	od, err := openBeneathFD(hd, "objects")
+	if err != nil {
+		return nil, err
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := "tmp_objdir-corral-" + hex.EncodeToString(rnd[:])
+	uid, gid := -1, -1
+	var st unix.Stat_t
+	if os.Geteuid() == 0 && unix.Fstat(hd.fd, &st) == nil {
+		uid, gid = int(st.Uid), int(st.Gid) // git runs as the owner (gitAsOwner)
+	}
+	for _, p := range []string{name, name + "/pack"} {
+		if err := unix.Mkdirat(od.fd, p, 0o700); err != nil {
+			od.close()
+			return nil, err
+		}
+		if uid >= 0 {
+			unix.Fchownat(od.fd, p, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
+		}
+	}
+	qd, err := openBeneathFD(od, name)
+	if err != nil {
+		od.removeAll(name)
+		od.close()
+		return nil, err
+	}
+	objects := path.Join(r.Host, "objects")
+	return &quarantine{s: s, od: od, qd: qd, name: name, path: path.Join(objects, name), objects: objects}, nil
+}
+
+// indexPack streams a pack into git index-pack in the quarantine; what a
+// refused one left there goes.
+func (q *quarantine) indexPack(r *shadowRepo, hd *repoDir, in io.Reader, size int64) error {
+	env := []string{"GIT_OBJECT_DIRECTORY=" + q.path, "GIT_ALTERNATE_OBJECT_DIRECTORIES=" + q.objects}
+	out, err := q.s.gitAsOwner(r, hd, env, in, indexPackLimit(size), "index-pack", "--stdin", "--strict")
+	var hash string
+	if err == nil {
+		// "pack\tHASH", then the .gitmodules it could not check: none
+		// under --strict, or it is refused.
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		h, ok := strings.CutPrefix(lines[0], "pack\t")
+		if !ok || len(lines) > 1 || !isHexID(h, r.HashLen) {
+			err = fmt.Errorf("git index-pack: a .gitmodules it could not check: %q", out)
+		}
+		hash = h
+	}
+	if err != nil {
+		q.sweep()
+		return err
+	}
+	if !slices.Contains(q.taken, "pack-"+hash) {
+		q.taken = append(q.taken, "pack-"+hash)
+	}
+	return nil
+}
+
+// sweep removes from the quarantine every file but those of the packs taken.
+func (q *quarantine) sweep() {
+	pd, err := openBeneathFD(q.qd, "pack")
+	if err != nil {
+		return
+	}
+	defer pd.close()
+	files, _ := pd.names(-1)
+	for _, f := range files {
+		if !slices.ContainsFunc(q.taken, func(base string) bool { return strings.HasPrefix(f, base+".") }) {
+			pd.removeAll(f)
+		}
+	}
+}
+
+// finish moves the packs taken into the host's store, each index last (git
+// finds a pack by its index), and removes the quarantine.
+func (q *quarantine) finish() error {
+	defer func() {
+		q.qd.close()
+		q.od.removeAll(q.name)
+		q.od.close()
+	}()
+	if len(q.taken) == 0 {
+		return nil
+	}
+	from, err := openBeneathFD(q.qd, "pack")
+	if err != nil {
+		return err
+	}
+	defer from.close()
+	if unix.Mkdirat(q.od.fd, "pack", 0o755) == nil {
+		var st unix.Stat_t
+		if os.Geteuid() == 0 && unix.Fstat(q.od.fd, &st) == nil {
+			unix.Fchownat(q.od.fd, "pack", int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
+		}
+	}
+	to, err := openBeneathFD(q.od, "pack")
+	if err != nil {
+		return err
+	}
+	defer to.close()
+	for _, base := range q.taken {
+		for _, ext := range []string{".pack", ".rev", ".idx"} {
+			err := unix.Renameat(from.fd, base+ext, to.fd, base+ext)
+			if err != nil && (ext != ".rev" || !errors.Is(err, unix.ENOENT)) {
+				return fmt.Errorf("cannot move %s into the host's store: %w", base+ext, err)
+			}
+		}
+	}
+	return nil
+}
+
+// importPack streams the pack name in pd into the quarantine.
+func (s *gitShadow) importPack(q *quarantine, r *shadowRepo, hd, pd *repoDir, name string) error {
 	fd, err := unix.Openat(pd.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil // gone meanwhile
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", name)
 	}
-	_, err = s.gitAsOwner(hd, r.Host, bufio.NewReaderSize(f, 1<<16), "index-pack", "--stdin", "--fsck-objects")
-	return err
+	return q.indexPack(r, hd, bufio.NewReaderSize(f, 1<<16), fi.Size())
 }
 
 // looseEntry is a loose object file of a shadow.
@@ -444,7 +713,7 @@ var packTypes = map[string]byte{"commit": 1, "tree": 2, "blob": 3, "tag": 4}
 // store. Each file is read twice (its header, to count and size it; then
 // its content, into the pack): one changed in between breaks the pack,
 // which git then refuses whole.
-func (s *gitShadow) importLoose(r *shadowRepo, hd *repoDir, objs []looseEntry) error {
+func (s *gitShadow) importLoose(q *quarantine, r *shadowRepo, hd *repoDir, objs []looseEntry) error {
 	type head struct {
 		typ  byte
 		size int64
@@ -486,7 +755,11 @@ func (s *gitShadow) importLoose(r *shadowRepo, hd *repoDir, objs []looseEntry) e
 		}
 		pw.CloseWithError(err)
 	}()
-	_, err := s.gitAsOwner(hd, r.Host, pr, "index-pack", "--stdin", "--fsck-objects")
+	var size int64
+	for _, h := range heads {
+		size += h.size
+	}
+	err := q.indexPack(r, hd, pr, size)
 	pr.Close()
 	return err
 }
@@ -639,6 +912,11 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 			refused = append(refused, name+" changed on the host too; the host's is kept")
 		case cur == "" && name == current:
 			refused = append(refused, name+" is the branch checked out: git does not delete it")
+		case cur != "" && strings.HasPrefix(name, "refs/replace/"):
+			// The user's git would show the object it replaces as the
+			// command's: a commit HEAD names holding the command's files,
+			// their change gone from git status and git diff.
+			refused = append(refused, name+" would make the user's git show another object in place of one: replace refs are not taken")
 		case cur == "":
 			// Its reflog goes with it: its last value is kept where no
 			// command reaches (refs/corral is never synced).
@@ -655,9 +933,36 @@ func (s *gitShadow) pushRefs(r *shadowRepo, hd, sd *repoDir) (changed bool, why 
 	if len(lines) > 0 || stashChanged {
 		r.hostKey = nil // the host's refs change: read them again before the next command
 	}
-	if len(lines) > 0 {
+	updateRefs := func(lines []string) error {
+		for _, l := range lines {
+			name := strings.Fields(l)[1]
+			if !plainPath(hd, name, false) || !plainPath(hd, "logs/"+name, false) {
+				return errors.New(name + " or its reflog cannot be a file of the repository's own (a link, or a ref, on the way): no ref taken")
+			}
+		}
 		in := strings.Join(lines, "\n") + "\n"
-		if _, err := s.gitAsOwner(hd, r.Host, strings.NewReader(in), "update-ref", "--create-reflog", "-m", "corral: a command in the sandbox", "--stdin"); err != nil {
+		_, err := s.gitAsOwner(r, hd, nil, strings.NewReader(in), gitLimit, "update-ref", "--create-reflog", "-m", "corral: a command in the sandbox", "--stdin")
+		return err
+	}
+	if len(lines) > 0 {
+		err := updateRefs(lines)
+		if err != nil && slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "update "+deletedRefs) }) {
+			// The copy of a deleted ref may be in the way of another's
+			// (refs/heads/a deleted, then refs/heads/a/b): the copies go
+			// in a directory of their own instead.
+			alt := make([]string, len(lines))
+			dir := deletedRefs + strconv.FormatInt(time.Now().UnixNano(), 10) + "/"
+			for i, l := range lines {
+				if rest, ok := strings.CutPrefix(l, "update "+deletedRefs); ok {
+					l = "update " + dir + rest
+				}
+				alt[i] = l
+			}
+			if updateRefs(alt) == nil {
+				err = nil
+			}
+		}
+		if err != nil {
 			refused = append(refused, err.Error())
 			applied = nil
 		}
