@@ -1,6 +1,8 @@
-package sandbox
+package docker
 
 import (
+	"github.com/corralhq/corral/sandbox"
+
 	"context"
 	"io/fs"
 	"os"
@@ -96,12 +98,12 @@ func TestAttackRemoveThroughLink(t *testing.T) {
 	}
 	sh(t, c, "(python3 swap.py "+victim+" 40 48 >/dev/null 2>&1 &)")
 	for i := 0; i < 150; i++ {
-		run(t, c, ExecRequest{Command: "sleep 0.05"})
+		run(t, c, sandbox.ExecRequest{Command: "sleep 0.05"})
 		if _, err := os.Stat(keep); err != nil {
 			t.Fatalf("after %d commands the host's %s is gone (%v): corral removed it through a link a command put in the shadow", i+1, keep, err)
 		}
 	}
-	run(t, c, ExecRequest{Command: "pkill -f swap.py"})
+	run(t, c, sandbox.ExecRequest{Command: "pkill -f swap.py"})
 	if out := hostGitT(t, ws, "for-each-ref", "refs/heads"); strings.Contains(out, "precious") {
 		t.Errorf("the host took refs to objects it does not have:\n%s", out)
 	}
@@ -188,7 +190,7 @@ rm -rf refsdir/.git/refs && ln -s `+refsVictim+` refsdir/.git/refs`)
 		"cd objs && git symbolic-ref HEAD refs/heads/evil && git read-tree --empty && git commit -q --allow-empty -m two",
 		"cd refsdir && git commit -q --allow-empty -m two",
 	} {
-		res, out := run(t, c2, ExecRequest{Command: "cd " + ws + " && " + cmd})
+		res, out := run(t, c2, sandbox.ExecRequest{Command: "cd " + ws + " && " + cmd})
 		t.Logf("%s: exit %d %s; not copied: %v", cmd, res.ExitCode, out, res.NotCopied)
 	}
 	// What has no link reaches the host, with no hook run.
@@ -295,7 +297,7 @@ func TestAttackMalformedObjects(t *testing.T) {
 	// "later" again once its .gitmodules blob, alone, is in the host's
 	// store.
 	for _, cs := range []string{"dotgit", "gitmodules", "split", "later", "blob", "later", "noparent", "notree"} {
-		res, out := run(t, c, ExecRequest{Command: "bash .malformed.sh " + cs})
+		res, out := run(t, c, sandbox.ExecRequest{Command: "bash .malformed.sh " + cs})
 		if res.ExitCode != 0 {
 			t.Fatalf("%s: the script failed: %s", cs, out)
 		}
@@ -344,7 +346,7 @@ func TestGitStorePackOrder(t *testing.T) {
 	hostGitT(t, ws, "commit", "-q", "--allow-empty", "-m", "one")
 	c := newSandbox(t, cfg)
 	for i := 0; i < 3; i++ {
-		res, out := run(t, c, ExecRequest{Command: `set -e
+		res, out := run(t, c, sandbox.ExecRequest{Command: `set -e
 ci() { git -c user.name=a -c user.email=a@x commit -q --allow-empty -m "$1"; }
 ci a; ci b; git repack -q -d
 ci c; git repack -q -d
@@ -390,13 +392,13 @@ func TestAttackCorralRefs(t *testing.T) {
 			"echo 'ref: refs/corral/deleted/refs/heads/keep' > .git/HEAD",
 			"echo 'ref: refs/corral/x' > .git/HEAD",
 		} {
-			res, out := run(t, c, ExecRequest{Command: cmd})
+			res, out := run(t, c, sandbox.ExecRequest{Command: cmd})
 			t.Logf("%s: exit %d %s; not copied %v", cmd, res.ExitCode, out, res.NotCopied)
 			if got := strings.TrimSpace(hostGitT(t, ws, "symbolic-ref", "HEAD")); got != "refs/heads/main" {
 				t.Errorf("after %q the host's HEAD names %s", cmd, got)
 				hostGitT(t, ws, "symbolic-ref", "HEAD", "refs/heads/main")
 			}
-			run(t, c, ExecRequest{Command: "git symbolic-ref HEAD refs/heads/main"})
+			run(t, c, sandbox.ExecRequest{Command: "git symbolic-ref HEAD refs/heads/main"})
 		}
 		if i == 0 {
 			if got := hostGitT(t, ws, "for-each-ref", "refs/corral"); got != "" {
@@ -438,7 +440,7 @@ func TestAttackStoreDenial(t *testing.T) {
 		t.Helper()
 		n++
 		msg := "c" + strconv.Itoa(n)
-		res, out := run(t, c, ExecRequest{Command: "git -c user.name=a -c user.email=a@x commit -q --allow-empty -m " + msg})
+		res, out := run(t, c, sandbox.ExecRequest{Command: "git -c user.name=a -c user.email=a@x commit -q --allow-empty -m " + msg})
 		if res.ExitCode != 0 {
 			t.Fatalf("after %s, a commit fails inside: %s", after, out)
 		}
@@ -458,7 +460,7 @@ func TestAttackStoreDenial(t *testing.T) {
 		{"a loose object far shorter than it says", `python3 -c "import zlib,os; os.makedirs('.git/objects/ab', exist_ok=True); open('.git/objects/ab/` + id[2:] + `','wb').write(zlib.compress(b'blob 1000000000000000\0short'))"`, ""},
 		{"600 packs that are not", "for i in $(seq 1000 1599); do echo x > .git/objects/pack/pack-" + id[:36] + "$i.pack; done", ""},
 	} {
-		res, out := run(t, c, ExecRequest{Command: step.make})
+		res, out := run(t, c, sandbox.ExecRequest{Command: step.make})
 		if res.ExitCode != 0 {
 			t.Fatalf("%s: %s", step.what, out)
 		}
@@ -553,13 +555,13 @@ func TestAttackEarlierRepositoryPipe(t *testing.T) {
 			}
 		}
 	}()
-	res, out := run(t, c2, ExecRequest{Command: "cd " + ws + "/inc && sed -i '/include/,$d' .git/config && git commit -q --allow-empty -m two"})
+	res, out := run(t, c2, sandbox.ExecRequest{Command: "cd " + ws + "/inc && sed -i '/include/,$d' .git/config && git commit -q --allow-empty -m two"})
 	t.Logf("exit %d %s; not copied %v", res.ExitCode, out, res.NotCopied)
 	if !slices.ContainsFunc(res.NotCopied, func(s string) bool { return strings.Contains(s, "did not end") }) {
 		t.Errorf("the model is not told: %v", res.NotCopied)
 	}
 	for i := 0; i < 3; i++ {
-		res, out := run(t, c2, ExecRequest{Command: "cd " + ws + " && git commit -q --allow-empty -m c" + strconv.Itoa(i)})
+		res, out := run(t, c2, sandbox.ExecRequest{Command: "cd " + ws + " && git commit -q --allow-empty -m c" + strconv.Itoa(i)})
 		t.Logf("exit %d %s; not copied %v", res.ExitCode, out, res.NotCopied)
 	}
 	if got := hostGitT(t, ws, "log", "--format=%s"); got != "c2\nc1\nc0\none\n" {
@@ -580,7 +582,7 @@ func TestAttackReplaceRef(t *testing.T) {
 	hostGitT(t, ws, "add", "auth.go")
 	hostGitT(t, ws, "commit", "-q", "-m", "one")
 	c := newSandbox(t, cfg)
-	res, out := run(t, c, ExecRequest{Command: `set -e
+	res, out := run(t, c, sandbox.ExecRequest{Command: `set -e
 echo 'skip()' > auth.go
 git add auth.go
 r=$(git commit-tree $(git write-tree) -m one)
@@ -654,7 +656,7 @@ func TestAttackReadThroughLink(t *testing.T) {
 	}
 	sh(t, c, "(python3 swap.py "+heads+" "+logs+" 30 >/dev/null 2>&1 &)")
 	for i := 0; i < 60; i++ {
-		run(t, c, ExecRequest{Command: "sleep 0.1"})
+		run(t, c, sandbox.ExecRequest{Command: "sleep 0.1"})
 		if out, err := exec.Command("grep", "-r", "-l", secret[:12], filepath.Join(ws, ".git"), c.shadow().st.Repos[0].Shadow).CombinedOutput(); err == nil {
 			t.Fatalf("after %d commands the secret is in %s", i+1, out)
 		}
@@ -663,7 +665,7 @@ func TestAttackReadThroughLink(t *testing.T) {
 	if out := sh(t, c, "pgrep -f swap.py >/dev/null && ls .git/refs .git/logs"); !strings.Contains(out, "heads.link") || !strings.Contains(out, "refs.link") {
 		t.Errorf("the swapping did not run:\n%s", out)
 	}
-	run(t, c, ExecRequest{Command: "pkill -f swap.py"})
+	run(t, c, sandbox.ExecRequest{Command: "pkill -f swap.py"})
 }
 
 // Deleting refs/heads/a, then refs/heads/a/b (or the other way round)
@@ -683,7 +685,7 @@ func TestGitStoreDeleteNested(t *testing.T) {
 		"git branch c/d", "git branch -D c/d",
 		"git branch c", "git branch -D c && " + ci + "four",
 	} {
-		res, out := run(t, c, ExecRequest{Command: cmd})
+		res, out := run(t, c, sandbox.ExecRequest{Command: cmd})
 		if res.ExitCode != 0 || len(res.NotCopied) > 0 {
 			t.Errorf("%d %q: exit %d %s; not copied %v", i, cmd, res.ExitCode, out, res.NotCopied)
 		}
