@@ -732,7 +732,9 @@ func (s *gitShadow) importLoose(q *quarantine, r *shadowRepo, hd *repoDir, objs 
 		return nil
 	}
 	pr, pw := io.Pipe()
+	written := make(chan struct{})
 	go func() {
+		defer close(written)
 		var h hash.Hash = sha1.New()
 		if r.HashLen == 32 {
 			h = sha256.New()
@@ -760,7 +762,11 @@ func (s *gitShadow) importLoose(q *quarantine, r *shadowRepo, hd *repoDir, objs 
 		size += h.size
 	}
 	err := q.indexPack(r, hd, pr, size)
+	// The writer reads the shadow's directories by descriptor: it must be
+	// done (its next write fails once the pipe is closed) before the
+	// caller closes them.
 	pr.Close()
+	<-written
 	return err
 }
 
