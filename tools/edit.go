@@ -115,6 +115,9 @@ func (s *Session) edit(ctx context.Context, p EditParams) (Result, error) {
 		return errorResult("Cannot edit %s because it has not been read in this session. Read the file first, then retry with exact oldText.", t.display), nil
 	}
 	if have != want {
+		if display := s.state.markChanged(t.key, want); display != "" {
+			s.emit(Event{Type: EventFileChanged, Path: display, Op: "write"})
+		}
 		return errorResult("Cannot edit %s: it changed since this session last read it (by the user, a formatter or a command). Read the file again to see its current content, then retry with exact oldText.", t.display), nil
 	}
 	if err := checkWritable(t.display, fi, "edit"); err != nil {

@@ -146,6 +146,22 @@ func (rs *readState) lookup(key string) (contentHash, bool) {
 	return f.hash, true
 }
 
+// markChanged makes key dirty when the session still knows it as content
+// hashing to want, and returns its display name then: a tool that found the
+// file changed reports it as the watcher would, when the watcher (whose
+// events come late under load) has not yet. "" when already reported or
+// read again since.
+func (rs *readState) markChanged(key string, want contentHash) string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	f, ok := rs.files[key]
+	if !ok || f.dirty || f.hash != want {
+		return ""
+	}
+	f.dirty = true
+	return f.display
+}
+
 // snapshot returns a copy of key's state, to restore with put if a write fails.
 func (rs *readState) snapshot(key string) (fileState, bool) {
 	rs.mu.Lock()

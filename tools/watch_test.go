@@ -227,3 +227,27 @@ func TestWatcherChurnAndClose(t *testing.T) {
 	testenv.WaitFor(t, time.Minute, "the goroutines of the watch to end", func() bool { return runtime.NumGoroutine() <= before })
 	ok = true
 }
+
+// When the watcher has no watch on a file (degraded, or its events late
+// under load), edit and write that find it changed report file_changed
+// themselves, once: the UI hears of it whichever comes first.
+func TestStaleToolReportsChange(t *testing.T) {
+	events := &eventLog{}
+	s, ws := newTestSession(t, map[string]string{"a/x": "x\n"}, func(o *Options) { o.Events = events })
+	s.watch.mu.Lock()
+	s.watch.addWatch = func(string) error { return fmt.Errorf("inotify_add_watch: %w", syscall.ENOSPC) }
+	s.watch.mu.Unlock()
+	mustOK(t, s, "read", m{"path": "a/x"})
+	writeFile(t, ws, "a/x", "changed\n")
+	mustFail(t, s, "edit", m{"path": "a/x", "oldText": "x", "newText": "X"}, "changed since")
+	mustFail(t, s, "write", m{"path": "a/x", "content": "y\n"}, "changed since")
+	n := 0
+	for _, e := range events.all() {
+		if e.Type == EventFileChanged && e.Path == "a/x" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d file_changed events for a/x, want 1: %+v", n, events.all())
+	}
+}

@@ -128,6 +128,9 @@ func (s *Session) write(ctx context.Context, p WriteParams) (Result, error) {
 				return errorResult("Cannot overwrite %s because it has not been read in this session. Read the file first (and prefer edit for a partial change), then retry.", t.display), nil
 			}
 			if have != want {
+				if display := s.state.markChanged(t.key, want); display != "" {
+					s.emit(Event{Type: EventFileChanged, Path: display, Op: "write"})
+				}
 				return errorResult("Cannot overwrite %s: it changed since this session last read it (by the user, a formatter or a command). Read the file again to see its current content, then retry.", t.display), nil
 			}
 		}
