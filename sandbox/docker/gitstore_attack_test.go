@@ -353,7 +353,7 @@ ci c; git repack -q -d
 ci d; ci e
 e=$(git rev-parse HEAD)
 echo $e | git pack-objects -q .git/objects/pack/pack >/dev/null
-rm .git/objects/${e:0:2}/${e:2}`})
+rm -f .git/objects/${e:0:2}/${e:2}`})
 		if res.ExitCode != 0 || len(res.NotCopied) > 0 {
 			t.Errorf("exit %d: %s; not copied: %v", res.ExitCode, out, res.NotCopied)
 		}
